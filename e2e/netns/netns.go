@@ -1,0 +1,113 @@
+// Package netns creates throwaway network namespaces for tests and runs code
+// or commands inside them. Nothing here touches the root namespace: every
+// namespace, link and address lives in namespaces the test created, and all
+// of them are removed when the test ends, also when it fails.
+package netns
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// RequireRoot skips t when the test does not run as root. Tests that need
+// the kernel call it first; CI runs as root, so they run there.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("skipped: needs root to create network namespaces (CI runs it as root)")
+	}
+}
+
+// NS is a named network namespace, as made by `ip netns add`.
+type NS struct {
+	Name string
+}
+
+// New creates a namespace whose name starts with prefix, brings its
+// loopback up and registers its removal with t.Cleanup.
+func New(t testing.TB, prefix string) *NS {
+	t.Helper()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	ns := &NS{Name: prefix + "-" + hex.EncodeToString(b[:])}
+	if out, err := exec.Command("ip", "netns", "add", ns.Name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add %s: %v: %s", ns.Name, err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "netns", "del", ns.Name).CombinedOutput(); err != nil {
+			t.Errorf("ip netns del %s: %v: %s", ns.Name, err, out)
+		}
+	})
+	ns.MustRun(t, "ip", "link", "set", "lo", "up")
+	return ns
+}
+
+// Path returns the namespace's bind-mount path.
+func (ns *NS) Path() string { return "/run/netns/" + ns.Name }
+
+// Command returns a command that runs inside the namespace.
+func (ns *NS) Command(name string, args ...string) *exec.Cmd {
+	return exec.Command("ip", append([]string{"netns", "exec", ns.Name, name}, args...)...)
+}
+
+// Run runs a command inside the namespace and returns its combined output.
+func (ns *NS) Run(name string, args ...string) (string, error) {
+	out, err := ns.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s in %s: %w: %s", name, strings.Join(args, " "), ns.Name, err, out)
+	}
+	return string(out), nil
+}
+
+// MustRun is Run that fails the test on error.
+func (ns *NS) MustRun(t testing.TB, name string, args ...string) string {
+	t.Helper()
+	out, err := ns.Run(name, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Do runs fn on an OS thread that has entered the namespace. Sockets that
+// fn creates belong to the namespace and stay usable after Do returns.
+func (ns *NS) Do(fn func() error) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		// The thread is left locked on purpose when it cannot return to
+		// the original namespace: it then dies with the goroutine.
+		orig, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer orig.Close()
+		target, err := os.Open(ns.Path())
+		if err != nil {
+			errc <- err
+			return
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("setns %s: %w", ns.Name, err)
+			return
+		}
+		ferr := fn()
+		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
+			errc <- fmt.Errorf("return from %s: %w", ns.Name, err)
+			return
+		}
+		runtime.UnlockOSThread()
+		errc <- ferr
+	}()
+	return <-errc
+}

@@ -1,0 +1,30 @@
+package nftgen
+
+import (
+	"context"
+	"errors"
+	"syscall"
+)
+
+// Dataplane applies transactions to nftproxy's tables. Netlink is the real
+// implementation; Fake is an in-memory one for tests.
+type Dataplane interface {
+	// Apply runs tx as one atomic batch: on error nothing was changed.
+	Apply(ctx context.Context, tx *Transaction) error
+	// Inventory lists the chains and named maps of the family's table, or
+	// returns nil and no error when the table does not exist. It lists the
+	// kernel, so it is kept off the hot path.
+	Inventory(ctx context.Context, f Family) (*Inventory, error)
+	// DeleteTable removes the family's table and everything in it. A
+	// missing table is not an error.
+	DeleteTable(ctx context.Context, f Family) error
+}
+
+// IsNotFound reports whether err says that an object does not exist.
+func IsNotFound(err error) bool { return errors.Is(err, syscall.ENOENT) }
+
+// IsExists reports whether err says that an object exists already.
+func IsExists(err error) bool { return errors.Is(err, syscall.EEXIST) }
+
+// IsBusy reports whether err says that an object is still in use.
+func IsBusy(err error) bool { return errors.Is(err, syscall.EBUSY) }

@@ -1,0 +1,191 @@
+package nftgen
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// Netlink registers. Register 1 is the first 16-byte register; registers 8
+// and up address it and its neighbours in 4-byte slots, which is how nft
+// lays out concatenated keys.
+const (
+	reg1       = 1
+	reg2       = 2
+	reg32Base  = 8
+	regVerdict = 0
+)
+
+// anonVmap is an anonymous, constant verdict map keyed by a 32-bit integer
+// in host byte order, as "numgen ... vmap { ... }" needs.
+type anonVmap struct {
+	Targets []string
+}
+
+// exprBuilder turns statements into netlink expressions. addAnon is called
+// for each anonymous map a rule needs; it must declare the map in the same
+// batch and return the name and ID that the lookup should reference.
+type exprBuilder struct {
+	family  Family
+	addAnon func(m anonVmap) (name string, id uint32)
+}
+
+// ruleExprs returns the netlink expressions of a rule.
+func (b *exprBuilder) ruleExprs(r *Rule) ([]expr.Any, error) {
+	var out []expr.Any
+	for _, s := range r.Stmts {
+		es, err := b.stmtExprs(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, es...)
+	}
+	return out, nil
+}
+
+func (b *exprBuilder) addrOffsets() (saddr, daddr, length uint32) {
+	if b.family == FamilyIPv6 {
+		return 8, 24, 16
+	}
+	return 12, 16, 4
+}
+
+func (b *exprBuilder) nfproto() uint32 {
+	if b.family == FamilyIPv6 {
+		return unix.NFPROTO_IPV6
+	}
+	return unix.NFPROTO_IPV4
+}
+
+func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
+	switch s := s.(type) {
+	case MatchProto:
+		return []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{s.Proto}},
+		}, nil
+	case MatchAddr:
+		saddr, daddr, length := b.addrOffsets()
+		off := daddr
+		if s.Dir == Saddr {
+			off = saddr
+		}
+		addr := s.Prefix.Masked().Addr()
+		if (addr.Is4()) != (b.family == FamilyIPv4) {
+			return nil, fmt.Errorf("address %s does not belong to family %s", s.Prefix, b.family)
+		}
+		op := expr.CmpOpEq
+		if s.Negate {
+			op = expr.CmpOpNeq
+		}
+		out := []expr.Any{&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: length}}
+		if bits := s.Prefix.Bits(); bits < int(length*8) {
+			mask := make([]byte, length)
+			for i := 0; i < bits; i++ {
+				mask[i/8] |= 0x80 >> (i % 8)
+			}
+			out = append(out, &expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: length, Mask: mask, Xor: make([]byte, length)})
+		}
+		return append(out, &expr.Cmp{Op: op, Register: reg1, Data: addr.AsSlice()}), nil
+	case MatchDport:
+		return []expr.Any{
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binary.BigEndian.AppendUint16(nil, s.Port)},
+		}, nil
+	case MatchCtStateNew:
+		return []expr.Any{
+			&expr.Ct{Register: reg1, Key: expr.CtKeySTATE},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(expr.CtStateBitNEW), Xor: native32(0)},
+			&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: native32(0)},
+		}, nil
+	case MatchMark:
+		op := expr.CmpOpNeq
+		if s.Zero {
+			op = expr.CmpOpEq
+		}
+		return []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(s.Mask), Xor: native32(0)},
+			&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
+		}, nil
+	case DispatchMap:
+		_, daddr, length := b.addrOffsets()
+		protoReg := uint32(reg32Base + length/4)
+		return []expr.Any{
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: length},
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: protoReg},
+			&expr.Payload{DestRegister: protoReg + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Lookup{SourceRegister: reg1, SetName: s.Map, DestRegister: regVerdict, IsDestRegSet: true},
+		}, nil
+	case NumgenVmap:
+		if len(s.Targets) == 0 {
+			return nil, fmt.Errorf("numgen vmap with no targets")
+		}
+		name, id := b.addAnon(anonVmap{Targets: s.Targets})
+		return []expr.Any{
+			&expr.Numgen{Register: reg1, Modulus: uint32(len(s.Targets)), Type: unix.NFT_NG_RANDOM},
+			&expr.Lookup{SourceRegister: reg1, SetName: name, SetID: id, DestRegister: regVerdict, IsDestRegSet: true},
+		}, nil
+	case MarkOr:
+		return markSet(^s.Bits, s.Bits), nil
+	case MarkXor:
+		return markSet(0xffffffff, s.Bits), nil
+	case DNAT:
+		if s.Addr.Is4() != (b.family == FamilyIPv4) {
+			return nil, fmt.Errorf("dnat address %s does not belong to family %s", s.Addr, b.family)
+		}
+		return []expr.Any{
+			&expr.Immediate{Register: reg1, Data: s.Addr.AsSlice()},
+			&expr.Immediate{Register: reg2, Data: binary.BigEndian.AppendUint16(nil, s.Port)},
+			&expr.NAT{Type: expr.NATTypeDestNAT, Family: b.nfproto(), RegAddrMin: reg1, RegProtoMin: reg2},
+		}, nil
+	case Masquerade:
+		return []expr.Any{&expr.Masq{FullyRandom: s.FullyRandom}}, nil
+	case Reject:
+		code := uint8(3) // ICMP_PORT_UNREACH
+		if b.family == FamilyIPv6 {
+			code = 4 // ICMPV6_PORT_UNREACH
+		}
+		return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: code}}, nil
+	case Verdict:
+		return []expr.Any{verdictExpr(s)}, nil
+	}
+	return nil, fmt.Errorf("unknown statement %T", s)
+}
+
+func markSet(mask, xor uint32) []expr.Any {
+	return []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
+		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(mask), Xor: native32(xor)},
+		&expr.Meta{Key: expr.MetaKeyMARK, SourceRegister: true, Register: reg1},
+	}
+}
+
+func verdictExpr(v Verdict) *expr.Verdict {
+	kinds := map[VerdictKind]expr.VerdictKind{
+		VerdictAccept: expr.VerdictAccept,
+		VerdictDrop:   expr.VerdictDrop,
+		VerdictReturn: expr.VerdictReturn,
+		VerdictJump:   expr.VerdictJump,
+		VerdictGoto:   expr.VerdictGoto,
+	}
+	return &expr.Verdict{Kind: kinds[v.Kind], Chain: v.Chain}
+}
+
+// native32 encodes v in host byte order, as marks, ct state and numgen
+// results are held in registers.
+func native32(v uint32) []byte {
+	return binary.NativeEndian.AppendUint32(nil, v)
+}
+
+// mapKeyBytes encodes a service map key as the kernel stores a concatenation
+// of ipv4_addr/ipv6_addr . inet_proto . inet_service: each field padded to
+// 4 bytes.
+func mapKeyBytes(k MapKey) []byte {
+	out := k.Addr.AsSlice()
+	out = append(out, k.Proto, 0, 0, 0)
+	out = binary.BigEndian.AppendUint16(out, k.Port)
+	return append(out, 0, 0)
+}

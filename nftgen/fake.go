@@ -1,0 +1,268 @@
+package nftgen
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+var _ Dataplane = (*Fake)(nil)
+
+// Fake is an in-memory Dataplane that checks transactions the way the
+// kernel does (missing objects, duplicate elements, chains still in use)
+// and applies each one to a copy, so that a failed transaction changes
+// nothing. It is safe for concurrent use.
+type Fake struct {
+	mu     sync.Mutex
+	tables map[Family]*fakeTable
+	// Transactions counts the successful Apply calls.
+	Transactions int
+	// LastTransaction is the last transaction passed to Apply.
+	LastTransaction *Transaction
+	// FailNext, if set, makes the next Apply fail with this error.
+	FailNext error
+}
+
+type fakeTable struct {
+	chains map[string]*Chain
+	maps   map[string]map[MapKey]MapElement
+	specs  map[string]MapSpec
+}
+
+// NewFake returns an empty Fake.
+func NewFake() *Fake { return &Fake{tables: map[Family]*fakeTable{}} }
+
+func (t *fakeTable) clone() *fakeTable {
+	c := &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: maps.Clone(t.specs)}
+	for n, ch := range t.chains {
+		cp := *ch
+		cp.Rules = slices.Clone(ch.Rules)
+		c.chains[n] = &cp
+	}
+	for n, m := range t.maps {
+		c.maps[n] = maps.Clone(m)
+	}
+	return c
+}
+
+func errorf(errno syscall.Errno, format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), errno)
+}
+
+// Apply implements Dataplane.
+func (f *Fake) Apply(_ context.Context, tx *Transaction) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.LastTransaction = tx
+	if err := f.FailNext; err != nil {
+		f.FailNext = nil
+		return err
+	}
+	var t *fakeTable
+	if old := f.tables[tx.Family]; old != nil {
+		t = old.clone()
+	}
+	for i, op := range tx.Ops {
+		if op.Kind == OpAddTable {
+			if t == nil {
+				t = &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: map[string]MapSpec{}}
+			}
+			continue
+		}
+		if t == nil {
+			return errorf(syscall.ENOENT, "op %d (%s): no table", i, op.Kind)
+		}
+		if err := t.apply(op); err != nil {
+			return fmt.Errorf("op %d: %s: %w", i, op.text(tx.Family), err)
+		}
+	}
+	if t != nil {
+		f.tables[tx.Family] = t
+	}
+	f.Transactions++
+	return nil
+}
+
+func (t *fakeTable) apply(op Op) error {
+	switch op.Kind {
+	case OpAddChain:
+		if c, ok := t.chains[op.Name]; ok {
+			if (c.Base == nil) != (op.Base == nil) || (c.Base != nil && *c.Base != *op.Base) {
+				return errorf(syscall.EEXIST, "chain exists with another hook")
+			}
+			return nil
+		}
+		t.chains[op.Name] = &Chain{Name: op.Name, Base: op.Base}
+	case OpFlushChain:
+		c, ok := t.chains[op.Name]
+		if !ok {
+			return errorf(syscall.ENOENT, "no chain")
+		}
+		c.Rules = nil
+	case OpDeleteChain:
+		c, ok := t.chains[op.Name]
+		if !ok {
+			return errorf(syscall.ENOENT, "no chain")
+		}
+		if len(c.Rules) > 0 || t.chainInUse(op.Name) {
+			return errorf(syscall.EBUSY, "chain in use")
+		}
+		delete(t.chains, op.Name)
+	case OpAddRule:
+		c, ok := t.chains[op.Name]
+		if !ok {
+			return errorf(syscall.ENOENT, "no chain")
+		}
+		for _, ref := range ruleChainRefs(op.Rule) {
+			if _, ok := t.chains[ref]; !ok {
+				return errorf(syscall.ENOENT, "no chain %s", ref)
+			}
+		}
+		for _, ref := range ruleMapRefs(op.Rule) {
+			if _, ok := t.maps[ref]; !ok {
+				return errorf(syscall.ENOENT, "no map %s", ref)
+			}
+		}
+		c.Rules = append(c.Rules, *op.Rule)
+	case OpAddMap:
+		if _, ok := t.maps[op.Name]; !ok {
+			t.maps[op.Name] = map[MapKey]MapElement{}
+			t.specs[op.Name] = *op.Map
+		}
+	case OpFlushMap:
+		if _, ok := t.maps[op.Name]; !ok {
+			return errorf(syscall.ENOENT, "no map")
+		}
+		t.maps[op.Name] = map[MapKey]MapElement{}
+	case OpDeleteMap:
+		if _, ok := t.maps[op.Name]; !ok {
+			return errorf(syscall.ENOENT, "no map")
+		}
+		for _, c := range t.chains {
+			for i := range c.Rules {
+				if slices.Contains(ruleMapRefs(&c.Rules[i]), op.Name) {
+					return errorf(syscall.EBUSY, "map in use")
+				}
+			}
+		}
+		delete(t.maps, op.Name)
+		delete(t.specs, op.Name)
+	case OpAddElement:
+		m, ok := t.maps[op.Name]
+		if !ok {
+			return errorf(syscall.ENOENT, "no map")
+		}
+		if old, ok := m[op.Element.Key]; ok && old.Verdict != op.Element.Verdict {
+			return errorf(syscall.EEXIST, "element exists")
+		}
+		if ch := op.Element.Verdict.Chain; ch != "" {
+			if _, ok := t.chains[ch]; !ok {
+				return errorf(syscall.ENOENT, "no chain %s", ch)
+			}
+		}
+		m[op.Element.Key] = *op.Element
+	case OpDeleteElement:
+		m, ok := t.maps[op.Name]
+		if !ok {
+			return errorf(syscall.ENOENT, "no map")
+		}
+		if _, ok := m[op.Element.Key]; !ok {
+			return errorf(syscall.ENOENT, "no element")
+		}
+		delete(m, op.Element.Key)
+	default:
+		return fmt.Errorf("unknown op %q", op.Kind)
+	}
+	return nil
+}
+
+func (t *fakeTable) chainInUse(name string) bool {
+	for _, c := range t.chains {
+		for i := range c.Rules {
+			if slices.Contains(ruleChainRefs(&c.Rules[i]), name) {
+				return true
+			}
+		}
+	}
+	for _, m := range t.maps {
+		for _, e := range m {
+			if e.Verdict.Chain == name {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// ruleChainRefs returns the chains a rule jumps to.
+func ruleChainRefs(r *Rule) []string {
+	var out []string
+	for _, s := range r.Stmts {
+		switch s := s.(type) {
+		case Verdict:
+			if s.Chain != "" {
+				out = append(out, s.Chain)
+			}
+		case NumgenVmap:
+			out = append(out, s.Targets...)
+		}
+	}
+	return out
+}
+
+// ruleMapRefs returns the named maps a rule looks up.
+func ruleMapRefs(r *Rule) []string {
+	var out []string
+	for _, s := range r.Stmts {
+		if d, ok := s.(DispatchMap); ok {
+			out = append(out, d.Map)
+		}
+	}
+	return out
+}
+
+// Inventory implements Dataplane.
+func (f *Fake) Inventory(_ context.Context, fam Family) (*Inventory, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tables[fam]
+	if t == nil {
+		return nil, nil
+	}
+	return &Inventory{Chains: sortedKeys(t.chains), Maps: sortedKeys(t.maps)}, nil
+}
+
+// DeleteTable implements Dataplane.
+func (f *Fake) DeleteTable(_ context.Context, fam Family) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.tables, fam)
+	return nil
+}
+
+// Dump returns the family's table in nft syntax with chains, maps and
+// elements sorted by name, or "" if there is no table.
+func (f *Fake) Dump(fam Family) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tables[fam]
+	if t == nil {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "table %s %s {\n", fam, TableName)
+	for _, name := range sortedKeys(t.maps) {
+		els := slices.Collect(maps.Values(t.maps[name]))
+		slices.SortFunc(els, func(a, b MapElement) int { return strings.Compare(a.text(), b.text()) })
+		writeMap(&b, fam, t.specs[name], els)
+	}
+	for _, name := range sortedKeys(t.chains) {
+		writeChain(&b, fam, t.chains[name])
+	}
+	b.WriteString("}\n")
+	return b.String()
+}

@@ -1,0 +1,270 @@
+//go:build linux
+
+package nftgen
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+var _ Dataplane = (*Netlink)(nil)
+
+// Netlink is the Dataplane that programs the kernel through
+// github.com/google/nftables. Each Apply is a single netlink batch, which the
+// kernel commits atomically.
+type Netlink struct {
+	// netnsFd is the network namespace to program, or -1 for the current
+	// one.
+	netnsFd int
+	// Stats of the last Apply.
+	lastMessages int
+}
+
+// NewNetlink returns a Dataplane for the current network namespace.
+func NewNetlink() *Netlink { return &Netlink{netnsFd: -1} }
+
+// NewNetlinkInNamespace returns a Dataplane for the network namespace at
+// path (e.g. /run/netns/NAME). The caller keeps the returned file open for
+// as long as the Dataplane is used and closes it afterwards.
+func NewNetlinkInNamespace(path string) (*Netlink, *os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open network namespace: %w", err)
+	}
+	return &Netlink{netnsFd: int(f.Fd())}, f, nil
+}
+
+func (n *Netlink) conn() (*nftables.Conn, error) {
+	var opts []nftables.ConnOption
+	if n.netnsFd >= 0 {
+		opts = append(opts, nftables.WithNetNSFd(n.netnsFd))
+	}
+	c, err := nftables.New(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("open netlink: %w", err)
+	}
+	return c, nil
+}
+
+func tableFamily(f Family) nftables.TableFamily {
+	if f == FamilyIPv6 {
+		return nftables.TableFamilyIPv6
+	}
+	return nftables.TableFamilyIPv4
+}
+
+// LastMessages returns the number of netlink messages the last Apply sent
+// (excluding the batch begin and end markers).
+func (n *Netlink) LastMessages() int { return n.lastMessages }
+
+// Apply implements Dataplane.
+func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
+	if tx.Empty() {
+		return nil
+	}
+	c, err := n.conn()
+	if err != nil {
+		return err
+	}
+	table := &nftables.Table{Name: TableName, Family: tableFamily(tx.Family)}
+	w := &batchWriter{conn: c, table: table, family: tx.Family}
+	for i := 0; i < len(tx.Ops); {
+		j, err := w.write(tx.Ops, i)
+		if err != nil {
+			return fmt.Errorf("encode op %d (%s): %w", i, tx.Ops[i].text(tx.Family), err)
+		}
+		i = j
+	}
+	n.lastMessages = w.messages
+	if err := c.Flush(); err != nil {
+		return fmt.Errorf("commit %d operations to table %s %s: %w", len(tx.Ops), tx.Family, TableName, err)
+	}
+	return nil
+}
+
+// batchWriter queues operations on a Conn.
+type batchWriter struct {
+	conn     *nftables.Conn
+	table    *nftables.Table
+	family   Family
+	messages int
+}
+
+func (w *batchWriter) chain(name string) *nftables.Chain {
+	return &nftables.Chain{Table: w.table, Name: name}
+}
+
+func (w *batchWriter) serviceMap(name, comment string) *nftables.Set {
+	addr := nftables.TypeIPAddr
+	if w.family == FamilyIPv6 {
+		addr = nftables.TypeIP6Addr
+	}
+	return &nftables.Set{
+		Table:         w.table,
+		Name:          name,
+		IsMap:         true,
+		Concatenation: true,
+		KeyType:       nftables.MustConcatSetType(addr, nftables.TypeInetProto, nftables.TypeInetService),
+		DataType:      nftables.TypeVerdict,
+		Comment:       comment,
+	}
+}
+
+var hooks = map[Hook]*nftables.ChainHook{
+	HookPrerouting:  nftables.ChainHookPrerouting,
+	HookInput:       nftables.ChainHookInput,
+	HookForward:     nftables.ChainHookForward,
+	HookOutput:      nftables.ChainHookOutput,
+	HookPostrouting: nftables.ChainHookPostrouting,
+}
+
+// write queues ops[i] (and the element operations on the same map that
+// follow it, as one message) and returns the index of the next op.
+func (w *batchWriter) write(ops []Op, i int) (int, error) {
+	op := ops[i]
+	switch op.Kind {
+	case OpAddTable:
+		w.conn.AddTable(w.table)
+	case OpAddChain:
+		ch := w.chain(op.Name)
+		if op.Base != nil {
+			ch.Hooknum = hooks[op.Base.Hook]
+			ch.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(op.Base.Priority))
+			ch.Type = nftables.ChainTypeFilter
+			if op.Base.Type == NATType {
+				ch.Type = nftables.ChainTypeNAT
+			}
+		}
+		w.conn.AddChain(ch)
+	case OpFlushChain:
+		w.conn.FlushChain(w.chain(op.Name))
+	case OpDeleteChain:
+		w.conn.DelChain(w.chain(op.Name))
+	case OpAddRule:
+		if err := w.addRule(op); err != nil {
+			return i, err
+		}
+	case OpAddMap:
+		if err := w.conn.AddSet(w.serviceMap(op.Name, op.Map.Comment), nil); err != nil {
+			return i, err
+		}
+	case OpFlushMap:
+		w.conn.FlushSet(w.serviceMap(op.Name, ""))
+	case OpDeleteMap:
+		w.conn.DelSet(w.serviceMap(op.Name, ""))
+	case OpAddElement, OpDeleteElement:
+		j := i
+		var elems []nftables.SetElement
+		for ; j < len(ops) && ops[j].Kind == op.Kind && ops[j].Name == op.Name; j++ {
+			e := ops[j].Element
+			elems = append(elems, nftables.SetElement{
+				Key:         mapKeyBytes(e.Key),
+				VerdictData: verdictExpr(e.Verdict),
+				Comment:     e.Comment,
+			})
+		}
+		set := w.serviceMap(op.Name, "")
+		var err error
+		if op.Kind == OpAddElement {
+			err = w.conn.SetAddElements(set, elems)
+		} else {
+			err = w.conn.SetDeleteElements(set, elems)
+		}
+		w.messages++
+		return j, err
+	default:
+		return i, fmt.Errorf("unknown op %q", op.Kind)
+	}
+	w.messages++
+	return i + 1, nil
+}
+
+func (w *batchWriter) addRule(op Op) error {
+	var anonErr error
+	b := &exprBuilder{family: w.family, addAnon: func(m anonVmap) (string, uint32) {
+		set := &nftables.Set{
+			Table:     w.table,
+			Anonymous: true,
+			Constant:  true,
+			IsMap:     true,
+			KeyType:   nftables.TypeInteger,
+			DataType:  nftables.TypeVerdict,
+		}
+		elems := make([]nftables.SetElement, len(m.Targets))
+		for i, t := range m.Targets {
+			elems[i] = nftables.SetElement{Key: native32(uint32(i)), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: t}}
+		}
+		if err := w.conn.AddSet(set, elems); err != nil {
+			anonErr = err
+		}
+		w.messages += 2
+		return set.Name, set.ID
+	}}
+	exprs, err := b.ruleExprs(op.Rule)
+	if err != nil {
+		return err
+	}
+	if anonErr != nil {
+		return anonErr
+	}
+	r := &nftables.Rule{Table: w.table, Chain: w.chain(op.Name), Exprs: exprs}
+	if op.Rule.Comment != "" {
+		r.UserData = appendComment(nil, op.Rule.Comment)
+	}
+	w.conn.AddRule(r)
+	return nil
+}
+
+// Inventory implements Dataplane.
+func (n *Netlink) Inventory(_ context.Context, f Family) (*Inventory, error) {
+	c, err := n.conn()
+	if err != nil {
+		return nil, err
+	}
+	table, err := c.ListTableOfFamily(TableName, tableFamily(f))
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list table %s %s: %w", f, TableName, err)
+	}
+	chains, err := c.ListChainsOfTableFamily(tableFamily(f))
+	if err != nil {
+		return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
+	}
+	inv := &Inventory{}
+	for _, ch := range chains {
+		if ch.Table.Name == TableName {
+			inv.Chains = append(inv.Chains, ch.Name)
+		}
+	}
+	sets, err := c.GetSets(table)
+	if err != nil {
+		return nil, fmt.Errorf("list maps of %s %s: %w", f, TableName, err)
+	}
+	for _, s := range sets {
+		if !s.Anonymous {
+			inv.Maps = append(inv.Maps, s.Name)
+		}
+	}
+	return inv, nil
+}
+
+// DeleteTable implements Dataplane.
+func (n *Netlink) DeleteTable(_ context.Context, f Family) error {
+	c, err := n.conn()
+	if err != nil {
+		return err
+	}
+	c.DelTable(&nftables.Table{Name: TableName, Family: tableFamily(f)})
+	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("delete table %s %s: %w", f, TableName, err)
+	}
+	return nil
+}

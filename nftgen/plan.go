@@ -1,0 +1,297 @@
+package nftgen
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// OpKind is the kind of one operation in a transaction.
+type OpKind string
+
+// The operations a transaction is made of.
+const (
+	OpAddTable      OpKind = "add table"
+	OpAddChain      OpKind = "add chain"
+	OpFlushChain    OpKind = "flush chain"
+	OpDeleteChain   OpKind = "delete chain"
+	OpAddRule       OpKind = "add rule"
+	OpAddMap        OpKind = "add map"
+	OpFlushMap      OpKind = "flush map"
+	OpDeleteMap     OpKind = "delete map"
+	OpAddElement    OpKind = "add element"
+	OpDeleteElement OpKind = "delete element"
+)
+
+// Op is one operation. Name is the chain or map it acts on.
+type Op struct {
+	Kind OpKind
+	Name string
+	// Base is set for OpAddChain of a base chain.
+	Base *BaseChain
+	// Rule is set for OpAddRule.
+	Rule *Rule
+	// Map is set for OpAddMap.
+	Map *MapSpec
+	// Element is set for OpAddElement and OpDeleteElement.
+	Element *MapElement
+}
+
+// Transaction is an ordered list of operations on one family's table that
+// the kernel applies atomically: all of it or nothing.
+type Transaction struct {
+	Family Family
+	Ops    []Op
+}
+
+// Empty reports whether the transaction does nothing.
+func (t *Transaction) Empty() bool { return len(t.Ops) == 0 }
+
+// Count returns how many operations of kind k the transaction holds.
+func (t *Transaction) Count(k OpKind) int {
+	n := 0
+	for _, op := range t.Ops {
+		if op.Kind == k {
+			n++
+		}
+	}
+	return n
+}
+
+// String renders the transaction one operation a line, close to nft syntax.
+func (t *Transaction) String() string {
+	var b strings.Builder
+	for _, op := range t.Ops {
+		b.WriteString(op.text(t.Family))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func (op Op) text(f Family) string {
+	prefix := fmt.Sprintf("%s %s %s", op.Kind, f, TableName)
+	switch op.Kind {
+	case OpAddTable:
+		return prefix
+	case OpAddRule:
+		return fmt.Sprintf("%s %s %s", prefix, op.Name, op.Rule.Text(f))
+	case OpAddElement, OpDeleteElement:
+		return fmt.Sprintf("%s %s { %s }", prefix, op.Name, op.Element.text())
+	case OpAddChain:
+		if op.Base != nil {
+			return fmt.Sprintf("%s %s { type %s hook %s priority %d; }", prefix, op.Name, op.Base.Type, op.Base.Hook, op.Base.Priority)
+		}
+	}
+	return prefix + " " + op.Name
+}
+
+// Inventory names what a table holds in the kernel.
+type Inventory struct {
+	Chains []string
+	Maps   []string
+}
+
+// PlanFull returns a transaction that makes the table hold exactly desired,
+// whatever it holds now. existing is what the kernel holds (nil if the table
+// does not exist); chains and maps that are not desired are deleted. Used for
+// the first sync, after a failure and for the periodic repair.
+func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
+	tx := &Transaction{Family: desired.Family}
+	add := func(op Op) { tx.Ops = append(tx.Ops, op) }
+	add(Op{Kind: OpAddTable})
+	chains := desired.Chains()
+	want := make(map[string]bool, len(chains))
+	for _, c := range chains {
+		want[c.Name] = true
+		add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
+	}
+	wantMap := map[string]bool{}
+	for i := range desired.Maps {
+		m := &desired.Maps[i]
+		wantMap[m.Name] = true
+		add(Op{Kind: OpAddMap, Name: m.Name, Map: m})
+	}
+	var strayChains, strayMaps []string
+	var had map[string]bool
+	if existing != nil {
+		had = map[string]bool{}
+		for _, name := range existing.Chains {
+			had[name] = true
+			if !want[name] {
+				strayChains = append(strayChains, name)
+			}
+		}
+		for _, name := range existing.Maps {
+			if wantMap[name] {
+				add(Op{Kind: OpFlushMap, Name: name})
+			} else {
+				strayMaps = append(strayMaps, name)
+			}
+		}
+	}
+	for _, c := range chains {
+		if had[c.Name] {
+			add(Op{Kind: OpFlushChain, Name: c.Name})
+		}
+	}
+	for _, name := range strayChains {
+		add(Op{Kind: OpFlushChain, Name: name})
+	}
+	for _, c := range chains {
+		addRules(tx, c)
+	}
+	for _, m := range desired.Maps {
+		for _, e := range desired.Elements(m.Name) {
+			add(Op{Kind: OpAddElement, Name: m.Name, Element: &e})
+		}
+	}
+	for _, name := range strayChains {
+		add(Op{Kind: OpDeleteChain, Name: name})
+	}
+	for _, name := range strayMaps {
+		add(Op{Kind: OpDeleteMap, Name: name})
+	}
+	return tx
+}
+
+func addRules(tx *Transaction, c *Chain) {
+	for i := range c.Rules {
+		tx.Ops = append(tx.Ops, Op{Kind: OpAddRule, Name: c.Name, Rule: &c.Rules[i]})
+	}
+}
+
+// PlanUpdate returns the transaction that moves the kernel from applied (what
+// it holds now) to applied with the service fragments in updates replaced; a
+// nil fragment deletes that service. Only the chains and map elements of
+// those services are touched, so the size of the transaction does not depend
+// on the number of other services.
+func PlanUpdate(applied *Ruleset, updates map[string]*Fragment) *Transaction {
+	tx := &Transaction{Family: applied.Family}
+	var addChains, flushChains, deleteChains []string
+	var rulesOf []*Chain
+	var delElems, addElems []Op
+
+	keys := make([]string, 0, len(updates))
+	for k := range updates {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, key := range keys {
+		oldF, newF := applied.Services[key], updates[key]
+		if oldF.Equal(newF) {
+			continue
+		}
+		oldChains := map[string]*Chain{}
+		if oldF != nil {
+			for _, c := range oldF.Chains {
+				oldChains[c.Name] = c
+			}
+		}
+		newNames := map[string]bool{}
+		if newF != nil {
+			for _, c := range newF.Chains {
+				newNames[c.Name] = true
+				old, had := oldChains[c.Name]
+				switch {
+				case !had:
+					addChains = append(addChains, c.Name)
+					rulesOf = append(rulesOf, c)
+				case !old.Equal(c):
+					flushChains = append(flushChains, c.Name)
+					rulesOf = append(rulesOf, c)
+				}
+			}
+		}
+		if oldF != nil {
+			for _, c := range oldF.Chains {
+				if !newNames[c.Name] {
+					flushChains = append(flushChains, c.Name)
+					deleteChains = append(deleteChains, c.Name)
+				}
+			}
+		}
+		d, a := diffElements(oldF, newF)
+		delElems = append(delElems, d...)
+		addElems = append(addElems, a...)
+	}
+
+	for _, name := range addChains {
+		tx.Ops = append(tx.Ops, Op{Kind: OpAddChain, Name: name})
+	}
+	tx.Ops = append(tx.Ops, delElems...)
+	for _, name := range flushChains {
+		tx.Ops = append(tx.Ops, Op{Kind: OpFlushChain, Name: name})
+	}
+	for _, c := range rulesOf {
+		addRules(tx, c)
+	}
+	tx.Ops = append(tx.Ops, addElems...)
+	for _, name := range deleteChains {
+		tx.Ops = append(tx.Ops, Op{Kind: OpDeleteChain, Name: name})
+	}
+	return tx
+}
+
+// diffElements returns the element deletions and additions that turn the
+// elements of oldF into those of newF. A changed element is deleted and
+// added again.
+func diffElements(oldF, newF *Fragment) (del, add []Op) {
+	type mk struct {
+		m string
+		k MapKey
+	}
+	oldEls := map[mk]MapElement{}
+	if oldF != nil {
+		for m, els := range oldF.Elements {
+			for _, e := range els {
+				oldEls[mk{m, e.Key}] = e
+			}
+		}
+	}
+	newEls := map[mk]bool{}
+	if newF != nil {
+		for _, m := range sortedKeys(newF.Elements) {
+			for _, e := range newF.Elements[m] {
+				newEls[mk{m, e.Key}] = true
+				old, had := oldEls[mk{m, e.Key}]
+				if had && old == e {
+					continue
+				}
+				if had {
+					del = append(del, Op{Kind: OpDeleteElement, Name: m, Element: &old})
+				}
+				add = append(add, Op{Kind: OpAddElement, Name: m, Element: &e})
+			}
+		}
+	}
+	if oldF != nil {
+		for _, m := range sortedKeys(oldF.Elements) {
+			for _, e := range oldF.Elements[m] {
+				if !newEls[mk{m, e.Key}] {
+					del = append(del, Op{Kind: OpDeleteElement, Name: m, Element: &e})
+				}
+			}
+		}
+	}
+	return del, add
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Commit records in r that updates were applied (see PlanUpdate).
+func (r *Ruleset) Commit(updates map[string]*Fragment) {
+	for key, f := range updates {
+		if f == nil {
+			delete(r.Services, key)
+		} else {
+			r.Services[key] = f
+		}
+	}
+}

@@ -1,0 +1,190 @@
+package nftgen
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Stmt is one statement of a rule: a match, an action or a verdict. The set
+// of statements is closed; each kind knows its nft text and its netlink
+// expressions (exprs.go).
+type Stmt interface {
+	// nft returns the statement in nft syntax.
+	nft(f Family) string
+}
+
+// Protocol numbers.
+const (
+	ProtoTCP  uint8 = 6
+	ProtoUDP  uint8 = 17
+	ProtoSCTP uint8 = 132
+)
+
+// ProtoName returns nft's name for an IP protocol number.
+func ProtoName(p uint8) string {
+	switch p {
+	case ProtoTCP:
+		return "tcp"
+	case ProtoUDP:
+		return "udp"
+	case ProtoSCTP:
+		return "sctp"
+	}
+	return fmt.Sprint(p)
+}
+
+// AddrDir selects the source or destination address.
+type AddrDir string
+
+// Address directions.
+const (
+	Saddr AddrDir = "saddr"
+	Daddr AddrDir = "daddr"
+)
+
+// MatchProto matches the layer 4 protocol ("meta l4proto tcp").
+type MatchProto struct{ Proto uint8 }
+
+// MatchAddr matches the source or destination address against a prefix
+// ("ip saddr != 10.0.0.0/8"). A full-length prefix matches one address.
+type MatchAddr struct {
+	Dir    AddrDir
+	Prefix netip.Prefix
+	Negate bool
+}
+
+// MatchDport matches the transport destination port ("th dport 80").
+type MatchDport struct{ Port uint16 }
+
+// MatchCtStateNew matches the first packet of a connection ("ct state new").
+type MatchCtStateNew struct{}
+
+// MatchMark matches whether the bits of Mask in the packet mark are all zero
+// ("meta mark & 0x4000 == 0") or not.
+type MatchMark struct {
+	Mask uint32
+	Zero bool
+}
+
+// DispatchMap looks up "daddr . l4proto . dport" in a named verdict map.
+type DispatchMap struct{ Map string }
+
+// NumgenVmap picks one of Targets at random and jumps there with goto
+// ("numgen random mod N vmap { 0 : goto A, 1 : goto B }").
+type NumgenVmap struct{ Targets []string }
+
+// MarkOr sets bits in the packet mark ("meta mark set meta mark | 0x4000").
+type MarkOr struct{ Bits uint32 }
+
+// MarkXor flips bits in the packet mark ("meta mark set meta mark ^ 0x4000").
+type MarkXor struct{ Bits uint32 }
+
+// DNAT rewrites the destination to Addr:Port.
+type DNAT struct {
+	Addr netip.Addr
+	Port uint16
+}
+
+// Masquerade rewrites the source to the outgoing interface's address.
+type Masquerade struct{ FullyRandom bool }
+
+// Reject answers with ICMP port unreachable, as iptables' REJECT does by
+// default; TCP clients see "connection refused".
+type Reject struct{}
+
+// Verdict is also a statement: it ends the rule.
+func (v Verdict) nft(Family) string {
+	if v.Chain != "" {
+		return string(v.Kind) + " " + v.Chain
+	}
+	return string(v.Kind)
+}
+
+func (s MatchProto) nft(Family) string { return "meta l4proto " + ProtoName(s.Proto) }
+
+func (s MatchAddr) nft(f Family) string {
+	op := ""
+	if s.Negate {
+		op = "!= "
+	}
+	p := s.Prefix.String()
+	if s.Prefix.IsSingleIP() {
+		p = s.Prefix.Addr().String()
+	}
+	return fmt.Sprintf("%s %s %s%s", f, s.Dir, op, p)
+}
+
+func (s MatchDport) nft(Family) string { return fmt.Sprintf("th dport %d", s.Port) }
+
+func (MatchCtStateNew) nft(Family) string { return "ct state new" }
+
+func (s MatchMark) nft(Family) string {
+	op := "!="
+	if s.Zero {
+		op = "=="
+	}
+	return fmt.Sprintf("meta mark & 0x%08x %s 0x00000000", s.Mask, op)
+}
+
+func (s DispatchMap) nft(f Family) string {
+	return fmt.Sprintf("%s daddr . meta l4proto . th dport vmap @%s", f, s.Map)
+}
+
+func (s NumgenVmap) nft(Family) string {
+	parts := make([]string, len(s.Targets))
+	for i, t := range s.Targets {
+		parts[i] = fmt.Sprintf("%d : goto %s", i, t)
+	}
+	return fmt.Sprintf("numgen random mod %d vmap { %s }", len(s.Targets), strings.Join(parts, ", "))
+}
+
+func (s MarkOr) nft(Family) string {
+	return fmt.Sprintf("meta mark set meta mark | 0x%08x", s.Bits)
+}
+
+func (s MarkXor) nft(Family) string {
+	return fmt.Sprintf("meta mark set meta mark ^ 0x%08x", s.Bits)
+}
+
+func (s DNAT) nft(Family) string {
+	return "dnat to " + netip.AddrPortFrom(s.Addr, s.Port).String()
+}
+
+func (s Masquerade) nft(Family) string {
+	if s.FullyRandom {
+		return "masquerade fully-random"
+	}
+	return "masquerade"
+}
+
+func (Reject) nft(f Family) string {
+	if f == FamilyIPv6 {
+		return "reject with icmpv6 port-unreachable"
+	}
+	return "reject with icmp port-unreachable"
+}
+
+func stmtEqual(a, b Stmt) bool {
+	if na, ok := a.(NumgenVmap); ok {
+		nb, ok := b.(NumgenVmap)
+		return ok && slices.Equal(na.Targets, nb.Targets)
+	}
+	if _, ok := b.(NumgenVmap); ok {
+		return false
+	}
+	return a == b
+}
+
+// Text returns the rule in nft syntax.
+func (r *Rule) Text(f Family) string {
+	parts := make([]string, 0, len(r.Stmts)+1)
+	for _, s := range r.Stmts {
+		parts = append(parts, s.nft(f))
+	}
+	if r.Comment != "" {
+		parts = append(parts, fmt.Sprintf("comment %q", r.Comment))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,65 @@
+package nftgen
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Text renders the ruleset in nft syntax, in a form `nft -f` accepts. Maps
+// come first, then chains in Ruleset.Chains order.
+func (r *Ruleset) Text() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "table %s %s {\n", r.Family, TableName)
+	for _, m := range r.Maps {
+		writeMap(&b, r.Family, m, r.Elements(m.Name))
+	}
+	for _, c := range r.Chains() {
+		writeChain(&b, r.Family, c)
+	}
+	b.WriteString("}\n")
+	return b.String()
+}
+
+func writeMap(b *strings.Builder, f Family, m MapSpec, elems []MapElement) {
+	fmt.Fprintf(b, "\tmap %s {\n\t\ttype %s : verdict\n", m.Name, mapKeyType(f))
+	if m.Comment != "" {
+		fmt.Fprintf(b, "\t\tcomment %q\n", m.Comment)
+	}
+	if len(elems) > 0 {
+		b.WriteString("\t\telements = {")
+		for i, e := range elems {
+			if i > 0 {
+				b.WriteString(",")
+			}
+			b.WriteString("\n\t\t\t" + e.text())
+		}
+		b.WriteString(" }\n")
+	}
+	b.WriteString("\t}\n")
+}
+
+func mapKeyType(f Family) string {
+	if f == FamilyIPv6 {
+		return "ipv6_addr . inet_proto . inet_service"
+	}
+	return "ipv4_addr . inet_proto . inet_service"
+}
+
+func (e MapElement) text() string {
+	s := fmt.Sprintf("%s . %s . %d", e.Key.Addr, ProtoName(e.Key.Proto), e.Key.Port)
+	if e.Comment != "" {
+		s += fmt.Sprintf(" comment %q", e.Comment)
+	}
+	return s + " : " + e.Verdict.nft("")
+}
+
+func writeChain(b *strings.Builder, f Family, c *Chain) {
+	fmt.Fprintf(b, "\tchain %s {\n", c.Name)
+	if c.Base != nil {
+		fmt.Fprintf(b, "\t\ttype %s hook %s priority %d; policy accept;\n", c.Base.Type, c.Base.Hook, c.Base.Priority)
+	}
+	for i := range c.Rules {
+		b.WriteString("\t\t" + c.Rules[i].Text(f) + "\n")
+	}
+	b.WriteString("\t}\n")
+}

@@ -1,0 +1,240 @@
+// Package nftgen turns the proxy model into an nftables ruleset that keeps
+// kube-proxy's iptables-mode structure (KUBE-SERVICES → KUBE-SVC- → KUBE-SEP-),
+// computes the smallest transaction that moves the kernel from one ruleset to
+// the next, and applies it through a Dataplane: netlink in production, a Fake
+// in tests.
+//
+// Generation and planning are pure; only netlink_linux.go talks to the kernel.
+package nftgen
+
+import (
+	"net/netip"
+	"slices"
+)
+
+// TableName is the name of nftproxy's table in each family. nftproxy never
+// touches any other table.
+const TableName = "nftproxy"
+
+// Family is an nftables address family.
+type Family string
+
+const (
+	// FamilyIPv4 is the "ip" family.
+	FamilyIPv4 Family = "ip"
+	// FamilyIPv6 is the "ip6" family.
+	FamilyIPv6 Family = "ip6"
+)
+
+// ChainType is the type of a base chain.
+type ChainType string
+
+const (
+	// NATType chains may do dnat, snat and masquerade.
+	NATType ChainType = "nat"
+	// FilterType chains filter.
+	FilterType ChainType = "filter"
+)
+
+// Hook is a netfilter hook.
+type Hook string
+
+// The netfilter hooks nftproxy attaches to.
+const (
+	HookPrerouting  Hook = "prerouting"
+	HookInput       Hook = "input"
+	HookForward     Hook = "forward"
+	HookOutput      Hook = "output"
+	HookPostrouting Hook = "postrouting"
+)
+
+// Standard chain priorities.
+const (
+	PriorityDstNAT int32 = -100
+	PrioritySrcNAT int32 = 100
+)
+
+// BaseChain holds the hook of a base chain.
+type BaseChain struct {
+	Type     ChainType
+	Hook     Hook
+	Priority int32
+}
+
+// Chain is a chain with its rules.
+type Chain struct {
+	Name string
+	// Base is nil for a regular chain.
+	Base  *BaseChain
+	Rules []Rule
+}
+
+// Equal reports whether two chains have the same name, hook and rules.
+func (c *Chain) Equal(o *Chain) bool {
+	if c == o {
+		return true
+	}
+	if c == nil || o == nil || c.Name != o.Name || len(c.Rules) != len(o.Rules) {
+		return false
+	}
+	if (c.Base == nil) != (o.Base == nil) || (c.Base != nil && *c.Base != *o.Base) {
+		return false
+	}
+	for i := range c.Rules {
+		if !c.Rules[i].Equal(&o.Rules[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// MaxCommentLen is the longest comment the kernel accepts, minus the
+// terminating NUL. Longer comments are truncated by NewRule; a longer
+// comment makes the kernel reject the whole transaction.
+const MaxCommentLen = 127
+
+// Rule is a list of statements with an optional comment.
+type Rule struct {
+	Stmts   []Stmt
+	Comment string
+}
+
+// NewRule builds a rule, truncating the comment to MaxCommentLen bytes.
+func NewRule(comment string, stmts ...Stmt) Rule {
+	return Rule{Stmts: stmts, Comment: TruncateComment(comment)}
+}
+
+// TruncateComment cuts s to at most MaxCommentLen bytes without splitting a
+// UTF-8 sequence.
+func TruncateComment(s string) string {
+	if len(s) <= MaxCommentLen {
+		return s
+	}
+	cut := MaxCommentLen
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut]
+}
+
+// Equal reports whether two rules are the same.
+func (r *Rule) Equal(o *Rule) bool {
+	if r.Comment != o.Comment || len(r.Stmts) != len(o.Stmts) {
+		return false
+	}
+	for i := range r.Stmts {
+		if !stmtEqual(r.Stmts[i], o.Stmts[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// VerdictKind is what a verdict does.
+type VerdictKind string
+
+// The verdicts nftproxy uses.
+const (
+	VerdictAccept VerdictKind = "accept"
+	VerdictDrop   VerdictKind = "drop"
+	VerdictReturn VerdictKind = "return"
+	VerdictJump   VerdictKind = "jump"
+	VerdictGoto   VerdictKind = "goto"
+)
+
+// Verdict is a verdict, with a target chain for jump and goto.
+type Verdict struct {
+	Kind  VerdictKind
+	Chain string
+}
+
+// MapSpec declares a named verdict map keyed by "daddr . l4proto . dport".
+type MapSpec struct {
+	Name    string
+	Comment string
+}
+
+// MapKey is the key of a service map: destination address, IP protocol
+// number and destination port.
+type MapKey struct {
+	Addr  netip.Addr
+	Proto uint8
+	Port  uint16
+}
+
+// MapElement is one element of a named verdict map.
+type MapElement struct {
+	Key     MapKey
+	Verdict Verdict
+	Comment string
+}
+
+// Fragment is a part of the ruleset that is owned by one service port (or
+// by the top level): its chains and the elements it adds to shared maps.
+type Fragment struct {
+	Chains []*Chain
+	// Elements maps a map name to the elements this fragment adds to it.
+	Elements map[string][]MapElement
+}
+
+// Equal reports whether two fragments hold the same chains and elements.
+func (f *Fragment) Equal(o *Fragment) bool {
+	if f == o {
+		return true
+	}
+	if f == nil || o == nil || len(f.Chains) != len(o.Chains) || len(f.Elements) != len(o.Elements) {
+		return false
+	}
+	for i := range f.Chains {
+		if !f.Chains[i].Equal(o.Chains[i]) {
+			return false
+		}
+	}
+	for name, els := range f.Elements {
+		if !slices.Equal(els, o.Elements[name]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Ruleset is the desired content of one family's nftproxy table.
+type Ruleset struct {
+	Family Family
+	// Maps are the named maps, declared before any chain uses them.
+	Maps []MapSpec
+	// Top holds the base chains and the shared regular chains.
+	Top *Fragment
+	// Services holds one fragment per service port, keyed by a stable
+	// string (the service port name and protocol).
+	Services map[string]*Fragment
+}
+
+// Chains returns every chain of the ruleset: the top-level ones first, then
+// the services' in key order.
+func (r *Ruleset) Chains() []*Chain {
+	out := append([]*Chain(nil), r.Top.Chains...)
+	for _, k := range r.serviceKeys() {
+		out = append(out, r.Services[k].Chains...)
+	}
+	return out
+}
+
+// Elements returns every element of map name, top level first, then the
+// services' in key order.
+func (r *Ruleset) Elements(name string) []MapElement {
+	out := append([]MapElement(nil), r.Top.Elements[name]...)
+	for _, k := range r.serviceKeys() {
+		out = append(out, r.Services[k].Elements[name]...)
+	}
+	return out
+}
+
+func (r *Ruleset) serviceKeys() []string {
+	keys := make([]string, 0, len(r.Services))
+	for k := range r.Services {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,140 @@
+package model
+
+import (
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Store holds the current Services and EndpointSlices and remembers which
+// Services changed since the last call to TakeChanged, so that a sync only
+// recomputes what changed. It is not safe for concurrent use.
+type Store struct {
+	services map[types.NamespacedName]*v1.Service
+	// slices maps a Service to its slices, by slice name.
+	slices  map[types.NamespacedName]map[string]*discovery.EndpointSlice
+	changed map[types.NamespacedName]struct{}
+}
+
+// NewStore returns an empty Store.
+func NewStore() *Store {
+	return &Store{
+		services: map[types.NamespacedName]*v1.Service{},
+		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
+		changed:  map[types.NamespacedName]struct{}{},
+	}
+}
+
+// SetService adds or replaces a Service.
+func (s *Store) SetService(svc *v1.Service) {
+	nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	s.services[nn] = svc
+	s.changed[nn] = struct{}{}
+}
+
+// DeleteService removes a Service.
+func (s *Store) DeleteService(nn types.NamespacedName) {
+	if _, ok := s.services[nn]; ok {
+		delete(s.services, nn)
+		s.changed[nn] = struct{}{}
+	}
+}
+
+// SetEndpointSlice adds or replaces an EndpointSlice. A slice without a
+// kubernetes.io/service-name label belongs to no Service; it is rejected
+// with a Problem.
+func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) *Problem {
+	svc, ok := ServiceNameOf(slice)
+	if !ok {
+		return &Problem{Kind: "EndpointSlice", Object: types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name},
+			Field: "metadata.labels", Reason: "no " + discovery.LabelServiceName + " label"}
+	}
+	// A slice may move between Services if its label changes.
+	s.deleteSliceNamed(slice.Namespace, slice.Name)
+	m := s.slices[svc]
+	if m == nil {
+		m = map[string]*discovery.EndpointSlice{}
+		s.slices[svc] = m
+	}
+	m[slice.Name] = slice
+	s.changed[svc] = struct{}{}
+	return nil
+}
+
+// DeleteEndpointSlice removes the EndpointSlice namespace/name.
+func (s *Store) DeleteEndpointSlice(namespace, name string) {
+	s.deleteSliceNamed(namespace, name)
+}
+
+func (s *Store) deleteSliceNamed(namespace, name string) {
+	for svc, m := range s.slices {
+		if svc.Namespace != namespace {
+			continue
+		}
+		if _, ok := m[name]; ok {
+			delete(m, name)
+			if len(m) == 0 {
+				delete(s.slices, svc)
+			}
+			s.changed[svc] = struct{}{}
+			return
+		}
+	}
+}
+
+// TakeChanged returns the Services that changed since the last call, sorted,
+// and forgets them.
+func (s *Store) TakeChanged() []types.NamespacedName {
+	out := make([]types.NamespacedName, 0, len(s.changed))
+	for nn := range s.changed {
+		out = append(out, nn)
+	}
+	sortNames(out)
+	s.changed = map[types.NamespacedName]struct{}{}
+	return out
+}
+
+// ServiceNames returns every Service in the store, sorted.
+func (s *Store) ServiceNames() []types.NamespacedName {
+	out := make([]types.NamespacedName, 0, len(s.services))
+	for nn := range s.services {
+		out = append(out, nn)
+	}
+	sortNames(out)
+	return out
+}
+
+// State computes the service ports of one Service with their endpoints. A
+// deleted or skipped Service yields nothing.
+func (s *Store) State(nn types.NamespacedName) ([]ServicePortState, []Problem) {
+	svc := s.services[nn]
+	if svc == nil {
+		return nil, nil
+	}
+	ports, problems := ServicePorts(svc)
+	if len(ports) == 0 {
+		return nil, problems
+	}
+	var slices []*discovery.EndpointSlice
+	for _, sl := range s.slices[nn] {
+		slices = append(slices, sl)
+	}
+	eps, epProblems := Endpoints(nn, slices)
+	problems = append(problems, epProblems...)
+	out := make([]ServicePortState, 0, len(ports))
+	for _, p := range ports {
+		out = append(out, ServicePortState{ServicePort: p, Endpoints: eps[p.Name]})
+	}
+	return out, problems
+}
+
+func sortNames(names []types.NamespacedName) {
+	sort.Slice(names, func(i, j int) bool {
+		if names[i].Namespace != names[j].Namespace {
+			return names[i].Namespace < names[j].Namespace
+		}
+		return names[i].Name < names[j].Name
+	})
+}
