@@ -138,3 +138,20 @@ func sortNames(names []types.NamespacedName) {
 		return names[i].Name < names[j].Name
 	})
 }
+
+// ReplaceEndpointSlices drops every EndpointSlice and adds slices instead.
+// Services whose slices did not really change are still marked changed;
+// the planner skips them because their rules are equal.
+func (s *Store) ReplaceEndpointSlices(slices []*discovery.EndpointSlice) []Problem {
+	for svc := range s.slices {
+		s.changed[svc] = struct{}{}
+	}
+	s.slices = map[types.NamespacedName]map[string]*discovery.EndpointSlice{}
+	var problems []Problem
+	for _, sl := range slices {
+		if p := s.SetEndpointSlice(sl); p != nil {
+			problems = append(problems, *p)
+		}
+	}
+	return problems
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/klog/v2"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/model"
+	"github.com/nftproxy/nftproxy/proxier/objfile"
+)
+
+// options are the command-line flags. Flags that shape rules keep
+// kube-proxy's names.
+type options struct {
+	clusterCIDR      string
+	masqueradeAll    bool
+	masqueradeBit    int
+	hostnameOverride string
+	objects          string
+	netns            string
+	cleanup          bool
+	syncPeriod       time.Duration
+	minSyncPeriod    time.Duration
+}
+
+func newOptions() *options {
+	return &options{masqueradeBit: nftgen.DefaultMasqueradeBit, syncPeriod: 30 * time.Second, minSyncPeriod: time.Second}
+}
+
+func (o *options) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.clusterCIDR, "cluster-cidr", o.clusterCIDR, "The CIDR range of the pods in the cluster (comma-separated for dual-stack). Traffic to a Service from outside it is masqueraded.")
+	fs.BoolVar(&o.masqueradeAll, "masquerade-all", o.masqueradeAll, "SNAT all traffic sent via Service cluster IPs.")
+	fs.IntVar(&o.masqueradeBit, "iptables-masquerade-bit", o.masqueradeBit, "The bit of the fwmark space to mark packets requiring SNAT with. Must be within [0, 31].")
+	fs.IntVar(&o.masqueradeBit, "masquerade-bit", o.masqueradeBit, "Alias of --iptables-masquerade-bit.")
+	fs.StringVar(&o.hostnameOverride, "hostname-override", o.hostnameOverride, "If non-empty, will be used as the name of the Node that nftproxy is running on.")
+	fs.StringVar(&o.objects, "objects", o.objects, "Read Services and EndpointSlices from this file (kubectl -o yaml List, multi-document YAML or JSON) instead of the API server.")
+	fs.StringVar(&o.netns, "netns", o.netns, "Program the network namespace at this path (e.g. /run/netns/NAME) instead of the current one.")
+	fs.BoolVar(&o.cleanup, "cleanup", o.cleanup, "If true cleanup nftproxy's tables and exit.")
+	fs.DurationVar(&o.syncPeriod, "iptables-sync-period", o.syncPeriod, "The maximum interval between full rule syncs, which repair any drift (e.g. '5s', '1m').")
+	fs.DurationVar(&o.minSyncPeriod, "iptables-min-sync-period", o.minSyncPeriod, "The minimum period between rule syncs (e.g. '5s', '1m').")
+	gofs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(gofs)
+	fs.AddGoFlagSet(gofs)
+}
+
+// usageError marks errors in the command line or the input file; they exit
+// with code 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// generators returns one generator per family that has anything to
+// program: IPv4 always, IPv6 when a cluster CIDR or a Service has an IPv6
+// address.
+func (o *options) generators(objs *objfile.Objects) ([]*nftgen.Generator, error) {
+	byFamily := map[nftgen.Family][]netip.Prefix{}
+	if o.clusterCIDR != "" {
+		for _, s := range strings.Split(o.clusterCIDR, ",") {
+			p, err := netip.ParsePrefix(strings.TrimSpace(s))
+			if err != nil {
+				return nil, usageError{fmt.Errorf("--cluster-cidr: invalid CIDR %q", s)}
+			}
+			f := nftgen.FamilyIPv4
+			if p.Addr().Is6() {
+				f = nftgen.FamilyIPv6
+			}
+			byFamily[f] = append(byFamily[f], p.Masked())
+		}
+	}
+	if o.masqueradeBit < 0 || o.masqueradeBit > 31 {
+		return nil, usageError{fmt.Errorf("--iptables-masquerade-bit: %d is outside 0..31", o.masqueradeBit)}
+	}
+	families := []nftgen.Family{nftgen.FamilyIPv4}
+	if len(byFamily[nftgen.FamilyIPv6]) > 0 || hasIPv6Service(objs) {
+		families = append(families, nftgen.FamilyIPv6)
+	}
+	var gens []*nftgen.Generator
+	for _, f := range families {
+		g, err := nftgen.NewGenerator(nftgen.Config{Family: f, ClusterCIDRs: byFamily[f], MasqueradeAll: o.masqueradeAll, MasqueradeBit: o.masqueradeBit})
+		if err != nil {
+			return nil, usageError{err}
+		}
+		gens = append(gens, g)
+	}
+	return gens, nil
+}
+
+func hasIPv6Service(objs *objfile.Objects) bool {
+	if objs == nil {
+		return false
+	}
+	for _, svc := range objs.Services {
+		for _, ip := range append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...) {
+			if a, err := netip.ParseAddr(ip); err == nil && a.Is6() && !a.Is4In6() {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// loadStore reads the objects file into a new Store.
+func loadStore(path string) (*model.Store, *objfile.Objects, error) {
+	if path == "" {
+		return nil, nil, usageError{fmt.Errorf("--objects is required")}
+	}
+	objs, err := objfile.Load(path)
+	if err != nil {
+		return nil, nil, usageError{err}
+	}
+	store := model.NewStore()
+	fill(store, objs)
+	return store, objs, nil
+}
+
+// fill loads objs into store, logging slices it cannot use.
+func fill(store *model.Store, objs *objfile.Objects) {
+	for _, svc := range objs.Services {
+		store.SetService(svc)
+	}
+	for _, sl := range objs.EndpointSlices {
+		if p := store.SetEndpointSlice(sl); p != nil {
+			logProblem(*p)
+		}
+	}
+}
+
+func logProblem(p model.Problem) {
+	klog.ErrorS(nil, "Skipping object that cannot be programmed", "kind", p.Kind, "object", p.Object.String(), "field", p.Field, "reason", p.Reason)
+}

@@ -1,0 +1,261 @@
+//go:build linux
+
+package e2e
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+const timeout = 3 * time.Second
+
+var (
+	httpPort = PortSpec{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, Target: 8080}
+	dnsPort  = PortSpec{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53, Target: 5353}
+	both     = []PortSpec{httpPort, dnsPort}
+)
+
+// chiSquareUniform returns the chi-square statistic of counts against a
+// uniform distribution over want categories.
+func chiSquareUniform(counts map[string]int, want int, total int) float64 {
+	exp := float64(total) / float64(want)
+	var chi float64
+	for _, c := range counts {
+		d := float64(c) - exp
+		chi += d * d / exp
+	}
+	// Categories that never answered count too.
+	chi += float64(want-len(counts)) * exp
+	return chi
+}
+
+// chi2Critical2DF is the chi-square value with 2 degrees of freedom above
+// which p < 0.001.
+const chi2Critical2DF = 13.816
+
+func TestClusterIPSpreadsOverAllEndpoints(t *testing.T) {
+	c := newCluster(t)
+	var ips []string
+	for i := 1; i <= 3; i++ {
+		c.AddPod(fmt.Sprintf("ep%d", i), PodIP(i), []int{8080}, []int{5353})
+		ips = append(ips, PodIP(i))
+	}
+	client := c.AddPod("client", PodIP(100), nil, nil)
+	c.store.SetService(ClusterIPService("demo", "echo", "10.96.0.10", both...))
+	c.store.SetEndpointSlice(Slice("demo", "echo", "echo-1", both, ips...))
+	c.sync()
+
+	const n = 300
+	for _, proto := range []string{"tcp", "udp"} {
+		counts := map[string]int{}
+		for i := 0; i < n; i++ {
+			var r Reply
+			var err error
+			if proto == "tcp" {
+				r, err = TCPRequest(client.NS, "10.96.0.10:80", timeout)
+			} else {
+				r, err = UDPRequest(client.NS, "10.96.0.10:53", timeout)
+			}
+			if err != nil {
+				t.Fatalf("%s request %d: %v", proto, i, err)
+			}
+			counts[r.Server]++
+		}
+		chi := chiSquareUniform(counts, 3, n)
+		t.Logf("%s: %d connections split %v, chi-square %.2f (p > 0.001 below %.3f)", proto, n, counts, chi, chi2Critical2DF)
+		if len(counts) != 3 {
+			t.Errorf("%s: answered by %v, want all 3 endpoints", proto, slices.Sorted(maps.Keys(counts)))
+		}
+		if chi > chi2Critical2DF {
+			t.Errorf("%s: split %v is not uniform: chi-square %.2f > %.3f", proto, counts, chi, chi2Critical2DF)
+		}
+	}
+}
+
+func TestClusterIPSourceAddresses(t *testing.T) {
+	c := newCluster(t)
+	a := c.AddPod("a", PodIP(1), []int{8080}, nil)
+	b := c.AddPod("b", PodIP(2), []int{8080}, nil)
+	c.store.SetService(ClusterIPService("demo", "only-a", "10.96.0.11", httpPort))
+	c.store.SetEndpointSlice(Slice("demo", "only-a", "only-a-1", []PortSpec{httpPort}, a.IP.String()))
+	c.sync()
+
+	cases := []struct {
+		name, wantSource string
+		from             func() Reply
+	}{
+		// Hairpin: a pod that reaches itself through its Service sees the node.
+		{"hairpin pod", NodePodSideIP, func() Reply { return mustTCP(t, a.NS.Name, func() (Reply, error) { return TCPRequest(a.NS, "10.96.0.11:80", timeout) }) }},
+		// Inside the cluster CIDR the pod's own address is kept.
+		{"other pod", b.IP.String(), func() Reply { return mustTCP(t, "b", func() (Reply, error) { return TCPRequest(b.NS, "10.96.0.11:80", timeout) }) }},
+		// The node's own traffic and traffic from outside the cluster CIDR are masqueraded.
+		{"node", NodePodSideIP, func() Reply { return mustTCP(t, "node", func() (Reply, error) { return TCPRequest(c.Node, "10.96.0.11:80", timeout) }) }},
+		{"external host", NodePodSideIP, func() Reply { return mustTCP(t, "ext", func() (Reply, error) { return TCPRequest(c.External, "10.96.0.11:80", timeout) }) }},
+	}
+	for _, tc := range cases {
+		r := tc.from()
+		if r.Server != "a" {
+			t.Errorf("%s: answered by %s, want a", tc.name, r.Server)
+		}
+		if got := r.Source.Addr().String(); got != tc.wantSource {
+			t.Errorf("%s: server saw source %s, want %s", tc.name, got, tc.wantSource)
+		}
+	}
+}
+
+func mustTCP(t *testing.T, from string, f func() (Reply, error)) Reply {
+	t.Helper()
+	r, err := f()
+	if err != nil {
+		t.Fatalf("request from %s: %v", from, err)
+	}
+	return r
+}
+
+func TestClusterIPWithoutEndpointsIsRefused(t *testing.T) {
+	c := newCluster(t)
+	client := c.AddPod("client", PodIP(100), nil, nil)
+	c.store.SetService(ClusterIPService("demo", "empty", "10.96.0.12", both...))
+	c.sync()
+
+	vantage := []struct {
+		name string
+		tcp  func() error
+		udp  func() error
+	}{
+		{"pod", func() error { _, err := DialTCP(client.NS, "10.96.0.12:80", timeout); return err },
+			func() error { _, err := UDPRequest(client.NS, "10.96.0.12:53", timeout); return err }},
+		{"node", func() error { _, err := DialTCP(c.Node, "10.96.0.12:80", timeout); return err },
+			func() error { _, err := UDPRequest(c.Node, "10.96.0.12:53", timeout); return err }},
+		{"external host", func() error { _, err := DialTCP(c.External, "10.96.0.12:80", timeout); return err },
+			func() error { _, err := UDPRequest(c.External, "10.96.0.12:53", timeout); return err }},
+	}
+	for _, v := range vantage {
+		start := time.Now()
+		err := v.tcp()
+		elapsed := time.Since(start)
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			t.Errorf("%s: TCP connect to a Service without endpoints: %v, want connection refused", v.name, err)
+		}
+		if elapsed > time.Second {
+			t.Errorf("%s: refusal took %v, want it at once", v.name, elapsed)
+		}
+		// For the node's own UDP the rejected packet never leaves the
+		// output hook, so the send fails with EPERM, exactly as under
+		// iptables' REJECT; elsewhere the ICMP error arrives as ECONNREFUSED.
+		if err := v.udp(); !errors.Is(err, syscall.ECONNREFUSED) && !(v.name == "node" && errors.Is(err, syscall.EPERM)) {
+			t.Errorf("%s: UDP to a Service without endpoints: %v, want port unreachable (connection refused)", v.name, err)
+		}
+	}
+}
+
+func TestClusterIPScalingKeepsEstablishedConnections(t *testing.T) {
+	c := newCluster(t)
+	pods := map[string]string{}
+	for i := 1; i <= 5; i++ {
+		name := fmt.Sprintf("ep%d", i)
+		c.AddPod(name, PodIP(i), []int{8080}, nil)
+		pods[name] = PodIP(i)
+	}
+	client := c.AddPod("client", PodIP(100), nil, nil)
+	svc := ClusterIPService("demo", "scale", "10.96.0.13", httpPort)
+	c.store.SetService(svc)
+	setEndpoints := func(names ...string) {
+		var ips []string
+		for _, n := range names {
+			ips = append(ips, pods[n])
+		}
+		c.store.SetEndpointSlice(Slice("demo", "scale", "scale-1", []PortSpec{httpPort}, ips...))
+	}
+	setEndpoints("ep1", "ep2", "ep3")
+	if res := c.sync(); !res.Full {
+		t.Fatalf("first sync was not a full sync")
+	}
+
+	held, err := DialTCP(client.NS, "10.96.0.13:80", timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	first, err := Exchange(held, "held", timeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := first.Server
+	others := []string{}
+	for _, n := range []string{"ep1", "ep2", "ep3", "ep4", "ep5"} {
+		if n != keep {
+			others = append(others, n)
+		}
+	}
+	stages := [][]string{
+		{"ep1", "ep2", "ep3", "ep4", "ep5"},
+		{keep},
+		{keep, others[0], others[1]},
+	}
+	for i, stage := range stages {
+		setEndpoints(stage...)
+		res := c.sync()
+		if res.Full {
+			t.Errorf("stage %d: sync rewrote the whole table, want an incremental sync", i)
+		}
+		r, err := Exchange(held, fmt.Sprintf("held-%d", i), timeout)
+		if err != nil {
+			t.Fatalf("stage %d (%v): held connection broke: %v", i, stage, err)
+		}
+		if r.Server != keep {
+			t.Errorf("stage %d: held connection answered by %s, want %s", i, r.Server, keep)
+		}
+		seen := map[string]int{}
+		for j := 0; j < 20*len(stage); j++ {
+			r, err := TCPRequest(client.NS, "10.96.0.13:80", timeout)
+			if err != nil {
+				t.Fatalf("stage %d: new connection %d: %v", i, j, err)
+			}
+			seen[r.Server]++
+		}
+		got := slices.Sorted(maps.Keys(seen))
+		want := slices.Sorted(slices.Values(stage))
+		if !slices.Equal(got, want) {
+			t.Errorf("stage %d: new connections went to %v, want exactly %v", i, got, want)
+		}
+		t.Logf("stage %d: %d endpoints, split %v, %d operations", i, len(stage), seen, res.Ops)
+	}
+}
+
+func TestDeletingServiceRemovesOnlyItsRules(t *testing.T) {
+	c := newCluster(t)
+	c.AddPod("ep1", PodIP(1), []int{8080}, nil)
+	c.store.SetService(ClusterIPService("demo", "stays", "10.96.0.14", httpPort))
+	c.store.SetEndpointSlice(Slice("demo", "stays", "stays-1", []PortSpec{httpPort}, PodIP(1)))
+	c.store.SetService(ClusterIPService("demo", "empty", "10.96.0.15", httpPort))
+	c.sync()
+	before := c.Node.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+
+	c.store.SetService(ClusterIPService("demo", "goes", "10.96.0.16", both...))
+	c.store.SetEndpointSlice(Slice("demo", "goes", "goes-1", both, PodIP(1)))
+	c.sync()
+	during := c.Node.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+	if during == before {
+		t.Fatal("adding a Service did not change the table")
+	}
+
+	c.store.DeleteService(types.NamespacedName{Namespace: "demo", Name: "goes"})
+	c.store.DeleteEndpointSlice("demo", "goes-1")
+	c.sync()
+	after := c.Node.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+	if after != before {
+		t.Errorf("table after deleting the Service differs from before adding it.\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if _, err := TCPRequest(c.Node, "10.96.0.14:80", timeout); err != nil {
+		t.Errorf("the remaining Service stopped working: %v", err)
+	}
+}

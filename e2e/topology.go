@@ -1,0 +1,230 @@
+//go:build linux
+
+// Package e2e holds end-to-end tests that send real packets through rules
+// that nftproxy programs. Each test builds its own topology of network
+// namespaces joined by veth pairs and removes it when it ends:
+//
+//	pod namespaces (10.244.0.N/32) ──veth── node (10.244.0.1 on each veth)
+//	external host (192.0.2.2/24)   ──veth── node (192.0.2.1/24)
+//
+// The node routes between them, as a Kubernetes node does with a routed CNI.
+// nftproxy programs the node namespace. Nothing touches the root namespace.
+package e2e
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/netip"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nftproxy/nftproxy/e2e/netns"
+)
+
+// Addresses of the topology.
+const (
+	NodePodSideIP = "10.244.0.1"
+	ClusterCIDR   = "10.244.0.0/16"
+	NodeIP        = "192.0.2.1"
+	ExternalIP    = "192.0.2.2"
+	ServiceCIDR   = "10.96.0.0/12"
+)
+
+// Topology is a node, its pods and an external host.
+type Topology struct {
+	Node     *netns.NS
+	External *netns.NS
+	Pods     map[string]*Pod
+	echo     string
+	t        testing.TB
+	nextVeth int
+}
+
+// Pod is a pod namespace running the echo server.
+type Pod struct {
+	Name string
+	NS   *netns.NS
+	IP   netip.Addr
+}
+
+// NewTopology creates the node and the external host. echoBinary is the
+// path of the built echo server.
+func NewTopology(t testing.TB, echoBinary string) *Topology {
+	t.Helper()
+	netns.RequireRoot(t)
+	tp := &Topology{t: t, echo: echoBinary, Pods: map[string]*Pod{}}
+	tp.Node = netns.New(t, "nfp-node")
+	tp.External = netns.New(t, "nfp-ext")
+	tp.Node.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	// The external host's packets to a cluster IP without endpoints are
+	// routed back out the interface they came in on. The kernel then sends
+	// an ICMP redirect, and redirects share the per-host token bucket with
+	// ICMP errors, so the reject's port-unreachable would be rate-limited
+	// (the same happens to iptables' REJECT). Routers do not send redirects.
+	tp.Node.MustRun(t, "sysctl", "-qw", "net.ipv4.conf.all.send_redirects=0")
+	tp.Node.MustRun(t, "sysctl", "-qw", "net.ipv4.conf.default.send_redirects=0")
+	tp.link(tp.External, "ext0")
+	tp.Node.MustRun(t, "ip", "addr", "add", NodeIP+"/24", "dev", "ext0")
+	tp.Node.MustRun(t, "ip", "link", "set", "ext0", "up")
+	tp.Node.MustRun(t, "ip", "route", "add", "default", "via", ExternalIP)
+	tp.External.MustRun(t, "ip", "addr", "add", ExternalIP+"/24", "dev", "eth0")
+	tp.External.MustRun(t, "ip", "link", "set", "eth0", "up")
+	tp.External.MustRun(t, "ip", "route", "add", ServiceCIDR, "via", NodeIP)
+	tp.External.MustRun(t, "ip", "route", "add", ClusterCIDR, "via", NodeIP)
+	return tp
+}
+
+// link creates a veth pair: nodeSide in the node, eth0 in other.
+func (tp *Topology) link(other *netns.NS, nodeSide string) {
+	tp.Node.MustRun(tp.t, "ip", "link", "add", nodeSide, "type", "veth", "peer", "name", "eth0", "netns", other.Name)
+}
+
+// AddPod creates a pod namespace with address ip, wires it to the node and
+// starts the echo server on the given TCP and UDP ports.
+func (tp *Topology) AddPod(name, ip string, tcpPorts, udpPorts []int) *Pod {
+	t := tp.t
+	t.Helper()
+	p := &Pod{Name: name, NS: netns.New(t, "nfp-pod"), IP: netip.MustParseAddr(ip)}
+	tp.nextVeth++
+	veth := fmt.Sprintf("vp%d", tp.nextVeth)
+	tp.link(p.NS, veth)
+	tp.Node.MustRun(t, "ip", "addr", "add", NodePodSideIP+"/32", "dev", veth)
+	tp.Node.MustRun(t, "ip", "link", "set", veth, "up")
+	tp.Node.MustRun(t, "ip", "route", "add", ip+"/32", "dev", veth)
+	p.NS.MustRun(t, "ip", "addr", "add", ip+"/32", "dev", "eth0")
+	p.NS.MustRun(t, "ip", "link", "set", "eth0", "up")
+	p.NS.MustRun(t, "ip", "route", "add", NodePodSideIP, "dev", "eth0")
+	p.NS.MustRun(t, "ip", "route", "add", "default", "via", NodePodSideIP)
+
+	cmd := p.NS.Command(tp.echo, "-name", name, "-tcp", joinInts(tcpPorts), "-udp", joinInts(udpPorts))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start echo server in %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	ready := make(chan error, 1)
+	go func() {
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err == nil && strings.TrimSpace(line) != "ready" {
+			err = fmt.Errorf("unexpected output %q", line)
+		}
+		ready <- err
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatalf("echo server in %s: %v", name, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("echo server in %s did not start", name)
+	}
+	tp.Pods[name] = p
+	return p
+}
+
+func joinInts(ports []int) string {
+	s := make([]string, len(ports))
+	for i, p := range ports {
+		s[i] = fmt.Sprint(p)
+	}
+	return strings.Join(s, ",")
+}
+
+// Reply is what the echo server answered.
+type Reply struct {
+	// Server is the name of the pod that answered.
+	Server string
+	// Source is the client address the server saw.
+	Source netip.AddrPort
+}
+
+func parseReply(line string) (Reply, error) {
+	f := strings.Fields(line)
+	if len(f) < 2 {
+		return Reply{}, fmt.Errorf("short reply %q", line)
+	}
+	src, err := netip.ParseAddrPort(f[1])
+	if err != nil {
+		return Reply{}, fmt.Errorf("reply %q: %w", line, err)
+	}
+	return Reply{Server: f[0], Source: src}, nil
+}
+
+// DialTCP opens a TCP connection from inside ns.
+func DialTCP(ns *netns.NS, addr string, timeout time.Duration) (net.Conn, error) {
+	var c net.Conn
+	err := ns.Do(func() error {
+		var err error
+		c, err = net.DialTimeout("tcp", addr, timeout)
+		return err
+	})
+	return c, err
+}
+
+// Exchange sends one line on c and reads the reply.
+func Exchange(c net.Conn, msg string, timeout time.Duration) (Reply, error) {
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := fmt.Fprintf(c, "%s\n", msg); err != nil {
+		return Reply{}, err
+	}
+	line, err := bufio.NewReader(c).ReadString('\n')
+	if err != nil {
+		return Reply{}, err
+	}
+	return parseReply(line)
+}
+
+// TCPRequest connects from ns to addr, exchanges one line and closes.
+func TCPRequest(ns *netns.NS, addr string, timeout time.Duration) (Reply, error) {
+	c, err := DialTCP(ns, addr, timeout)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer c.Close()
+	return Exchange(c, "hello", timeout)
+}
+
+// UDPRequest sends one datagram from a new socket in ns to addr and reads
+// the reply. Each call uses a new source port, so it is a new conntrack
+// entry and a new endpoint choice.
+func UDPRequest(ns *netns.NS, addr string, timeout time.Duration) (Reply, error) {
+	var c net.Conn
+	if err := ns.Do(func() error {
+		var err error
+		c, err = net.Dial("udp", addr)
+		return err
+	}); err != nil {
+		return Reply{}, err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if _, err := c.Write([]byte("hello")); err != nil {
+		return Reply{}, err
+	}
+	buf := make([]byte, 512)
+	n, err := c.Read(buf)
+	if err != nil {
+		return Reply{}, err
+	}
+	return parseReply(string(buf[:n]))
+}
+
+// BuildBinary builds a package of this module into dir and returns the
+// binary's path.
+func BuildBinary(dir, pkg string) (string, error) {
+	out := dir + "/" + pkg[strings.LastIndex(pkg, "/")+1:]
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w: %s", pkg, err, b)
+	}
+	return out, nil
+}

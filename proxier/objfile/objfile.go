@@ -1,0 +1,205 @@
+// Package objfile reads Services, EndpointSlices and Nodes from a file, in
+// any of the forms an operator has at hand: the List that
+// `kubectl get svc,endpointslices -A -o yaml` prints, multi-document YAML,
+// or JSON (one object, a List, an array, or a stream of objects).
+package objfile
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// Objects are the objects a file holds, in file order.
+type Objects struct {
+	Services       []*v1.Service
+	EndpointSlices []*discovery.EndpointSlice
+	Nodes          []*v1.Node
+	// Ignored counts objects of other kinds.
+	Ignored map[string]int
+}
+
+// Load reads and decodes path.
+func Load(path string) (*Objects, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := Decode(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return objs, nil
+}
+
+// Decode decodes the objects in data. An object that does not decode is an
+// error that names the object (kind, namespace/name, position) and the field.
+func Decode(data []byte) (*Objects, error) {
+	objs := &Objects{Ignored: map[string]int{}}
+	docs, err := documents(data)
+	if err != nil {
+		return nil, err
+	}
+	for i, doc := range docs {
+		if err := objs.add(doc, fmt.Sprintf("document %d", i+1)); err != nil {
+			return nil, err
+		}
+	}
+	return objs, nil
+}
+
+// documents splits data into JSON documents.
+func documents(data []byte) ([]json.RawMessage, error) {
+	trimmed := bytes.TrimSpace(data)
+	if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
+		var docs []json.RawMessage
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		for {
+			var raw json.RawMessage
+			err := dec.Decode(&raw)
+			if errors.Is(err, io.EOF) {
+				return docs, nil
+			}
+			if err != nil {
+				return nil, fmt.Errorf("document %d: invalid JSON: %w", len(docs)+1, err)
+			}
+			if bytes.HasPrefix(bytes.TrimSpace(raw), []byte("[")) {
+				var items []json.RawMessage
+				if err := json.Unmarshal(raw, &items); err != nil {
+					return nil, fmt.Errorf("document %d: %w", len(docs)+1, err)
+				}
+				docs = append(docs, items...)
+				continue
+			}
+			docs = append(docs, raw)
+		}
+	}
+	var docs []json.RawMessage
+	for i, part := range splitYAML(string(data)) {
+		if strings.TrimSpace(stripComments(part)) == "" {
+			continue
+		}
+		j, err := yaml.YAMLToJSON([]byte(part))
+		if err != nil {
+			return nil, fmt.Errorf("document %d: invalid YAML: %w", i+1, err)
+		}
+		docs = append(docs, j)
+	}
+	return docs, nil
+}
+
+func splitYAML(s string) []string {
+	var parts []string
+	var cur strings.Builder
+	for _, line := range strings.SplitAfter(s, "\n") {
+		if strings.HasPrefix(line, "---") && strings.TrimSpace(strings.TrimPrefix(line, "---")) == "" {
+			parts = append(parts, cur.String())
+			cur.Reset()
+			continue
+		}
+		cur.WriteString(line)
+	}
+	return append(parts, cur.String())
+}
+
+func stripComments(s string) string {
+	var b strings.Builder
+	for _, line := range strings.Split(s, "\n") {
+		if t := strings.TrimSpace(line); t != "" && !strings.HasPrefix(t, "#") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
+type header struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Items      []json.RawMessage `json:"items"`
+	Metadata   struct {
+		Namespace string `json:"namespace"`
+		Name      string `json:"name"`
+	} `json:"metadata"`
+}
+
+func (o *Objects) add(doc json.RawMessage, where string) error {
+	if string(bytes.TrimSpace(doc)) == "null" {
+		return nil
+	}
+	var h header
+	if err := json.Unmarshal(doc, &h); err != nil {
+		return fmt.Errorf("%s: not an object: %w", where, err)
+	}
+	if h.Kind == "" {
+		return fmt.Errorf("%s: field kind: missing", where)
+	}
+	if strings.HasSuffix(h.Kind, "List") {
+		for i, item := range h.Items {
+			if err := o.add(item, fmt.Sprintf("%s, items[%d]", where, i)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	name := h.Metadata.Name
+	if h.Metadata.Namespace != "" {
+		name = h.Metadata.Namespace + "/" + name
+	}
+	ident := fmt.Sprintf("%s %s (%s)", h.Kind, name, where)
+	if h.Metadata.Name == "" {
+		return fmt.Errorf("%s: field metadata.name: missing", ident)
+	}
+	switch {
+	case h.Kind == "Service" && h.APIVersion == "v1":
+		var svc v1.Service
+		if err := decodeStrictTypes(doc, &svc); err != nil {
+			return fmt.Errorf("%s: %w", ident, err)
+		}
+		if svc.Namespace == "" {
+			svc.Namespace = "default"
+		}
+		o.Services = append(o.Services, &svc)
+	case h.Kind == "EndpointSlice" && h.APIVersion == "discovery.k8s.io/v1":
+		var slice discovery.EndpointSlice
+		if err := decodeStrictTypes(doc, &slice); err != nil {
+			return fmt.Errorf("%s: %w", ident, err)
+		}
+		if slice.Namespace == "" {
+			slice.Namespace = "default"
+		}
+		o.EndpointSlices = append(o.EndpointSlices, &slice)
+	case h.Kind == "Node" && h.APIVersion == "v1":
+		var node v1.Node
+		if err := decodeStrictTypes(doc, &node); err != nil {
+			return fmt.Errorf("%s: %w", ident, err)
+		}
+		o.Nodes = append(o.Nodes, &node)
+	case h.Kind == "Service" || h.Kind == "EndpointSlice" || h.Kind == "Node":
+		return fmt.Errorf("%s: field apiVersion: unsupported %q", ident, h.APIVersion)
+	default:
+		o.Ignored[h.Kind]++
+	}
+	return nil
+}
+
+// decodeStrictTypes decodes doc into out. Unknown fields are allowed (newer
+// API versions add them) but values of the wrong type are not; the error
+// names the field.
+func decodeStrictTypes(doc json.RawMessage, out any) error {
+	if err := json.Unmarshal(doc, out); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return fmt.Errorf("field %s: cannot use JSON %s as %s", te.Field, te.Value, te.Type)
+		}
+		return err
+	}
+	return nil
+}

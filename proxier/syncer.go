@@ -1,0 +1,250 @@
+// Package proxier wires the model to the dataplane: it keeps the current
+// Services and EndpointSlices, turns what changed into nftables fragments
+// and applies them, one atomic transaction per family and sync.
+package proxier
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/model"
+)
+
+// Syncer programs the dataplane from a model.Store. The first sync (and any
+// sync after a failure, or a call to RequestFullSync) rewrites the whole
+// table; every other sync touches only the services that changed. It is not
+// safe for concurrent use.
+type Syncer struct {
+	store      *model.Store
+	generators []*nftgen.Generator
+	dp         nftgen.Dataplane
+	families   map[nftgen.Family]*familyState
+	// retry holds Services that lost a conflict; they are recomputed on
+	// every sync until they win (e.g. after the other Service is deleted).
+	retry map[types.NamespacedName]bool
+	// OnProblem is called for each object, or part of one, that cannot be
+	// programmed. It may be nil.
+	OnProblem func(model.Problem)
+}
+
+type familyState struct {
+	gen *nftgen.Generator
+	// applied is what the kernel holds, or nil when unknown.
+	applied *nftgen.Ruleset
+	// keys maps a Service to the fragment keys it owns in applied.
+	keys map[types.NamespacedName][]string
+	// owners maps a map element to the fragment key that owns it, so that
+	// two Services claiming the same IP, protocol and port cannot break
+	// the transaction.
+	owners map[elementID]string
+}
+
+type elementID struct {
+	m string
+	k nftgen.MapKey
+}
+
+// SyncResult describes one sync.
+type SyncResult struct {
+	// Full is true when the whole table was rewritten.
+	Full bool
+	// Services is the number of Services that were recomputed.
+	Services int
+	// Ops is the number of operations sent, over all families.
+	Ops int
+	// Duration is the time the sync took.
+	Duration time.Duration
+}
+
+// NewSyncer returns a Syncer that programs one table per generator.
+func NewSyncer(store *model.Store, dp nftgen.Dataplane, generators ...*nftgen.Generator) *Syncer {
+	s := &Syncer{store: store, generators: generators, dp: dp, families: map[nftgen.Family]*familyState{}, retry: map[types.NamespacedName]bool{}}
+	for _, g := range generators {
+		s.families[g.Family()] = &familyState{gen: g}
+	}
+	return s
+}
+
+// RequestFullSync makes the next Sync rewrite every table, repairing any
+// drift between the kernel and the model.
+func (s *Syncer) RequestFullSync() {
+	for _, fs := range s.families {
+		fs.applied = nil
+	}
+}
+
+// Sync programs what changed since the last sync.
+func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
+	start := time.Now()
+	logger := klog.FromContext(ctx)
+	changed := s.store.TakeChanged()
+	for nn := range s.retry {
+		if !slices.Contains(changed, nn) {
+			changed = append(changed, nn)
+		}
+	}
+	clear(s.retry)
+	res := SyncResult{}
+	var firstErr error
+	for _, g := range s.generators {
+		fs := s.families[g.Family()]
+		var tx *nftgen.Transaction
+		var commit func()
+		if fs.applied == nil {
+			res.Full = true
+			res.Services = len(s.store.ServiceNames())
+			var err error
+			tx, commit, err = s.planFull(ctx, fs)
+			if err != nil {
+				firstErr = err
+				continue
+			}
+		} else {
+			res.Services = len(changed)
+			tx, commit = s.planUpdate(fs, changed)
+		}
+		res.Ops += len(tx.Ops)
+		if err := s.dp.Apply(ctx, tx); err != nil {
+			fs.applied = nil // unknown now: the next sync rewrites everything
+			if firstErr == nil {
+				firstErr = fmt.Errorf("sync %s table: %w", g.Family(), err)
+			}
+			continue
+		}
+		commit()
+	}
+	res.Duration = time.Since(start)
+	if firstErr != nil {
+		return res, firstErr
+	}
+	logger.V(2).Info("Synced rules", "full", res.Full, "services", res.Services, "ops", res.Ops, "elapsed", res.Duration)
+	return res, nil
+}
+
+func (s *Syncer) report(problems []model.Problem) {
+	if s.OnProblem == nil {
+		return
+	}
+	for _, p := range problems {
+		s.OnProblem(p)
+	}
+}
+
+// planFull builds the whole ruleset and a transaction that installs it over
+// whatever the table holds.
+func (s *Syncer) planFull(ctx context.Context, fs *familyState) (*nftgen.Transaction, func(), error) {
+	inv, err := s.dp.Inventory(ctx, fs.gen.Family())
+	if err != nil {
+		return nil, nil, fmt.Errorf("inventory of %s table: %w", fs.gen.Family(), err)
+	}
+	rs := &nftgen.Ruleset{Family: fs.gen.Family(), Maps: fs.gen.Maps(), Top: fs.gen.Top(), Services: map[string]*nftgen.Fragment{}}
+	keys := map[types.NamespacedName][]string{}
+	owners := map[elementID]string{}
+	for _, nn := range s.store.ServiceNames() {
+		frags := s.fragments(fs, nn)
+		for key, f := range frags {
+			if s.claim(owners, key, f) {
+				rs.Services[key] = f
+				keys[nn] = append(keys[nn], key)
+			} else {
+				s.retry[nn] = true
+			}
+		}
+	}
+	commit := func() {
+		fs.applied, fs.keys, fs.owners = rs, keys, owners
+	}
+	return nftgen.PlanFull(rs, inv), commit, nil
+}
+
+// planUpdate computes the fragments of the changed Services and a
+// transaction that replaces only those.
+func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*nftgen.Transaction, func()) {
+	updates := map[string]*nftgen.Fragment{}
+	newKeys := map[types.NamespacedName][]string{}
+	// The owner index is updated in place: if the transaction fails, the
+	// next sync is a full one and rebuilds it.
+	for _, nn := range changed {
+		for _, key := range fs.keys[nn] {
+			updates[key] = nil
+			for m, els := range fs.applied.Services[key].Elements {
+				for _, e := range els {
+					if fs.owners[elementID{m, e.Key}] == key {
+						delete(fs.owners, elementID{m, e.Key})
+					}
+				}
+			}
+		}
+	}
+	for _, nn := range changed {
+		for key, f := range s.fragments(fs, nn) {
+			if s.claim(fs.owners, key, f) {
+				updates[key] = f
+				newKeys[nn] = append(newKeys[nn], key)
+			} else {
+				s.retry[nn] = true
+			}
+		}
+	}
+	commit := func() {
+		fs.applied.Commit(updates)
+		for _, nn := range changed {
+			if len(newKeys[nn]) == 0 {
+				delete(fs.keys, nn)
+			} else {
+				fs.keys[nn] = newKeys[nn]
+			}
+		}
+	}
+	return nftgen.PlanUpdate(fs.applied, updates), commit
+}
+
+// claim records that fragment key owns its map elements, unless another
+// fragment owns one of them already; then it reports the conflict and
+// returns false.
+func (s *Syncer) claim(owners map[elementID]string, key string, f *nftgen.Fragment) bool {
+	for m, els := range f.Elements {
+		for _, e := range els {
+			if owner, ok := owners[elementID{m, e.Key}]; ok && owner != key {
+				s.report([]model.Problem{{Kind: "Service", Reason: fmt.Sprintf("service port %s: %s . %s . %d is already used by %s; skipped",
+					key, e.Key.Addr, nftgen.ProtoName(e.Key.Proto), e.Key.Port, owner)}})
+				return false
+			}
+		}
+	}
+	for m, els := range f.Elements {
+		for _, e := range els {
+			owners[elementID{m, e.Key}] = key
+		}
+	}
+	return true
+}
+
+// fragments computes the fragments of one Service's ports in one family.
+func (s *Syncer) fragments(fs *familyState, nn types.NamespacedName) map[string]*nftgen.Fragment {
+	states, problems := s.store.State(nn)
+	s.report(problems)
+	out := map[string]*nftgen.Fragment{}
+	for i := range states {
+		if f := fs.gen.Service(&states[i]); f != nil {
+			out[nftgen.ServiceKey(states[i].Name)] = f
+		}
+	}
+	return out
+}
+
+// Cleanup deletes nftproxy's tables in every family.
+func Cleanup(ctx context.Context, dp nftgen.Dataplane) error {
+	for _, f := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
+		if err := dp.DeleteTable(ctx, f); err != nil {
+			return err
+		}
+	}
+	return nil
+}
