@@ -13,6 +13,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nftproxy/nftproxy/e2e/netns"
 )
 
 const timeout = 3 * time.Second
@@ -89,19 +91,25 @@ func TestClusterIPSourceAddresses(t *testing.T) {
 	c.sync()
 
 	cases := []struct {
-		name, wantSource string
-		from             func() Reply
+		name       string
+		from       *netns.NS
+		wantSource string
 	}{
 		// Hairpin: a pod that reaches itself through its Service sees the node.
-		{"hairpin pod", NodePodSideIP, func() Reply { return mustTCP(t, a.NS.Name, func() (Reply, error) { return TCPRequest(a.NS, "10.96.0.11:80", timeout) }) }},
+		{"hairpin pod", a.NS, NodePodSideIP},
 		// Inside the cluster CIDR the pod's own address is kept.
-		{"other pod", b.IP.String(), func() Reply { return mustTCP(t, "b", func() (Reply, error) { return TCPRequest(b.NS, "10.96.0.11:80", timeout) }) }},
-		// The node's own traffic and traffic from outside the cluster CIDR are masqueraded.
-		{"node", NodePodSideIP, func() Reply { return mustTCP(t, "node", func() (Reply, error) { return TCPRequest(c.Node, "10.96.0.11:80", timeout) }) }},
-		{"external host", NodePodSideIP, func() Reply { return mustTCP(t, "ext", func() (Reply, error) { return TCPRequest(c.External, "10.96.0.11:80", timeout) }) }},
+		{"other pod", b.NS, b.IP.String()},
+		// The node's own traffic and traffic from outside the cluster CIDR
+		// are masqueraded.
+		{"node", c.Node, NodePodSideIP},
+		{"external host", c.External, NodePodSideIP},
 	}
 	for _, tc := range cases {
-		r := tc.from()
+		r, err := TCPRequest(tc.from, "10.96.0.11:80", timeout)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
 		if r.Server != "a" {
 			t.Errorf("%s: answered by %s, want a", tc.name, r.Server)
 		}
@@ -109,15 +117,6 @@ func TestClusterIPSourceAddresses(t *testing.T) {
 			t.Errorf("%s: server saw source %s, want %s", tc.name, got, tc.wantSource)
 		}
 	}
-}
-
-func mustTCP(t *testing.T, from string, f func() (Reply, error)) Reply {
-	t.Helper()
-	r, err := f()
-	if err != nil {
-		t.Fatalf("request from %s: %v", from, err)
-	}
-	return r
 }
 
 func TestClusterIPWithoutEndpointsIsRefused(t *testing.T) {
