@@ -215,10 +215,13 @@ func Endpoints(svc types.NamespacedName, slices []*discovery.EndpointSlice) (map
 			if port.Protocol != nil {
 				proto = *port.Protocol
 			}
-			var portName string
-			if port.Name != nil {
-				portName = *port.Name
+			if port.Name == nil {
+				// kube-proxy ignores such ports too; the EndpointSlice
+				// controller always sets the name, if only to "".
+				report(fmt.Sprintf("ports[%d].name", pi), "missing (an unnamed port has name \"\")")
+				continue
 			}
+			portName := *port.Name
 			key := ServicePortName{NamespacedName: svc, Port: portName, Protocol: proto}
 			eps := byPort[key]
 			if eps == nil {

@@ -1,0 +1,128 @@
+package nftgen
+
+import (
+	"flag"
+	"os"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nftproxy/nftproxy/proxier/model"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+func TestChainNamesMatchKubeProxy(t *testing.T) {
+	// The example from kube-proxy's own tests.
+	n := model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns1", Name: "svc1"}, Port: "p80", Protocol: v1.ProtocolTCP}
+	if got := ServiceChainName(n); got != "KUBE-SVC-XPGD46QRK7WJZT7O" {
+		t.Errorf("ServiceChainName = %s, want KUBE-SVC-XPGD46QRK7WJZT7O", got)
+	}
+	if got := EndpointChainName(n, "10.180.0.1:80"); !strings.HasPrefix(got, "KUBE-SEP-") || len(got) != len("KUBE-SEP-")+16 {
+		t.Errorf("EndpointChainName = %s", got)
+	}
+}
+
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := "testdata/" + name
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from golden file (go test -update rewrites it).\ngot:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+func TestGenerateClusterIP(t *testing.T) {
+	g := testGenerator("10.244.0.0/16")
+	rs := g.Ruleset([]model.ServicePortState{
+		testPort("ns1", "svc1", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080"),
+		testPort("ns1", "single", 443, "10.96.0.11", "10.244.0.5:8443"),
+		testPort("ns1", "empty", 53, "10.96.0.12"),
+	})
+	golden(t, "clusterip.nft", rs.Text())
+}
+
+func TestGenerateMasqueradeModes(t *testing.T) {
+	sp := testPort("ns1", "svc1", 80, "10.96.0.10", "10.244.0.2:8080")
+	tests := []struct {
+		name     string
+		cfg      Config
+		wantMasq string // the KUBE-SVC masquerade rule, or "" for none
+	}{
+		{"cluster CIDR", Config{ClusterCIDRs: testGenerator("10.244.0.0/16").cfg.ClusterCIDRs},
+			`ip daddr 10.96.0.10 meta l4proto tcp th dport 80 ip saddr != 10.244.0.0/16 jump KUBE-MARK-MASQ comment "ns1/svc1:p80 cluster IP"`},
+		{"masquerade all", Config{MasqueradeAll: true},
+			`ip daddr 10.96.0.10 meta l4proto tcp th dport 80 jump KUBE-MARK-MASQ comment "ns1/svc1:p80 cluster IP"`},
+		{"neither", Config{}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cfg.Family, tt.cfg.MasqueradeBit = FamilyIPv4, 3
+			g, err := NewGenerator(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			svc := g.Service(&sp).Chains[0]
+			var got string
+			if len(svc.Rules) == 2 {
+				got = svc.Rules[0].Text(FamilyIPv4)
+			}
+			if got != tt.wantMasq {
+				t.Errorf("masquerade rule = %q, want %q", got, tt.wantMasq)
+			}
+			top := g.Top()
+			var markRule string
+			for _, c := range top.Chains {
+				if c.Name == ChainMarkMasq {
+					markRule = c.Rules[0].Text(FamilyIPv4)
+				}
+			}
+			if markRule != "meta mark set meta mark | 0x00000008" {
+				t.Errorf("--masquerade-bit 3 gave %q", markRule)
+			}
+		})
+	}
+}
+
+func TestCommentsNeverExceedKernelLimit(t *testing.T) {
+	long := strings.Repeat("a", 63)
+	sp := testPort(long, long, 80, "10.96.0.10", "10.244.0.2:8080")
+	sp.Name.Port = strings.Repeat("p", 15)
+	f := testGenerator().Service(&sp)
+	for _, c := range f.Chains {
+		for _, r := range c.Rules {
+			if len(r.Comment) > MaxCommentLen {
+				t.Errorf("rule comment of %d bytes: %q", len(r.Comment), r.Comment)
+			}
+		}
+	}
+	for _, els := range f.Elements {
+		for _, e := range els {
+			if len(e.Comment) > MaxCommentLen {
+				t.Errorf("element comment of %d bytes", len(e.Comment))
+			}
+		}
+	}
+	if got := TruncateComment(strings.Repeat("é", 100)); len(got) > MaxCommentLen || !strings.HasSuffix(got, "é") {
+		t.Errorf("TruncateComment split a rune or kept too much: %d bytes", len(got))
+	}
+}
+
+func TestGeneratorRejectsBadConfig(t *testing.T) {
+	if _, err := NewGenerator(Config{Family: FamilyIPv4, MasqueradeBit: 32}); err == nil {
+		t.Error("masquerade bit 32 accepted")
+	}
+	if _, err := NewGenerator(Config{Family: FamilyIPv4, ClusterCIDRs: testGenerator().cfg.ClusterCIDRs}); err != nil {
+		t.Error(err)
+	}
+}

@@ -1,0 +1,142 @@
+package nftgen
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/nftproxy/nftproxy/proxier/model"
+)
+
+func manyPorts(n int) []model.ServicePortState {
+	out := make([]model.ServicePortState, n)
+	for i := range out {
+		vip := fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)
+		out[i] = testPort("ns", fmt.Sprintf("svc%d", i), 80, vip,
+			fmt.Sprintf("10.244.%d.%d:8080", i/250, i%250+1),
+			fmt.Sprintf("10.245.%d.%d:8080", i/250, i%250+1),
+			fmt.Sprintf("10.246.%d.%d:8080", i/250, i%250+1))
+	}
+	return out
+}
+
+// applyFull installs rs on a new Fake.
+func applyFull(t *testing.T, rs *Ruleset) *Fake {
+	t.Helper()
+	f := NewFake()
+	if err := f.Apply(context.Background(), PlanFull(rs, nil)); err != nil {
+		t.Fatalf("full sync: %v", err)
+	}
+	return f
+}
+
+// TestOneServiceChangeCostDoesNotDependOnOtherServices counts the operations
+// that adding, changing and deleting one service sends, with 10 and with
+// 1,000 other services, and checks that they are the same and touch only
+// that service's chains and map elements.
+func TestOneServiceChangeCostDoesNotDependOnOtherServices(t *testing.T) {
+	g := testGenerator("10.244.0.0/16")
+	type counts struct{ add, change, del int }
+	measure := func(n int) counts {
+		ports := manyPorts(n)
+		applied := g.Ruleset(ports)
+		fake := applyFull(t, applied)
+		var c counts
+		step := func(key string, frag *Fragment, chainPrefix string) int {
+			updates := map[string]*Fragment{key: frag}
+			tx := PlanUpdate(applied, updates)
+			for _, op := range tx.Ops {
+				if strings.HasPrefix(op.Name, "KUBE-S") && !strings.HasPrefix(op.Name, chainPrefix) && op.Name != ChainServices {
+					t.Errorf("n=%d: op touches another service: %s", n, op.text(FamilyIPv4))
+				}
+			}
+			if err := fake.Apply(context.Background(), tx); err != nil {
+				t.Fatalf("n=%d: %v\n%s", n, err, tx)
+			}
+			applied.Commit(updates)
+			return len(tx.Ops)
+		}
+		added := testPort("ns", "new", 80, "10.100.0.1", "10.244.200.1:80", "10.244.200.2:80")
+		c.add = step(ServiceKey(added.Name), g.Service(&added), "KUBE-S")
+		changed := ports[n/2]
+		changed.Endpoints = append(changed.Endpoints, model.Endpoint{Addr: added.Endpoints[0].Addr, Port: 8080, Ready: true, Serving: true})
+		c.change = step(ServiceKey(changed.Name), g.Service(&changed), "KUBE-S")
+		c.del = step(ServiceKey(added.Name), nil, "KUBE-S")
+
+		// The table now equals a fresh full sync of the same model.
+		ports[n/2] = changed
+		if got, want := fake.Dump(FamilyIPv4), applyFull(t, g.Ruleset(ports)).Dump(FamilyIPv4); got != want {
+			t.Errorf("n=%d: incremental result differs from a full sync", n)
+		}
+		return c
+	}
+	small, large := measure(10), measure(1000)
+	t.Logf("operations for one service: add %d, change %d, delete %d (same with 10 and 1000 services)", large.add, large.change, large.del)
+	if small != large {
+		t.Errorf("operations with 10 services %+v, with 1000 %+v: they must not depend on the other services", small, large)
+	}
+	if large.add == 0 || large.change == 0 || large.del == 0 {
+		t.Errorf("a step sent nothing: %+v", large)
+	}
+}
+
+func TestPlanUpdateSkipsUnchangedServices(t *testing.T) {
+	g := testGenerator()
+	ports := manyPorts(3)
+	applied := g.Ruleset(ports)
+	tx := PlanUpdate(applied, map[string]*Fragment{ServiceKey(ports[1].Name): g.Service(&ports[1])})
+	if !tx.Empty() {
+		t.Errorf("an unchanged service produced:\n%s", tx)
+	}
+}
+
+func TestPlanFullRemovesStrayObjects(t *testing.T) {
+	ctx := context.Background()
+	g := testGenerator()
+	rs := g.Ruleset(manyPorts(2))
+	fake := applyFull(t, rs)
+	want := fake.Dump(FamilyIPv4)
+	// Leftovers, e.g. from a service deleted while nftproxy was down.
+	stray := &Transaction{Family: FamilyIPv4, Ops: []Op{
+		{Kind: OpAddChain, Name: "KUBE-SVC-STALE"},
+		{Kind: OpAddChain, Name: "KUBE-SEP-STALE"},
+		{Kind: OpAddRule, Name: "KUBE-SVC-STALE", Rule: &Rule{Stmts: []Stmt{Verdict{Kind: VerdictGoto, Chain: "KUBE-SEP-STALE"}}}},
+		{Kind: OpAddMap, Name: "old-map", Map: &MapSpec{Name: "old-map"}},
+	}}
+	if err := fake.Apply(ctx, stray); err != nil {
+		t.Fatal(err)
+	}
+	inv, _ := fake.Inventory(ctx, FamilyIPv4)
+	if err := fake.Apply(ctx, PlanFull(rs, inv)); err != nil {
+		t.Fatalf("repair: %v", err)
+	}
+	if got := fake.Dump(FamilyIPv4); got != want {
+		t.Errorf("after repair:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestFakeChecksLikeTheKernel(t *testing.T) {
+	ctx := context.Background()
+	g := testGenerator()
+	ports := manyPorts(1)
+	rs := g.Ruleset(ports)
+	fake := applyFull(t, rs)
+	before := fake.Dump(FamilyIPv4)
+	svcChain := ServiceChainName(ports[0].Name)
+	cases := map[string]Op{
+		"delete a chain still referenced": {Kind: OpDeleteChain, Name: svcChain},
+		"jump to a missing chain":         {Kind: OpAddRule, Name: ChainServices, Rule: &Rule{Stmts: []Stmt{Verdict{Kind: VerdictJump, Chain: "nope"}}}},
+		"delete a missing element":        {Kind: OpDeleteElement, Name: MapServiceIPs, Element: &MapElement{}},
+	}
+	for name, op := range cases {
+		// A valid op first, so that a partial apply would show.
+		tx := &Transaction{Family: FamilyIPv4, Ops: []Op{{Kind: OpFlushChain, Name: ChainServices}, op}}
+		if err := fake.Apply(ctx, tx); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+		if fake.Dump(FamilyIPv4) != before {
+			t.Errorf("%s: failed transaction changed the table", name)
+		}
+	}
+}
