@@ -39,7 +39,7 @@ type Topology struct {
 	External *netns.NS
 	Pods     map[string]*Pod
 	echo     string
-	t        testing.TB
+	t        netns.T
 	nextVeth int
 }
 
@@ -52,9 +52,12 @@ type Pod struct {
 
 // NewTopology creates the node and the external host. echoBinary is the
 // path of the built echo server.
-func NewTopology(t testing.TB, echoBinary string) *Topology {
+// A test that is not root is skipped.
+func NewTopology(t netns.T, echoBinary string) *Topology {
 	t.Helper()
-	netns.RequireRoot(t)
+	if tb, ok := t.(testing.TB); ok {
+		netns.RequireRoot(tb)
+	}
 	tp := &Topology{t: t, echo: echoBinary, Pods: map[string]*Pod{}}
 	tp.Node = netns.New(t, "nfp-node")
 	tp.External = netns.New(t, "nfp-ext")

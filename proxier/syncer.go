@@ -39,15 +39,10 @@ type familyState struct {
 	applied *nftgen.Ruleset
 	// keys maps a Service to the fragment keys it owns in applied.
 	keys map[types.NamespacedName][]string
-	// owners maps a map element to the fragment key that owns it, so that
-	// two Services claiming the same IP, protocol and port cannot break
-	// the transaction.
-	owners map[elementID]string
-}
-
-type elementID struct {
-	m string
-	k nftgen.MapKey
+	// owners maps an IP, protocol and port to the fragment key that owns
+	// it, whatever map it is in, so that two Services claiming the same
+	// one can neither break the transaction nor shadow each other.
+	owners map[nftgen.MapKey]string
 }
 
 // SyncResult describes one sync.
@@ -145,11 +140,11 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (*nftgen.Transac
 	}
 	rs := &nftgen.Ruleset{Family: fs.gen.Family(), Maps: fs.gen.Maps(), Top: fs.gen.Top(), Services: map[string]*nftgen.Fragment{}}
 	keys := map[types.NamespacedName][]string{}
-	owners := map[elementID]string{}
+	owners := map[nftgen.MapKey]string{}
 	for _, nn := range s.store.ServiceNames() {
 		frags := s.fragments(fs, nn)
 		for key, f := range frags {
-			if s.claim(owners, key, f) {
+			if s.claim(owners, nn, key, f) {
 				rs.Services[key] = f
 				keys[nn] = append(keys[nn], key)
 			} else {
@@ -173,10 +168,10 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 	for _, nn := range changed {
 		for _, key := range fs.keys[nn] {
 			updates[key] = nil
-			for m, els := range fs.applied.Services[key].Elements {
+			for _, els := range fs.applied.Services[key].Elements {
 				for _, e := range els {
-					if fs.owners[elementID{m, e.Key}] == key {
-						delete(fs.owners, elementID{m, e.Key})
+					if fs.owners[e.Key] == key {
+						delete(fs.owners, e.Key)
 					}
 				}
 			}
@@ -184,7 +179,7 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 	}
 	for _, nn := range changed {
 		for key, f := range s.fragments(fs, nn) {
-			if s.claim(fs.owners, key, f) {
+			if s.claim(fs.owners, nn, key, f) {
 				updates[key] = f
 				newKeys[nn] = append(newKeys[nn], key)
 			} else {
@@ -208,19 +203,19 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 // claim records that fragment key owns its map elements, unless another
 // fragment owns one of them already; then it reports the conflict and
 // returns false.
-func (s *Syncer) claim(owners map[elementID]string, key string, f *nftgen.Fragment) bool {
-	for m, els := range f.Elements {
+func (s *Syncer) claim(owners map[nftgen.MapKey]string, nn types.NamespacedName, key string, f *nftgen.Fragment) bool {
+	for _, els := range f.Elements {
 		for _, e := range els {
-			if owner, ok := owners[elementID{m, e.Key}]; ok && owner != key {
-				s.report([]model.Problem{{Kind: "Service", Reason: fmt.Sprintf("service port %s: %s . %s . %d is already used by %s; skipped",
+			if owner, ok := owners[e.Key]; ok && owner != key {
+				s.report([]model.Problem{{Kind: "Service", Object: nn, Reason: fmt.Sprintf("service port %s: %s %s/%d is already used by %s; skipped",
 					key, e.Key.Addr, nftgen.ProtoName(e.Key.Proto), e.Key.Port, owner)}})
 				return false
 			}
 		}
 	}
-	for m, els := range f.Elements {
+	for _, els := range f.Elements {
 		for _, e := range els {
-			owners[elementID{m, e.Key}] = key
+			owners[e.Key] = key
 		}
 	}
 	return true

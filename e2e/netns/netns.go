@@ -17,6 +17,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// T is the part of testing.TB that the helpers need, so that programs
+// such as the demo can use them too.
+type T interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Cleanup(func())
+}
+
 // RequireRoot skips t when the test does not run as root. Tests that need
 // the kernel call it first; CI runs as root, so they run there.
 func RequireRoot(t testing.TB) {
@@ -33,7 +43,7 @@ type NS struct {
 
 // New creates a namespace whose name starts with prefix, brings its
 // loopback up and registers its removal with t.Cleanup.
-func New(t testing.TB, prefix string) *NS {
+func New(t T, prefix string) *NS {
 	t.Helper()
 	var b [4]byte
 	_, _ = rand.Read(b[:])
@@ -68,7 +78,7 @@ func (ns *NS) Run(name string, args ...string) (string, error) {
 }
 
 // MustRun is Run that fails the test on error.
-func (ns *NS) MustRun(t testing.TB, name string, args ...string) string {
+func (ns *NS) MustRun(t T, name string, args ...string) string {
 	t.Helper()
 	out, err := ns.Run(name, args...)
 	if err != nil {

@@ -1,0 +1,36 @@
+# nftproxy build and test entry points. `make test` and `make demo` need
+# root for the kernel and namespace parts; see README.md.
+SHELL := /bin/bash
+GO ?= go
+BIN := bin
+
+.PHONY: all build test unit demo image clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/nftproxy ./cmd/nftproxy
+	$(GO) build -o $(BIN)/echoserver ./e2e/echoserver
+	$(GO) build -o $(BIN)/demo ./e2e/demo
+
+# The whole suite: formatting, vet, unit tests and, as root, the kernel and
+# end-to-end tests (they skip, saying so, when not root).
+test:
+	@fmt="$$(gofmt -l .)"; if [ -n "$$fmt" ]; then echo "gofmt needed:"; echo "$$fmt"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test -count=1 -v ./...
+
+# Unit tests only; no root, no kernel.
+unit:
+	$(GO) test -count=1 ./nftgen/... ./proxier/... ./compat/... ./cmd/...
+
+# Builds, programs the example Services in a throwaway namespace topology,
+# sends traffic and prints the split and the ruleset, then cleans up.
+demo: build
+	./$(BIN)/demo -nftproxy $(BIN)/nftproxy -echo $(BIN)/echoserver -objects deploy/examples/services.yaml
+
+image:
+	docker build -t nftproxy:dev .
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// captureRun runs the command line with stdout and stderr redirected to
+// files and returns the exit code and both outputs.
+func captureRun(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	outF, _ := os.Create(filepath.Join(dir, "out"))
+	errF, _ := os.Create(filepath.Join(dir, "err"))
+	oldOut, oldErr := os.Stdout, os.Stderr
+	os.Stdout, os.Stderr = outF, errF
+	code := run(args)
+	os.Stdout, os.Stderr = oldOut, oldErr
+	outF.Close()
+	errF.Close()
+	out, _ := os.ReadFile(outF.Name())
+	errOut, _ := os.ReadFile(errF.Name())
+	return code, string(out), string(errOut)
+}
+
+func TestRenderExample(t *testing.T) {
+	code, out, stderr := captureRun(t, "render", "--objects", "../../deploy/examples/services.yaml", "--cluster-cidr", "10.244.0.0/16")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"table ip nftproxy {",
+		`10.96.0.10 . tcp . 80 comment "demo/echo:http cluster IP" : goto KUBE-SVC-`,
+		`10.96.0.20 . tcp . 80 comment "demo/empty:http has no endpoints" : goto reject-chain`,
+		"numgen random mod 3 vmap",
+		"ip saddr != 10.244.0.0/16 jump KUBE-MARK-MASQ",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("render output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestBadInputExitsWith2(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(bad, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\nspec:\n  clusterIP: 10.96.0.1\n  ports: [{port: \"http\"}]\n"), 0o644)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"render", "--objects", bad}, "Service shop/web (document 1): field spec.ports.port"},
+		{[]string{"sync", "--objects", bad}, "Service shop/web (document 1): field spec.ports.port"},
+		{[]string{"render"}, "--objects is required"},
+		{[]string{"render", "--objects", "/nonexistent"}, "no such file"},
+		{[]string{"render", "--objects", "../../deploy/examples/services.yaml", "--cluster-cidr", "10.0.0.0/33"}, "--cluster-cidr"},
+		{[]string{"render", "--objects", "../../deploy/examples/services.yaml", "--masquerade-bit", "40"}, "outside 0..31"},
+		{[]string{"--no-such-flag"}, "unknown flag"},
+	}
+	for _, tt := range tests {
+		code, _, stderr := captureRun(t, tt.args...)
+		if code != 2 || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tt.args, code, stderr, tt.want)
+		}
+	}
+}

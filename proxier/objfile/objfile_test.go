@@ -1,0 +1,82 @@
+package objfile
+
+import (
+	"strings"
+	"testing"
+)
+
+const svcYAML = `apiVersion: v1
+kind: Service
+metadata: {name: a, namespace: ns}
+spec:
+  clusterIP: 10.96.0.1
+  ports: [{name: http, port: 80}]
+`
+
+const sliceYAML = `apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {name: a-1, namespace: ns, labels: {kubernetes.io/service-name: a}}
+addressType: IPv4
+ports: [{name: http, port: 8080, protocol: TCP}]
+endpoints: [{addresses: [10.0.0.1]}]
+`
+
+func TestDecodeForms(t *testing.T) {
+	forms := map[string]string{
+		"multi-document YAML": "# leading comment\n---\n" + svcYAML + "---\n" + sliceYAML + "---\n",
+		"kubectl List": "apiVersion: v1\nkind: List\nitems:\n" + indentItem(svcYAML) + indentItem(sliceYAML) +
+			"- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: x}\n",
+		"JSON List":   `{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","namespace":"ns"},"spec":{"clusterIP":"10.96.0.1","ports":[{"name":"http","port":80}]}},{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"a-1","namespace":"ns","labels":{"kubernetes.io/service-name":"a"}},"addressType":"IPv4","endpoints":[]}]}`,
+		"JSON stream": `{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","namespace":"ns"},"spec":{"clusterIP":"10.96.0.1"}}` + "\n" + `{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"a-1","namespace":"ns"},"addressType":"IPv4"}`,
+	}
+	for name, data := range forms {
+		t.Run(name, func(t *testing.T) {
+			objs, err := Decode([]byte(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(objs.Services) != 1 || objs.Services[0].Name != "a" || objs.Services[0].Spec.ClusterIP != "10.96.0.1" {
+				t.Errorf("services = %+v", objs.Services)
+			}
+			if len(objs.EndpointSlices) != 1 || objs.EndpointSlices[0].Name != "a-1" {
+				t.Errorf("slices = %+v", objs.EndpointSlices)
+			}
+		})
+	}
+}
+
+func indentItem(doc string) string {
+	lines := strings.Split(strings.TrimSpace(doc), "\n")
+	for i := range lines {
+		if i == 0 {
+			lines[i] = "- " + lines[i]
+		} else {
+			lines[i] = "  " + lines[i]
+		}
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func TestDecodeErrorsNameObjectAndField(t *testing.T) {
+	tests := map[string]struct{ data, want string }{
+		"wrong type": {strings.Replace(svcYAML, "port: 80", "port: eighty", 1),
+			`Service ns/a (document 1): field spec.ports.port: cannot use JSON string as int32`},
+		"second document": {svcYAML + "---\n" + strings.Replace(sliceYAML, "addressType: IPv4", "addressType: [IPv4]", 1),
+			`EndpointSlice ns/a-1 (document 2): field addressType`},
+		"item in a List": {"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Service\n  metadata: {name: b}\n  spec: {clusterIP: 1}\n",
+			`Service b (document 1, items[0]): field spec.clusterIP`},
+		"no kind":        {"apiVersion: v1\nmetadata: {name: x}\n", "document 1: field kind: missing"},
+		"no name":        {"apiVersion: v1\nkind: Service\nmetadata: {}\n", "field metadata.name: missing"},
+		"bad apiVersion": {"apiVersion: v2\nkind: Service\nmetadata: {name: x}\n", `field apiVersion: unsupported "v2"`},
+		"broken YAML":    {"kind: [\n", "document 1: invalid YAML"},
+		"broken JSON":    {`{"kind": `, "document 1: invalid JSON"},
+	}
+	for name, tt := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, err := Decode([]byte(tt.data))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
