@@ -94,11 +94,47 @@ func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
 			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binary.BigEndian.AppendUint16(nil, s.Port)},
 		}, nil
-	case MatchCtStateNew:
+	case MatchCtState:
+		op := expr.CmpOpNeq
+		if s.None {
+			op = expr.CmpOpEq
+		}
 		return []expr.Any{
 			&expr.Ct{Register: reg1, Key: expr.CtKeySTATE},
-			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(expr.CtStateBitNEW), Xor: native32(0)},
-			&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: native32(0)},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(s.Mask), Xor: native32(0)},
+			&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
+		}, nil
+	case MatchCtStatusDNAT:
+		op := expr.CmpOpNeq
+		if s.Not {
+			op = expr.CmpOpEq
+		}
+		return []expr.Any{
+			&expr.Ct{Register: reg1, Key: expr.CtKeySTATUS},
+			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(ctStatusDNAT), Xor: native32(0)},
+			&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
+		}, nil
+	case MatchFibLocal:
+		f := &expr.Fib{Register: reg1, ResultADDRTYPE: true, FlagDADDR: s.Dir == Daddr, FlagSADDR: s.Dir == Saddr}
+		return []expr.Any{f, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: native32(unix.RTN_LOCAL)}}, nil
+	case ProtoPortMap:
+		return []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
+			&expr.Payload{DestRegister: reg32Base + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Lookup{SourceRegister: reg1, SetName: s.Map, DestRegister: regVerdict, IsDestRegSet: true},
+		}, nil
+	case AffinityCheck:
+		saddr, _, length := b.addrOffsets()
+		return []expr.Any{
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: saddr, Len: length},
+			&expr.Lookup{SourceRegister: reg1, SetName: s.Set},
+			verdictExpr(Verdict{Kind: VerdictGoto, Chain: s.Chain}),
+		}, nil
+	case AffinityUpdate:
+		saddr, _, length := b.addrOffsets()
+		return []expr.Any{
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: saddr, Len: length},
+			&expr.Dynset{SrcRegKey: reg1, SetName: s.Set, Operation: unix.NFT_DYNSET_OP_UPDATE},
 		}, nil
 	case MatchMark:
 		op := expr.CmpOpNeq
@@ -180,11 +216,18 @@ func native32(v uint32) []byte {
 	return binary.NativeEndian.AppendUint32(nil, v)
 }
 
-// mapKeyBytes encodes a service map key as the kernel stores a concatenation
-// of ipv4_addr/ipv6_addr . inet_proto . inet_service: each field padded to
+// ctStatusDNAT is IPS_DST_NAT, the conntrack status bit of DNATed
+// connections.
+const ctStatusDNAT = 1 << 5
+
+// mapKeyBytes encodes a map key as the kernel stores a concatenation of
+// [ipv4_addr/ipv6_addr .] inet_proto . inet_service: each field padded to
 // 4 bytes.
 func mapKeyBytes(k MapKey) []byte {
-	out := k.Addr.AsSlice()
+	var out []byte
+	if k.Addr.IsValid() {
+		out = k.Addr.AsSlice()
+	}
 	out = append(out, k.Proto, 0, 0, 0)
 	out = binary.BigEndian.AppendUint16(out, k.Port)
 	return append(out, 0, 0)

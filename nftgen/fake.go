@@ -31,13 +31,14 @@ type fakeTable struct {
 	chains map[string]*Chain
 	maps   map[string]map[MapKey]MapElement
 	specs  map[string]MapSpec
+	sets   map[string]SetSpec
 }
 
 // NewFake returns an empty Fake.
 func NewFake() *Fake { return &Fake{tables: map[Family]*fakeTable{}} }
 
 func (t *fakeTable) clone() *fakeTable {
-	c := &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: maps.Clone(t.specs)}
+	c := &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: maps.Clone(t.specs), sets: maps.Clone(t.sets)}
 	for n, ch := range t.chains {
 		cp := *ch
 		cp.Rules = slices.Clone(ch.Rules)
@@ -69,7 +70,7 @@ func (f *Fake) Apply(_ context.Context, tx *Transaction) error {
 	for i, op := range tx.Ops {
 		if op.Kind == OpAddTable {
 			if t == nil {
-				t = &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: map[string]MapSpec{}}
+				t = &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: map[string]MapSpec{}, sets: map[string]SetSpec{}}
 			}
 			continue
 		}
@@ -127,7 +128,33 @@ func (t *fakeTable) apply(op Op) error {
 				return errorf(syscall.ENOENT, "no map %s", ref)
 			}
 		}
+		for _, ref := range ruleSetRefs(op.Rule) {
+			if _, ok := t.sets[ref]; !ok {
+				return errorf(syscall.ENOENT, "no set %s", ref)
+			}
+		}
 		c.Rules = append(c.Rules, *op.Rule)
+	case OpAddSet:
+		if _, ok := t.maps[op.Name]; ok {
+			return errorf(syscall.EEXIST, "a map has that name")
+		}
+		if old, ok := t.sets[op.Name]; ok && old != *op.Set {
+			return errorf(syscall.EEXIST, "set exists with another timeout")
+		}
+		t.sets[op.Name] = *op.Set
+	case OpDeleteSet:
+		if _, ok := t.sets[op.Name]; ok {
+			for _, c := range t.chains {
+				for i := range c.Rules {
+					if slices.Contains(ruleSetRefs(&c.Rules[i]), op.Name) {
+						return errorf(syscall.EBUSY, "set in use")
+					}
+				}
+			}
+			delete(t.sets, op.Name)
+			return nil
+		}
+		return t.apply(Op{Kind: OpDeleteMap, Name: op.Name})
 	case OpAddMap:
 		if _, ok := t.maps[op.Name]; !ok {
 			t.maps[op.Name] = map[MapKey]MapElement{}
@@ -209,6 +236,22 @@ func ruleChainRefs(r *Rule) []string {
 			}
 		case NumgenVmap:
 			out = append(out, s.Targets...)
+		case AffinityCheck:
+			out = append(out, s.Chain)
+		}
+	}
+	return out
+}
+
+// ruleSetRefs returns the dynamic sets a rule uses.
+func ruleSetRefs(r *Rule) []string {
+	var out []string
+	for _, s := range r.Stmts {
+		switch s := s.(type) {
+		case AffinityCheck:
+			out = append(out, s.Set)
+		case AffinityUpdate:
+			out = append(out, s.Set)
 		}
 	}
 	return out
@@ -218,8 +261,11 @@ func ruleChainRefs(r *Rule) []string {
 func ruleMapRefs(r *Rule) []string {
 	var out []string
 	for _, s := range r.Stmts {
-		if d, ok := s.(DispatchMap); ok {
-			out = append(out, d.Map)
+		switch s := s.(type) {
+		case DispatchMap:
+			out = append(out, s.Map)
+		case ProtoPortMap:
+			out = append(out, s.Map)
 		}
 	}
 	return out
@@ -233,7 +279,7 @@ func (f *Fake) Inventory(_ context.Context, fam Family) (*Inventory, error) {
 	if t == nil {
 		return nil, nil
 	}
-	return &Inventory{Chains: sortedKeys(t.chains), Maps: sortedKeys(t.maps)}, nil
+	return &Inventory{Chains: sortedKeys(t.chains), Sets: append(sortedKeys(t.maps), sortedKeys(t.sets)...)}, nil
 }
 
 // DeleteTable implements Dataplane.
@@ -259,6 +305,9 @@ func (f *Fake) Dump(fam Family) string {
 		els := slices.Collect(maps.Values(t.maps[name]))
 		slices.SortFunc(els, func(a, b MapElement) int { return strings.Compare(a.text(), b.text()) })
 		writeMap(&b, fam, t.specs[name], els)
+	}
+	for _, name := range sortedKeys(t.sets) {
+		writeSet(&b, fam, t.sets[name])
 	}
 	for _, name := range sortedKeys(t.chains) {
 		writeChain(&b, fam, t.chains[name])

@@ -9,16 +9,34 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
-// Config holds the flags that shape the rules.
+// Config holds the flags and node facts that shape the rules of one family.
 type Config struct {
 	Family Family
-	// ClusterCIDRs are the pod CIDRs of this family (--cluster-cidr).
-	// Traffic to a cluster IP from outside them is masqueraded.
+	// ClusterCIDRs are the pod CIDRs of this family (--cluster-cidr). They
+	// tell pod traffic from the rest: traffic to a cluster IP from outside
+	// them is masqueraded, and pod traffic to an external destination of a
+	// Local-policy Service is short-circuited to all endpoints.
 	ClusterCIDRs []netip.Prefix
 	// MasqueradeAll masquerades all traffic to cluster IPs.
 	MasqueradeAll bool
 	// MasqueradeBit is the mark bit of KUBE-MARK-MASQ (default 14).
 	MasqueradeBit int
+	// Node is this node: its name decides which endpoints are local, its
+	// zone label drives topology.
+	Node model.Node
+	// NodeIPs are this node's addresses of this family; a load balancer
+	// source range that holds one lets the node reach the load balancer IP.
+	NodeIPs []netip.Addr
+	// NodePortAddresses limits node ports to these local addresses
+	// (--nodeport-addresses, resolved). Empty means every local address.
+	NodePortAddresses []netip.Addr
+	// LocalhostNodePorts serves node ports on 127.0.0.0/8 (IPv4 only;
+	// --iptables-localhost-nodeports, default true). It needs the
+	// route_localnet sysctl, which the caller sets.
+	LocalhostNodePorts bool
+	// ConntrackTCPLiberal drops the ct state invalid rule
+	// (--conntrack-tcp-be-liberal).
+	ConntrackTCPLiberal bool
 }
 
 // DefaultMasqueradeBit is kube-proxy's default --iptables-masquerade-bit.
@@ -39,16 +57,28 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
 		return nil, fmt.Errorf("masquerade bit %d is outside 0..31", cfg.MasqueradeBit)
 	}
+	is4 := cfg.Family == FamilyIPv4
 	for _, c := range cfg.ClusterCIDRs {
-		if c.Addr().Is4() != (cfg.Family == FamilyIPv4) {
+		if c.Addr().Is4() != is4 {
 			return nil, fmt.Errorf("cluster CIDR %s does not belong to family %s", c, cfg.Family)
 		}
+	}
+	for _, a := range append(append([]netip.Addr(nil), cfg.NodeIPs...), cfg.NodePortAddresses...) {
+		if a.Is4() != is4 {
+			return nil, fmt.Errorf("node address %s does not belong to family %s", a, cfg.Family)
+		}
+	}
+	if !is4 {
+		cfg.LocalhostNodePorts = false
 	}
 	return &Generator{cfg: cfg, markBits: 1 << cfg.MasqueradeBit}, nil
 }
 
 // Family returns the generator's family.
 func (g *Generator) Family() Family { return g.cfg.Family }
+
+// Config returns the generator's configuration.
+func (g *Generator) Config() Config { return g.cfg }
 
 func (g *Generator) modelFamily() model.IPFamily {
 	if g.cfg.Family == FamilyIPv6 {
@@ -60,24 +90,72 @@ func (g *Generator) modelFamily() model.IPFamily {
 // Maps returns the named maps of the ruleset.
 func (g *Generator) Maps() []MapSpec {
 	return []MapSpec{
-		{Name: MapServiceIPs, Comment: "cluster IP . protocol . port to KUBE-SVC- chain"},
-		{Name: MapNoEndpointServices, Comment: "service ports without endpoints"},
+		{Name: MapServiceIPs, Key: KeyAddrProtoPort, Comment: "service IP . protocol . port to its KUBE-SVC-, KUBE-EXT- or KUBE-FW- chain"},
+		{Name: MapServiceNodePorts, Key: KeyProtoPort, Comment: "node port to its KUBE-EXT- chain"},
+		{Name: MapNoEndpointServices, Key: KeyAddrProtoPort, Comment: "cluster IPs without endpoints"},
+		{Name: MapNoEndpointExternal, Key: KeyAddrProtoPort, Comment: "external and load balancer IPs without endpoints"},
+		{Name: MapNoEndpointNodePorts, Key: KeyProtoPort, Comment: "node ports without endpoints"},
+		{Name: MapFirewallIPs, Key: KeyAddrProtoPort, Comment: "load balancer IPs with source ranges"},
+		{Name: MapHealthCheckNodePorts, Key: KeyProtoPort, Comment: "health check node ports"},
 	}
 }
 
+func jump(chain string) Verdict  { return Verdict{Kind: VerdictJump, Chain: chain} }
+func gotoV(chain string) Verdict { return Verdict{Kind: VerdictGoto, Chain: chain} }
+
+var (
+	accept = Verdict{Kind: VerdictAccept}
+	drop   = Verdict{Kind: VerdictDrop}
+)
+
+func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
+
 // Top returns the base chains and shared chains, which do not depend on any
-// Service.
+// Service. The base chains jump to the kube-proxy chains in the order in
+// which iptables mode's jump rules end up in the built-in chains.
 func (g *Generator) Top() *Fragment {
 	base := func(name string, t ChainType, h Hook, prio int32, rules ...Rule) *Chain {
 		return &Chain{Name: name, Base: &BaseChain{Type: t, Hook: h, Priority: prio}, Rules: rules}
 	}
 	regular := func(name string, rules ...Rule) *Chain { return &Chain{Name: name, Rules: rules} }
-	jump := func(chain string) Verdict { return Verdict{Kind: VerdictJump, Chain: chain} }
-	return &Fragment{Chains: []*Chain{
-		base(ChainFilterForward, FilterType, HookForward, PriorityDstNAT-10,
-			NewRule("kubernetes service portals", MatchCtStateNew{}, jump(ChainFilterServices))),
-		base(ChainFilterOutput, FilterType, HookOutput, PriorityDstNAT-10,
-			NewRule("kubernetes service portals", MatchCtStateNew{}, jump(ChainFilterServices))),
+	ctNew := MatchCtState{Mask: CtNew}
+	v4 := g.cfg.Family == FamilyIPv4
+	localnetGuard := v4 && g.cfg.LocalhostNodePorts
+
+	var input, output []Rule
+	if localnetGuard {
+		input = append(input, NewRule("", jump(ChainFilterKubeletFirewall)))
+		output = append(output, NewRule("", jump(ChainFilterKubeletFirewall)))
+	}
+	input = append(input,
+		NewRule("kubernetes load balancer firewall", ctNew, jump(ChainFilterProxyFirewall)),
+		NewRule("kubernetes health check service ports", jump(ChainFilterNodePorts)),
+		NewRule("kubernetes externally-visible service portals", ctNew, jump(ChainFilterExternalServices)))
+	output = append(output,
+		NewRule("kubernetes service portals", ctNew, jump(ChainFilterServices)))
+	forward := []Rule{
+		NewRule("kubernetes load balancer firewall", ctNew, jump(ChainFilterProxyFirewall)),
+		NewRule("kubernetes forwarding rules", jump(ChainFilterForwardRules)),
+		NewRule("kubernetes service portals", ctNew, jump(ChainFilterServices)),
+		NewRule("kubernetes externally-visible service portals", ctNew, jump(ChainFilterExternalServices)),
+	}
+
+	var fwd []Rule
+	if !g.cfg.ConntrackTCPLiberal {
+		fwd = append(fwd, NewRule("", MatchCtState{Mask: CtInvalid}, drop))
+	}
+	fwd = append(fwd,
+		NewRule("kubernetes forwarding rules", MatchMark{Mask: g.markBits}, accept),
+		NewRule("kubernetes forwarding conntrack rule", MatchCtState{Mask: CtEstablished | CtRelated}, accept))
+
+	chains := []*Chain{
+		base(ChainFilterInput, FilterType, HookInput, PriorityDstNAT-10, input...),
+		base(ChainFilterForward, FilterType, HookForward, PriorityDstNAT-10, forward...),
+		base(ChainFilterOutput, FilterType, HookOutput, PriorityDstNAT-10, output...),
+		// The output hook's firewall check must see the packet after DNAT,
+		// as iptables' filter OUTPUT does.
+		base(ChainFilterOutputPostNAT, FilterType, HookOutput, PriorityDstNAT+10,
+			NewRule("kubernetes load balancer firewall", ctNew, jump(ChainFilterProxyFirewall))),
 		base(ChainNATPrerouting, NATType, HookPrerouting, PriorityDstNAT,
 			NewRule("kubernetes service portals", jump(ChainServices))),
 		base(ChainNATOutput, NATType, HookOutput, PriorityDstNAT,
@@ -85,78 +163,56 @@ func (g *Generator) Top() *Fragment {
 		base(ChainNATPostrouting, NATType, HookPostrouting, PrioritySrcNAT,
 			NewRule("kubernetes postrouting rules", jump(ChainPostrouting))),
 		regular(ChainFilterServices, NewRule("", DispatchMap{Map: MapNoEndpointServices})),
+		regular(ChainFilterExternalServices,
+			NewRule("", DispatchMap{Map: MapNoEndpointExternal}),
+			NewRule("", MatchFibLocal{Dir: Daddr}, ProtoPortMap{Map: MapNoEndpointNodePorts})),
+		regular(ChainFilterForwardRules, fwd...),
+		regular(ChainFilterNodePorts, NewRule("", ProtoPortMap{Map: MapHealthCheckNodePorts})),
+		regular(ChainFilterProxyFirewall, NewRule("", DispatchMap{Map: MapFirewallIPs})),
+	}
+	if localnetGuard {
+		loopback := netip.MustParsePrefix("127.0.0.0/8")
+		chains = append(chains, regular(ChainFilterKubeletFirewall,
+			NewRule("block incoming localnet connections",
+				MatchAddr{Dir: Daddr, Prefix: loopback}, MatchAddr{Dir: Saddr, Prefix: loopback, Negate: true},
+				MatchCtState{Mask: CtEstablished | CtRelated, None: true}, MatchCtStatusDNAT{Not: true}, drop)))
+	}
+	chains = append(chains,
 		regular(ChainReject, NewRule("", Reject{})),
-		regular(ChainServices, NewRule("", DispatchMap{Map: MapServiceIPs})),
+		regular(ChainServices, append([]Rule{NewRule("", DispatchMap{Map: MapServiceIPs})}, g.nodePortsJumps()...)...),
+		regular(ChainNodePorts, NewRule("", ProtoPortMap{Map: MapServiceNodePorts})),
 		regular(ChainMarkMasq, NewRule("", MarkOr{Bits: g.markBits})),
 		regular(ChainPostrouting,
 			NewRule("", MatchMark{Mask: g.markBits, Zero: true}, Verdict{Kind: VerdictReturn}),
 			NewRule("", MarkXor{Bits: g.markBits}),
 			NewRule("kubernetes service traffic requiring SNAT", Masquerade{FullyRandom: true})),
-	}}
+	)
+	return &Fragment{Chains: chains}
 }
 
-// Service returns the fragment of one service port, or nil if the port has
-// nothing to program in this family (no cluster IP of the family).
-func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
-	vip, ok := sp.ClusterIP(g.modelFamily())
-	if !ok {
-		return nil
-	}
-	name := sp.Name.String()
-	proto := protoNumber(sp.Name.Protocol)
-	key := MapKey{Addr: vip, Proto: proto, Port: sp.Port}
-	frag := &Fragment{Elements: map[string][]MapElement{}}
-
-	var eps []model.Endpoint
-	for _, e := range model.UsableEndpoints(sp.Endpoints) {
-		if model.FamilyOf(e.Addr) == g.modelFamily() {
-			eps = append(eps, e)
+// nodePortsJumps returns the last rules of KUBE-SERVICES, which send
+// traffic for the node's own addresses to KUBE-NODEPORTS.
+func (g *Generator) nodePortsJumps() []Rule {
+	const comment = "kubernetes service nodeports; NOTE: this must be the last rule in this chain"
+	v4 := g.cfg.Family == FamilyIPv4
+	if len(g.cfg.NodePortAddresses) == 0 {
+		stmts := []Stmt{MatchFibLocal{Dir: Daddr}}
+		switch {
+		case !v4:
+			stmts = append(stmts, MatchAddr{Dir: Daddr, Prefix: netip.MustParsePrefix("::1/128"), Negate: true})
+		case !g.cfg.LocalhostNodePorts:
+			stmts = append(stmts, MatchAddr{Dir: Daddr, Prefix: netip.MustParsePrefix("127.0.0.0/8"), Negate: true})
 		}
+		return []Rule{NewRule(comment, append(stmts, jump(ChainNodePorts))...)}
 	}
-	if len(eps) == 0 {
-		frag.Elements[MapNoEndpointServices] = []MapElement{{
-			Key: key, Verdict: Verdict{Kind: VerdictGoto, Chain: ChainReject},
-			Comment: TruncateComment(name + " has no endpoints"),
-		}}
-		return frag
-	}
-
-	svcChain := ServiceChainName(sp.Name)
-	frag.Elements[MapServiceIPs] = []MapElement{{
-		Key: key, Verdict: Verdict{Kind: VerdictGoto, Chain: svcChain},
-		Comment: TruncateComment(name + " cluster IP"),
-	}}
-
-	svc := &Chain{Name: svcChain}
-	vipMatch := []Stmt{MatchAddr{Dir: Daddr, Prefix: netip.PrefixFrom(vip, vip.BitLen())}, MatchProto{Proto: proto}, MatchDport{Port: sp.Port}}
-	masqJump := Verdict{Kind: VerdictJump, Chain: ChainMarkMasq}
-	switch {
-	case g.cfg.MasqueradeAll:
-		svc.Rules = append(svc.Rules, NewRule(name+" cluster IP", append(vipMatch, masqJump)...))
-	case len(g.cfg.ClusterCIDRs) > 0:
-		stmts := append([]Stmt(nil), vipMatch...)
-		for _, c := range g.cfg.ClusterCIDRs {
-			stmts = append(stmts, MatchAddr{Dir: Saddr, Prefix: c, Negate: true})
+	var rules []Rule
+	for _, a := range g.cfg.NodePortAddresses {
+		if a.IsLoopback() && (!v4 || !g.cfg.LocalhostNodePorts) {
+			continue
 		}
-		svc.Rules = append(svc.Rules, NewRule(name+" cluster IP", append(stmts, masqJump)...))
+		rules = append(rules, NewRule(comment, MatchAddr{Dir: Daddr, Prefix: hostPrefix(a)}, jump(ChainNodePorts)))
 	}
-
-	targets := make([]string, len(eps))
-	frag.Chains = append(frag.Chains, svc)
-	for i, e := range eps {
-		sepName := EndpointChainName(sp.Name, e.String())
-		targets[i] = sepName
-		frag.Chains = append(frag.Chains, &Chain{Name: sepName, Rules: []Rule{
-			NewRule(name, MatchAddr{Dir: Saddr, Prefix: netip.PrefixFrom(e.Addr, e.Addr.BitLen())}, masqJump),
-			NewRule(name, MatchProto{Proto: proto}, DNAT{Addr: e.Addr, Port: e.Port}),
-		}})
-	}
-	if len(targets) == 1 {
-		svc.Rules = append(svc.Rules, NewRule(name+" -> "+eps[0].String(), Verdict{Kind: VerdictGoto, Chain: targets[0]}))
-	} else {
-		svc.Rules = append(svc.Rules, NewRule(name, NumgenVmap{Targets: targets}))
-	}
-	return frag
+	return rules
 }
 
 // Ruleset builds the whole ruleset for a set of service ports.

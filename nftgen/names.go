@@ -13,23 +13,53 @@ import (
 // table). Base chains and helpers are lower case, so they can never be
 // mistaken for a kube-proxy chain.
 const (
-	ChainNATPrerouting  = "nat-prerouting"
-	ChainNATOutput      = "nat-output"
-	ChainNATPostrouting = "nat-postrouting"
-	ChainFilterForward  = "filter-forward"
-	ChainFilterOutput   = "filter-output"
+	ChainFilterInput         = "filter-input"
+	ChainFilterForward       = "filter-forward"
+	ChainFilterOutput        = "filter-output"
+	ChainFilterOutputPostNAT = "filter-output-post-dnat"
+	ChainNATPrerouting       = "nat-prerouting"
+	ChainNATOutput           = "nat-output"
+	ChainNATPostrouting      = "nat-postrouting"
+	ChainReject              = "reject-chain"
 
-	ChainServices       = "KUBE-SERVICES"
-	ChainMarkMasq       = "KUBE-MARK-MASQ"
-	ChainPostrouting    = "KUBE-POSTROUTING"
-	ChainFilterServices = FilterChainPrefix + "KUBE-SERVICES"
-	ChainReject         = "reject-chain"
+	// nat table.
+	ChainServices    = "KUBE-SERVICES"
+	ChainNodePorts   = "KUBE-NODEPORTS"
+	ChainMarkMasq    = "KUBE-MARK-MASQ"
+	ChainPostrouting = "KUBE-POSTROUTING"
 
-	// MapServiceIPs dispatches "cluster IP . proto . port" to KUBE-SVC- chains.
+	// filter table.
+	ChainFilterServices         = FilterChainPrefix + "KUBE-SERVICES"
+	ChainFilterExternalServices = FilterChainPrefix + "KUBE-EXTERNAL-SERVICES"
+	ChainFilterNodePorts        = FilterChainPrefix + "KUBE-NODEPORTS"
+	ChainFilterForwardRules     = FilterChainPrefix + "KUBE-FORWARD"
+	ChainFilterProxyFirewall    = FilterChainPrefix + "KUBE-PROXY-FIREWALL"
+	ChainFilterKubeletFirewall  = FilterChainPrefix + "KUBE-FIREWALL"
+)
+
+// Named maps. Each holds what iptables mode writes as one rule per service
+// port in the chain that looks it up.
+const (
+	// MapServiceIPs (nat KUBE-SERVICES): cluster, external and load
+	// balancer IPs to the service's KUBE-SVC-/SVL-, KUBE-EXT- or KUBE-FW-.
 	MapServiceIPs = "service-ips"
-	// MapNoEndpointServices sends service ports without endpoints to the
-	// reject chain.
+	// MapServiceNodePorts (nat KUBE-NODEPORTS): node ports to KUBE-EXT-.
+	MapServiceNodePorts = "service-nodeports"
+	// MapNoEndpointServices (filter KUBE-SERVICES): cluster IPs without
+	// (local) endpoints to reject or drop.
 	MapNoEndpointServices = "no-endpoint-services"
+	// MapNoEndpointExternal (filter KUBE-EXTERNAL-SERVICES): external and
+	// load balancer IPs without (local) endpoints to reject or drop.
+	MapNoEndpointExternal = "no-endpoint-external-ips"
+	// MapNoEndpointNodePorts (filter KUBE-EXTERNAL-SERVICES): node ports
+	// without (local) endpoints to reject or drop.
+	MapNoEndpointNodePorts = "no-endpoint-nodeports"
+	// MapFirewallIPs (filter KUBE-PROXY-FIREWALL): load balancer IPs with
+	// source ranges; what reaches the map was not let through by KUBE-FW-.
+	MapFirewallIPs = "firewall-ips"
+	// MapHealthCheckNodePorts (filter KUBE-NODEPORTS): health check node
+	// ports to accept.
+	MapHealthCheckNodePorts = "health-check-nodeports"
 )
 
 // FilterChainPrefix marks a chain that stands for a chain of iptables'
@@ -39,7 +69,12 @@ const FilterChainPrefix = "filter-"
 // Chain name prefixes, as in kube-proxy's iptables mode.
 const (
 	PrefixService  = "KUBE-SVC-"
+	PrefixLocal    = "KUBE-SVL-"
+	PrefixExternal = "KUBE-EXT-"
+	PrefixFirewall = "KUBE-FW-"
 	PrefixEndpoint = "KUBE-SEP-"
+	// PrefixAffinity names the dynamic set of an endpoint chain.
+	PrefixAffinity = "affinity-"
 )
 
 // portProtoHash is kube-proxy's hash for per-service chain names:
@@ -52,6 +87,21 @@ func portProtoHash(s string) string {
 // ServiceChainName returns the KUBE-SVC- chain of a service port.
 func ServiceChainName(n model.ServicePortName) string {
 	return PrefixService + portProtoHash(n.String()+n.LowerProtocol())
+}
+
+// LocalChainName returns the KUBE-SVL- chain (Local traffic policy).
+func LocalChainName(n model.ServicePortName) string {
+	return PrefixLocal + portProtoHash(n.String()+n.LowerProtocol())
+}
+
+// ExternalChainName returns the KUBE-EXT- chain (external destinations).
+func ExternalChainName(n model.ServicePortName) string {
+	return PrefixExternal + portProtoHash(n.String()+n.LowerProtocol())
+}
+
+// FirewallChainName returns the KUBE-FW- chain (loadBalancerSourceRanges).
+func FirewallChainName(n model.ServicePortName) string {
+	return PrefixFirewall + portProtoHash(n.String()+n.LowerProtocol())
 }
 
 // EndpointChainName returns the KUBE-SEP- chain of one endpoint of a service

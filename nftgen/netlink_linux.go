@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -100,20 +101,26 @@ func (w *batchWriter) chain(name string) *nftables.Chain {
 	return &nftables.Chain{Table: w.table, Name: name}
 }
 
-func (w *batchWriter) serviceMap(name, comment string) *nftables.Set {
-	addr := nftables.TypeIPAddr
+func (w *batchWriter) addrType() nftables.SetDatatype {
 	if w.family == FamilyIPv6 {
-		addr = nftables.TypeIP6Addr
+		return nftables.TypeIP6Addr
 	}
-	return &nftables.Set{
-		Table:         w.table,
-		Name:          name,
-		IsMap:         true,
-		Concatenation: true,
-		KeyType:       nftables.MustConcatSetType(addr, nftables.TypeInetProto, nftables.TypeInetService),
-		DataType:      nftables.TypeVerdict,
-		Comment:       comment,
+	return nftables.TypeIPAddr
+}
+
+// serviceMap returns a named verdict map. The key type only matters when
+// the map is created.
+func (w *batchWriter) serviceMap(name string, spec *MapSpec) *nftables.Set {
+	s := &nftables.Set{Table: w.table, Name: name, IsMap: true, Concatenation: true, DataType: nftables.TypeVerdict}
+	if spec != nil {
+		s.Comment = spec.Comment
+		if spec.Key == KeyProtoPort {
+			s.KeyType = nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
+		} else {
+			s.KeyType = nftables.MustConcatSetType(w.addrType(), nftables.TypeInetProto, nftables.TypeInetService)
+		}
 	}
+	return s
 }
 
 var hooks = map[Hook]*nftables.ChainHook{
@@ -151,13 +158,25 @@ func (w *batchWriter) write(ops []Op, i int) (int, error) {
 			return i, err
 		}
 	case OpAddMap:
-		if err := w.conn.AddSet(w.serviceMap(op.Name, op.Map.Comment), nil); err != nil {
+		if err := w.conn.AddSet(w.serviceMap(op.Name, op.Map), nil); err != nil {
 			return i, err
 		}
 	case OpFlushMap:
-		w.conn.FlushSet(w.serviceMap(op.Name, ""))
-	case OpDeleteMap:
-		w.conn.DelSet(w.serviceMap(op.Name, ""))
+		w.conn.FlushSet(w.serviceMap(op.Name, nil))
+	case OpDeleteMap, OpDeleteSet:
+		w.conn.DelSet(&nftables.Set{Table: w.table, Name: op.Name})
+	case OpAddSet:
+		set := &nftables.Set{
+			Table:      w.table,
+			Name:       op.Name,
+			KeyType:    w.addrType(),
+			Dynamic:    true,
+			HasTimeout: true,
+			Timeout:    time.Duration(op.Set.TimeoutSeconds) * time.Second,
+		}
+		if err := w.conn.AddSet(set, nil); err != nil {
+			return i, err
+		}
 	case OpAddElement, OpDeleteElement:
 		j := i
 		var elems []nftables.SetElement
@@ -169,7 +188,7 @@ func (w *batchWriter) write(ops []Op, i int) (int, error) {
 				Comment:     e.Comment,
 			})
 		}
-		set := w.serviceMap(op.Name, "")
+		set := w.serviceMap(op.Name, nil)
 		var err error
 		if op.Kind == OpAddElement {
 			err = w.conn.SetAddElements(set, elems)
@@ -250,7 +269,7 @@ func (n *Netlink) Inventory(_ context.Context, f Family) (*Inventory, error) {
 	}
 	for _, s := range sets {
 		if !s.Anonymous {
-			inv.Maps = append(inv.Maps, s.Name)
+			inv.Sets = append(inv.Sets, s.Name)
 		}
 	}
 	return inv, nil

@@ -4,6 +4,7 @@ package nftgen
 
 import (
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -86,5 +87,47 @@ func TestNetlinkApply(t *testing.T) {
 	}
 	if out, _ := ns.Run("nft", "list", "tables"); strings.Contains(out, TableName) {
 		t.Errorf("table left after DeleteTable: %s", out)
+	}
+}
+
+// TestKernelAcceptsEveryFeature applies the ruleset with every feature
+// through netlink, and its nft text through `nft -f`, in throwaway
+// namespaces: both must be accepted, and a second full sync over the first
+// must be too.
+func TestKernelAcceptsEveryFeature(t *testing.T) {
+	netns.RequireRoot(t)
+	ctx := context.Background()
+	rs := featureGenerator(t).Ruleset(featurePorts())
+
+	ns := netns.New(t, "nfp-nl")
+	dp, f, err := NewNetlinkInNamespace(ns.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
+		t.Fatalf("netlink full sync: %v", err)
+	}
+	inv, err := dp.Inventory(ctx, FamilyIPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := dp.Apply(ctx, PlanFull(rs, inv)); err != nil {
+		t.Fatalf("netlink resync over existing table: %v", err)
+	}
+	list := ns.MustRun(t, "nft", "list", "table", "ip", TableName)
+	for _, want := range []string{"meta l4proto sctp dnat to 10.244.0.9:9000", "update @affinity-", "fib saddr type local", "timeout 1m"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("kernel table lacks %q", want)
+		}
+	}
+
+	other := netns.New(t, "nfp-nft")
+	file := t.TempDir() + "/rules.nft"
+	if err := os.WriteFile(file, []byte(rs.Text()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := other.Run("nft", "-f", file); err != nil {
+		t.Errorf("nft -f rejects the rendered ruleset: %v\n%s", err, out)
 	}
 }

@@ -21,6 +21,8 @@ const (
 	OpDeleteMap     OpKind = "delete map"
 	OpAddElement    OpKind = "add element"
 	OpDeleteElement OpKind = "delete element"
+	OpAddSet        OpKind = "add set"
+	OpDeleteSet     OpKind = "delete set"
 )
 
 // Op is one operation. Name is the chain or map it acts on.
@@ -33,6 +35,8 @@ type Op struct {
 	Rule *Rule
 	// Map is set for OpAddMap.
 	Map *MapSpec
+	// Set is set for OpAddSet.
+	Set *SetSpec
 	// Element is set for OpAddElement and OpDeleteElement.
 	Element *MapElement
 }
@@ -77,6 +81,8 @@ func (op Op) text(f Family) string {
 		return fmt.Sprintf("%s %s %s", prefix, op.Name, op.Rule.Text(f))
 	case OpAddElement, OpDeleteElement:
 		return fmt.Sprintf("%s %s { %s }", prefix, op.Name, op.Element.text())
+	case OpAddSet:
+		return fmt.Sprintf("%s %s { type %s; flags dynamic,timeout; timeout %ds; }", prefix, op.Name, addrType(f), op.Set.TimeoutSeconds)
 	case OpAddChain:
 		if op.Base != nil {
 			return fmt.Sprintf("%s %s { type %s hook %s priority %d; }", prefix, op.Name, op.Base.Type, op.Base.Hook, op.Base.Priority)
@@ -88,7 +94,8 @@ func (op Op) text(f Family) string {
 // Inventory names what a table holds in the kernel.
 type Inventory struct {
 	Chains []string
-	Maps   []string
+	// Sets are the named sets and maps.
+	Sets []string
 }
 
 // PlanFull returns a transaction that makes the table hold exactly desired,
@@ -105,11 +112,17 @@ func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
 		want[c.Name] = true
 		add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
 	}
-	wantMap := map[string]bool{}
+	wantMap, wantSet := map[string]bool{}, map[string]bool{}
 	for i := range desired.Maps {
 		m := &desired.Maps[i]
 		wantMap[m.Name] = true
 		add(Op{Kind: OpAddMap, Name: m.Name, Map: m})
+	}
+	// Dynamic sets are created if missing but never flushed: they hold
+	// session affinity state that a resync must not lose.
+	for _, set := range desired.Sets() {
+		wantSet[set.Name] = true
+		add(Op{Kind: OpAddSet, Name: set.Name, Set: &set})
 	}
 	var strayChains, strayMaps []string
 	var had map[string]bool
@@ -121,10 +134,11 @@ func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
 				strayChains = append(strayChains, name)
 			}
 		}
-		for _, name := range existing.Maps {
-			if wantMap[name] {
+		for _, name := range existing.Sets {
+			switch {
+			case wantMap[name]:
 				add(Op{Kind: OpFlushMap, Name: name})
-			} else {
+			case !wantSet[name]:
 				strayMaps = append(strayMaps, name)
 			}
 		}
@@ -149,7 +163,7 @@ func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
 		add(Op{Kind: OpDeleteChain, Name: name})
 	}
 	for _, name := range strayMaps {
-		add(Op{Kind: OpDeleteMap, Name: name})
+		add(Op{Kind: OpDeleteSet, Name: name})
 	}
 	return tx
 }
@@ -170,6 +184,8 @@ func PlanUpdate(applied *Ruleset, updates map[string]*Fragment) *Transaction {
 	var addChains, flushChains, deleteChains []string
 	var rulesOf []*Chain
 	var delElems, addElems []Op
+	var addSets, replaceSets []SetSpec
+	var deleteSets []string
 
 	keys := make([]string, 0, len(updates))
 	for k := range updates {
@@ -180,6 +196,34 @@ func PlanUpdate(applied *Ruleset, updates map[string]*Fragment) *Transaction {
 		oldF, newF := applied.Services[key], updates[key]
 		if oldF.Equal(newF) {
 			continue
+		}
+		// Sets: a set whose timeout changed is deleted and created again,
+		// so the chains that use it are rewritten too.
+		oldSets := map[string]SetSpec{}
+		if oldF != nil {
+			for _, set := range oldF.Sets {
+				oldSets[set.Name] = set
+			}
+		}
+		changedSet := map[string]bool{}
+		newSets := map[string]bool{}
+		if newF != nil {
+			for _, set := range newF.Sets {
+				newSets[set.Name] = true
+				old, had := oldSets[set.Name]
+				switch {
+				case !had:
+					addSets = append(addSets, set)
+				case old != set:
+					replaceSets = append(replaceSets, set)
+					changedSet[set.Name] = true
+				}
+			}
+		}
+		for name := range oldSets {
+			if !newSets[name] {
+				deleteSets = append(deleteSets, name)
+			}
 		}
 		oldChains := map[string]*Chain{}
 		if oldF != nil {
@@ -196,7 +240,7 @@ func PlanUpdate(applied *Ruleset, updates map[string]*Fragment) *Transaction {
 				case !had:
 					addChains = append(addChains, c.Name)
 					rulesOf = append(rulesOf, c)
-				case !old.Equal(c):
+				case !old.Equal(c) || usesAnySet(old, changedSet):
 					flushChains = append(flushChains, c.Name)
 					rulesOf = append(rulesOf, c)
 				}
@@ -218,9 +262,15 @@ func PlanUpdate(applied *Ruleset, updates map[string]*Fragment) *Transaction {
 	for _, name := range addChains {
 		tx.Ops = append(tx.Ops, Op{Kind: OpAddChain, Name: name})
 	}
+	for _, set := range addSets {
+		tx.Ops = append(tx.Ops, Op{Kind: OpAddSet, Name: set.Name, Set: &set})
+	}
 	tx.Ops = append(tx.Ops, delElems...)
 	for _, name := range flushChains {
 		tx.Ops = append(tx.Ops, Op{Kind: OpFlushChain, Name: name})
+	}
+	for _, set := range replaceSets {
+		tx.Ops = append(tx.Ops, Op{Kind: OpDeleteSet, Name: set.Name}, Op{Kind: OpAddSet, Name: set.Name, Set: &set})
 	}
 	for _, c := range rulesOf {
 		addRules(tx, c)
@@ -229,7 +279,26 @@ func PlanUpdate(applied *Ruleset, updates map[string]*Fragment) *Transaction {
 	for _, name := range deleteChains {
 		tx.Ops = append(tx.Ops, Op{Kind: OpDeleteChain, Name: name})
 	}
+	slices.Sort(deleteSets)
+	for _, name := range deleteSets {
+		tx.Ops = append(tx.Ops, Op{Kind: OpDeleteSet, Name: name})
+	}
 	return tx
+}
+
+// usesAnySet reports whether a rule of c refers to one of sets.
+func usesAnySet(c *Chain, sets map[string]bool) bool {
+	if len(sets) == 0 {
+		return false
+	}
+	for i := range c.Rules {
+		for _, ref := range ruleSetRefs(&c.Rules[i]) {
+			if sets[ref] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // diffElements returns the element deletions and additions that turn the

@@ -58,9 +58,6 @@ type MatchAddr struct {
 // MatchDport matches the transport destination port ("th dport 80").
 type MatchDport struct{ Port uint16 }
 
-// MatchCtStateNew matches the first packet of a connection ("ct state new").
-type MatchCtStateNew struct{}
-
 // MatchMark matches whether the bits of Mask in the packet mark are all zero
 // ("meta mark & 0x4000 == 0") or not.
 type MatchMark struct {
@@ -117,8 +114,6 @@ func (s MatchAddr) nft(f Family) string {
 }
 
 func (s MatchDport) nft(Family) string { return fmt.Sprintf("th dport %d", s.Port) }
-
-func (MatchCtStateNew) nft(Family) string { return "ct state new" }
 
 func (s MatchMark) nft(Family) string {
 	op := "!="

@@ -13,6 +13,9 @@ func (r *Ruleset) Text() string {
 	for _, m := range r.Maps {
 		writeMap(&b, r.Family, m, r.Elements(m.Name))
 	}
+	for _, set := range r.Sets() {
+		writeSet(&b, r.Family, set)
+	}
 	for _, c := range r.Chains() {
 		writeChain(&b, r.Family, c)
 	}
@@ -21,7 +24,7 @@ func (r *Ruleset) Text() string {
 }
 
 func writeMap(b *strings.Builder, f Family, m MapSpec, elems []MapElement) {
-	fmt.Fprintf(b, "\tmap %s {\n\t\ttype %s : verdict\n", m.Name, mapKeyType(f))
+	fmt.Fprintf(b, "\tmap %s {\n\t\ttype %s : verdict\n", m.Name, mapKeyType(f, m.Key))
 	if m.Comment != "" {
 		fmt.Fprintf(b, "\t\tcomment %q\n", m.Comment)
 	}
@@ -38,15 +41,29 @@ func writeMap(b *strings.Builder, f Family, m MapSpec, elems []MapElement) {
 	b.WriteString("\t}\n")
 }
 
-func mapKeyType(f Family) string {
+func writeSet(b *strings.Builder, f Family, s SetSpec) {
+	fmt.Fprintf(b, "\tset %s {\n\t\ttype %s\n\t\tflags dynamic,timeout\n\t\ttimeout %ds\n\t}\n", s.Name, addrType(f), s.TimeoutSeconds)
+}
+
+func addrType(f Family) string {
 	if f == FamilyIPv6 {
-		return "ipv6_addr . inet_proto . inet_service"
+		return "ipv6_addr"
 	}
-	return "ipv4_addr . inet_proto . inet_service"
+	return "ipv4_addr"
+}
+
+func mapKeyType(f Family, k KeyKind) string {
+	if k == KeyProtoPort {
+		return "inet_proto . inet_service"
+	}
+	return addrType(f) + " . inet_proto . inet_service"
 }
 
 func (e MapElement) text() string {
-	s := fmt.Sprintf("%s . %s . %d", e.Key.Addr, ProtoName(e.Key.Proto), e.Key.Port)
+	s := fmt.Sprintf("%s . %d", ProtoName(e.Key.Proto), e.Key.Port)
+	if e.Key.Addr.IsValid() {
+		s = e.Key.Addr.String() + " . " + s
+	}
 	if e.Comment != "" {
 		s += fmt.Sprintf(" comment %q", e.Comment)
 	}

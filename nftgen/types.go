@@ -148,14 +148,33 @@ type Verdict struct {
 	Chain string
 }
 
-// MapSpec declares a named verdict map keyed by "daddr . l4proto . dport".
+// KeyKind is the key shape of a named verdict map.
+type KeyKind string
+
+const (
+	// KeyAddrProtoPort maps "daddr . l4proto . dport".
+	KeyAddrProtoPort KeyKind = "addr-proto-port"
+	// KeyProtoPort maps "l4proto . dport" (node ports).
+	KeyProtoPort KeyKind = "proto-port"
+)
+
+// MapSpec declares a named verdict map.
 type MapSpec struct {
 	Name    string
+	Key     KeyKind
 	Comment string
 }
 
-// MapKey is the key of a service map: destination address, IP protocol
-// number and destination port.
+// SetSpec declares a named dynamic set of source addresses with a timeout,
+// used for ClientIP session affinity (the nftables form of iptables'
+// "recent" match).
+type SetSpec struct {
+	Name           string
+	TimeoutSeconds int32
+}
+
+// MapKey is the key of a map element: destination address (invalid for
+// KeyProtoPort maps), IP protocol number and destination port.
 type MapKey struct {
 	Addr  netip.Addr
 	Proto uint8
@@ -173,6 +192,8 @@ type MapElement struct {
 // by the top level): its chains and the elements it adds to shared maps.
 type Fragment struct {
 	Chains []*Chain
+	// Sets are the dynamic sets this fragment owns.
+	Sets []SetSpec
 	// Elements maps a map name to the elements this fragment adds to it.
 	Elements map[string][]MapElement
 }
@@ -182,7 +203,7 @@ func (f *Fragment) Equal(o *Fragment) bool {
 	if f == o {
 		return true
 	}
-	if f == nil || o == nil || len(f.Chains) != len(o.Chains) || len(f.Elements) != len(o.Elements) {
+	if f == nil || o == nil || len(f.Chains) != len(o.Chains) || len(f.Elements) != len(o.Elements) || !slices.Equal(f.Sets, o.Sets) {
 		return false
 	}
 	for i := range f.Chains {
@@ -216,6 +237,15 @@ func (r *Ruleset) Chains() []*Chain {
 	out := append([]*Chain(nil), r.Top.Chains...)
 	for _, k := range r.serviceKeys() {
 		out = append(out, r.Services[k].Chains...)
+	}
+	return out
+}
+
+// Sets returns every dynamic set of the ruleset, top level first.
+func (r *Ruleset) Sets() []SetSpec {
+	out := append([]SetSpec(nil), r.Top.Sets...)
+	for _, k := range r.serviceKeys() {
+		out = append(out, r.Services[k].Sets...)
 	}
 	return out
 }

@@ -1,0 +1,270 @@
+package nftgen
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/nftproxy/nftproxy/proxier/model"
+)
+
+// svcBuild holds what one service port's fragment is built from.
+type svcBuild struct {
+	g     *Generator
+	sp    *model.ServicePortState
+	name  string // "ns/svc:port"
+	proto uint8
+	frag  *Fragment
+	seen  map[elementKey]bool
+}
+
+type elementKey struct {
+	m string
+	k MapKey
+}
+
+func (b *svcBuild) element(m string, k MapKey, v Verdict, comment string) {
+	if b.seen[elementKey{m, k}] {
+		return // the same IP listed twice (e.g. as external and LB IP)
+	}
+	b.seen[elementKey{m, k}] = true
+	b.frag.Elements[m] = append(b.frag.Elements[m], MapElement{Key: k, Verdict: v, Comment: TruncateComment(comment)})
+}
+
+func (g *Generator) familyAddrs(in []netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	for _, a := range in {
+		if model.FamilyOf(a) == g.modelFamily() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// Service returns the fragment of one service port in this family: its
+// chains, affinity sets and map elements. It follows the structure of
+// kube-proxy's iptables mode rule for rule; see the README for the mapping.
+// It returns nil if the port has no cluster IP of this family.
+func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
+	vip, ok := sp.ClusterIP(g.modelFamily())
+	if !ok {
+		return nil
+	}
+	b := &svcBuild{g: g, sp: sp, name: sp.Name.String(), proto: protoNumber(sp.Name.Protocol),
+		frag: &Fragment{Elements: map[string][]MapElement{}}, seen: map[elementKey]bool{}}
+	var eps []model.Endpoint
+	for _, e := range sp.Endpoints {
+		if model.FamilyOf(e.Addr) == g.modelFamily() {
+			eps = append(eps, e)
+		}
+	}
+	cat := model.Categorize(&sp.ServicePort, eps, g.cfg.Node)
+	n := sp.Name
+	svcChain, svlChain, extChain, fwChain := ServiceChainName(n), LocalChainName(n), ExternalChainName(n), FirewallChainName(n)
+	externalIPs := g.familyAddrs(sp.ExternalIPs)
+	lbIPs := g.familyAddrs(sp.LoadBalancerIPs)
+	var ranges []netip.Prefix
+	for _, r := range sp.LoadBalancerSourceRanges {
+		if model.FamilyOf(r.Addr()) == g.modelFamily() {
+			ranges = append(ranges, r)
+		}
+	}
+
+	usesClusterChain := len(cat.Cluster) > 0 && sp.UsesClusterEndpoints()
+	usesLocalChain := len(cat.Local) > 0 && sp.UsesLocalEndpoints()
+	internalChain, hasInternal := svcChain, cat.Any
+	if sp.InternalPolicyLocal {
+		internalChain = svlChain
+		hasInternal = hasInternal && len(cat.Local) > 0
+	}
+	externalPolicyChain, hasExternal := svcChain, cat.Any
+	if sp.ExternalPolicyLocal {
+		externalPolicyChain = svlChain
+		hasExternal = hasExternal && len(cat.Local) > 0
+	}
+	usesExt := cat.Any && sp.ExternallyAccessible()
+	lbChain := extChain
+	usesFW := cat.Any && len(lbIPs) > 0 && len(ranges) > 0
+	if usesFW {
+		lbChain = fwChain
+	}
+	reject := gotoV(ChainReject)
+	internalFilter, externalFilter := reject, reject
+	internalComment := b.name + " has no endpoints"
+	externalComment := internalComment
+	if cat.Any {
+		if !hasInternal {
+			internalFilter, internalComment = drop, b.name+" has no local endpoints"
+		}
+		if !hasExternal {
+			externalFilter, externalComment = drop, b.name+" has no local endpoints"
+		}
+	}
+
+	// Map elements: what iptables mode writes into KUBE-SERVICES,
+	// KUBE-NODEPORTS, KUBE-EXTERNAL-SERVICES and KUBE-PROXY-FIREWALL.
+	key := func(a netip.Addr, port uint16) MapKey { return MapKey{Addr: a, Proto: b.proto, Port: port} }
+	if hasInternal {
+		b.element(MapServiceIPs, key(vip, sp.Port), gotoV(internalChain), b.name+" cluster IP")
+	} else {
+		b.element(MapNoEndpointServices, key(vip, sp.Port), internalFilter, internalComment)
+	}
+	for _, ip := range externalIPs {
+		if cat.Any {
+			b.element(MapServiceIPs, key(ip, sp.Port), gotoV(extChain), b.name+" external IP")
+		}
+		if !hasExternal {
+			b.element(MapNoEndpointExternal, key(ip, sp.Port), externalFilter, externalComment)
+		}
+	}
+	for _, ip := range lbIPs {
+		if cat.Any {
+			b.element(MapServiceIPs, key(ip, sp.Port), gotoV(lbChain), b.name+" loadbalancer IP")
+		}
+		if usesFW {
+			b.element(MapFirewallIPs, key(ip, sp.Port), drop, b.name+" traffic not accepted by "+fwChain)
+		}
+		if !hasExternal {
+			b.element(MapNoEndpointExternal, key(ip, sp.Port), externalFilter, externalComment)
+		}
+	}
+	if sp.NodePort != 0 {
+		npKey := MapKey{Proto: b.proto, Port: sp.NodePort}
+		if cat.Any {
+			b.element(MapServiceNodePorts, npKey, gotoV(extChain), b.name)
+		}
+		if !hasExternal {
+			b.element(MapNoEndpointNodePorts, npKey, externalFilter, externalComment)
+		}
+	}
+	if sp.HealthCheckNodePort != 0 {
+		b.element(MapHealthCheckNodePorts, MapKey{Proto: ProtoTCP, Port: sp.HealthCheckNodePort}, accept, b.name+" health check node port")
+	}
+
+	if usesExt {
+		b.frag.Chains = append(b.frag.Chains, b.externalChain(extChain, svcChain, externalPolicyChain, hasExternal))
+	}
+	if usesFW {
+		b.frag.Chains = append(b.frag.Chains, b.firewallChain(fwChain, extChain, ranges, lbIPs))
+	}
+	masq := b.masqueradeRule(vip)
+	if usesClusterChain {
+		c := &Chain{Name: svcChain}
+		if internalChain == svcChain && hasInternal && masq != nil {
+			c.Rules = append(c.Rules, *masq)
+		}
+		c.Rules = append(c.Rules, b.endpointRules(cat.Cluster)...)
+		b.frag.Chains = append(b.frag.Chains, c)
+	}
+	if usesLocalChain {
+		c := &Chain{Name: svlChain}
+		if internalChain == svlChain && hasInternal && masq != nil {
+			c.Rules = append(c.Rules, *masq)
+		}
+		c.Rules = append(c.Rules, b.endpointRules(cat.Local)...)
+		b.frag.Chains = append(b.frag.Chains, c)
+	}
+	for _, e := range cat.Reachable {
+		b.frag.Chains = append(b.frag.Chains, b.endpointChain(e))
+	}
+	return b.frag
+}
+
+// masqueradeRule is the first rule of the internal traffic chain: mark for
+// masquerade what does not come from a pod (or everything with
+// --masquerade-all). It is nil when neither applies.
+func (b *svcBuild) masqueradeRule(vip netip.Addr) *Rule {
+	stmts := []Stmt{MatchAddr{Dir: Daddr, Prefix: hostPrefix(vip)}, MatchProto{Proto: b.proto}, MatchDport{Port: b.sp.Port}}
+	switch {
+	case b.g.cfg.MasqueradeAll:
+	case len(b.g.cfg.ClusterCIDRs) > 0:
+		for _, c := range b.g.cfg.ClusterCIDRs {
+			stmts = append(stmts, MatchAddr{Dir: Saddr, Prefix: c, Negate: true})
+		}
+	default:
+		return nil
+	}
+	r := NewRule(b.name+" cluster IP", append(stmts, jump(ChainMarkMasq))...)
+	return &r
+}
+
+// externalChain is KUBE-EXT-: masquerade and go to the cluster chain, or
+// for Local policy short-circuit pods and the node and go to KUBE-SVL-.
+func (b *svcBuild) externalChain(ext, svc, policy string, hasExternal bool) *Chain {
+	c := &Chain{Name: ext}
+	if !b.sp.ExternalPolicyLocal {
+		c.Rules = append(c.Rules, NewRule("masquerade traffic for "+b.name+" external destinations", jump(ChainMarkMasq)))
+	} else {
+		for _, cidr := range b.g.cfg.ClusterCIDRs {
+			c.Rules = append(c.Rules, NewRule("pod traffic for "+b.name+" external destinations", MatchAddr{Dir: Saddr, Prefix: cidr}, jump(svc)))
+		}
+		c.Rules = append(c.Rules,
+			NewRule("masquerade LOCAL traffic for "+b.name+" external destinations", MatchFibLocal{Dir: Saddr}, jump(ChainMarkMasq)),
+			NewRule("route LOCAL traffic for "+b.name+" external destinations", MatchFibLocal{Dir: Saddr}, jump(svc)))
+	}
+	if hasExternal {
+		c.Rules = append(c.Rules, NewRule("", jump(policy)))
+	}
+	return c
+}
+
+// firewallChain is KUBE-FW-: let allowed sources on to KUBE-EXT-; the rest
+// falls through and is dropped by KUBE-PROXY-FIREWALL.
+func (b *svcBuild) firewallChain(fw, ext string, ranges []netip.Prefix, lbIPs []netip.Addr) *Chain {
+	c := &Chain{Name: fw}
+	allowFromNode := false
+	for _, r := range ranges {
+		c.Rules = append(c.Rules, NewRule(b.name+" loadbalancer IP", MatchAddr{Dir: Saddr, Prefix: r}, jump(ext)))
+		for _, ip := range b.g.cfg.NodeIPs {
+			allowFromNode = allowFromNode || r.Contains(ip)
+		}
+	}
+	if allowFromNode {
+		// A node that reaches a load balancer IP configured on itself
+		// does so with that IP as the source.
+		for _, ip := range lbIPs {
+			c.Rules = append(c.Rules, NewRule(b.name+" loadbalancer IP", MatchAddr{Dir: Saddr, Prefix: hostPrefix(ip)}, jump(ext)))
+		}
+	}
+	c.Rules = append(c.Rules, NewRule("other traffic to "+b.name+" will be dropped by KUBE-PROXY-FIREWALL"))
+	return c
+}
+
+func affinitySet(sepChain string) string { return PrefixAffinity + sepChain }
+
+// endpointRules picks one of eps: first the affinity checks, then a random
+// choice.
+func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
+	var rules []Rule
+	targets := make([]string, len(eps))
+	for i, e := range eps {
+		targets[i] = EndpointChainName(b.sp.Name, e.String())
+	}
+	if b.sp.AffinityTimeoutSeconds > 0 {
+		for i, e := range eps {
+			rules = append(rules, NewRule(b.name+" -> "+e.String(), AffinityCheck{Set: affinitySet(targets[i]), Chain: targets[i]}))
+		}
+	}
+	if len(eps) == 1 {
+		return append(rules, NewRule(b.name+" -> "+eps[0].String(), gotoV(targets[0])))
+	}
+	return append(rules, NewRule(b.name, NumgenVmap{Targets: targets}))
+}
+
+// endpointChain is KUBE-SEP-: hairpin masquerade, then DNAT (recording the
+// client for affinity).
+func (b *svcBuild) endpointChain(e model.Endpoint) *Chain {
+	name := EndpointChainName(b.sp.Name, e.String())
+	dnat := []Stmt{MatchProto{Proto: b.proto}}
+	if b.sp.AffinityTimeoutSeconds > 0 {
+		set := affinitySet(name)
+		if !slices.ContainsFunc(b.frag.Sets, func(s SetSpec) bool { return s.Name == set }) {
+			b.frag.Sets = append(b.frag.Sets, SetSpec{Name: set, TimeoutSeconds: b.sp.AffinityTimeoutSeconds})
+		}
+		dnat = append(dnat, AffinityUpdate{Set: set})
+	}
+	dnat = append(dnat, DNAT{Addr: e.Addr, Port: e.Port})
+	return &Chain{Name: name, Rules: []Rule{
+		NewRule(b.name, MatchAddr{Dir: Saddr, Prefix: hostPrefix(e.Addr)}, jump(ChainMarkMasq)),
+		NewRule(b.name, dnat...),
+	}}
+}
