@@ -27,8 +27,10 @@ type Config struct {
 	// NodeIPs are this node's addresses of this family; a load balancer
 	// source range that holds one lets the node reach the load balancer IP.
 	NodeIPs []netip.Addr
-	// NodePortAddresses limits node ports to these local addresses
-	// (--nodeport-addresses, resolved). Empty means every local address.
+	// RestrictNodePorts limits node ports to NodePortAddresses
+	// (--nodeport-addresses, resolved); otherwise every local address
+	// serves them.
+	RestrictNodePorts bool
 	NodePortAddresses []netip.Addr
 	// LocalhostNodePorts serves node ports on 127.0.0.0/8 (IPv4 only;
 	// --iptables-localhost-nodeports, default true). It needs the
@@ -195,7 +197,7 @@ func (g *Generator) Top() *Fragment {
 func (g *Generator) nodePortsJumps() []Rule {
 	const comment = "kubernetes service nodeports; NOTE: this must be the last rule in this chain"
 	v4 := g.cfg.Family == FamilyIPv4
-	if len(g.cfg.NodePortAddresses) == 0 {
+	if !g.cfg.RestrictNodePorts {
 		stmts := []Stmt{MatchFibLocal{Dir: Daddr}}
 		switch {
 		case !v4:

@@ -51,6 +51,9 @@ type SyncResult struct {
 	Full bool
 	// Services is the number of Services that were recomputed.
 	Services int
+	// Changed are the Services that were recomputed (every Service on a
+	// full sync).
+	Changed []types.NamespacedName
 	// Ops is the number of operations sent, over all families.
 	Ops int
 	// Duration is the time the sync took.
@@ -93,7 +96,8 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 		var commit func()
 		if fs.applied == nil {
 			res.Full = true
-			res.Services = len(s.store.ServiceNames())
+			res.Changed = s.store.ServiceNames()
+			res.Services = len(res.Changed)
 			var err error
 			tx, commit, err = s.planFull(ctx, fs)
 			if err != nil {
@@ -101,7 +105,9 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 				continue
 			}
 		} else {
-			res.Services = len(changed)
+			if !res.Full {
+				res.Changed, res.Services = changed, len(changed)
+			}
 			tx, commit = s.planUpdate(fs, changed)
 		}
 		res.Ops += len(tx.Ops)

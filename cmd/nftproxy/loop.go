@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/model"
 	"github.com/nftproxy/nftproxy/proxier/objfile"
 )
@@ -31,23 +30,14 @@ func collectStates(store *model.Store) []model.ServicePortState {
 // rewrites everything every --iptables-sync-period, which repairs drift. On
 // SIGTERM it exits and leaves the rules in place, as kube-proxy does.
 func runLoop(ctx context.Context, opts *options) error {
-	store, objs, err := loadStore(opts.objects)
-	if err != nil {
-		return err
-	}
-	gens, err := opts.generators(objs)
-	if err != nil {
-		return err
-	}
-	dp, done, err := dataplane(opts)
+	p, st, done, err := newProxier(opts)
 	if err != nil {
 		return err
 	}
 	defer done()
-	s := proxier.NewSyncer(store, dp, gens...)
-	s.OnProblem = logProblem
+	store := st.store
 	lastMod := modTime(opts.objects)
-	if _, err := s.Sync(ctx); err != nil {
+	if _, err := p.Sync(ctx); err != nil {
 		klog.ErrorS(err, "Initial sync failed; will retry")
 	}
 	tick := time.NewTicker(opts.minSyncPeriod)
@@ -70,10 +60,10 @@ func runLoop(ctx context.Context, opts *options) error {
 			}
 		}
 		if time.Since(lastFull) >= opts.syncPeriod {
-			s.RequestFullSync()
+			p.Syncer.RequestFullSync()
 			lastFull = time.Now()
 		}
-		if _, err := s.Sync(ctx); err != nil {
+		if _, err := p.Sync(ctx); err != nil {
 			klog.ErrorS(err, "Sync failed; the next sync rewrites the table")
 		}
 	}

@@ -13,6 +13,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,6 +25,9 @@ import (
 
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier"
+	"github.com/nftproxy/nftproxy/proxier/conntrack"
+	"github.com/nftproxy/nftproxy/proxier/healthcheck"
+	"github.com/nftproxy/nftproxy/proxier/netns"
 )
 
 func main() {
@@ -74,17 +80,18 @@ func run(args []string) int {
 	return 0
 }
 
-func runRender(opts *options, out *os.File) error {
-	store, objs, err := loadStore(opts.objects)
+func runRender(opts *options, out io.Writer) error {
+	objs, err := loadObjects(opts.objects)
 	if err != nil {
 		return err
 	}
-	gens, err := opts.generators(objs)
+	local, _ := proxier.LocalAddresses()
+	st, err := opts.newSetup(objs, local)
 	if err != nil {
 		return err
 	}
-	for _, g := range gens {
-		var states = collectStates(store)
+	states := collectStates(st.store)
+	for _, g := range st.gens {
 		fmt.Fprint(out, g.Ruleset(states).Text())
 	}
 	return nil
@@ -92,7 +99,7 @@ func runRender(opts *options, out *os.File) error {
 
 // dataplane opens the netlink dataplane for --netns or the current
 // namespace.
-func dataplane(opts *options) (nftgen.Dataplane, func(), error) {
+func dataplane(opts *options) (*nftgen.Netlink, func(), error) {
 	if opts.netns == "" {
 		return nftgen.NewNetlink(), func() {}, nil
 	}
@@ -112,23 +119,66 @@ func runCleanup(ctx context.Context, opts *options) error {
 	return proxier.Cleanup(ctx, dp)
 }
 
-func runSync(ctx context.Context, opts *options) error {
-	store, objs, err := loadStore(opts.objects)
+// newProxier builds everything a sync needs in the target namespace: the
+// setup, route_localnet, the dataplane, health check ports and conntrack.
+func newProxier(opts *options) (*proxier.Proxier, *setup, func(), error) {
+	objs, err := loadObjects(opts.objects)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
-	gens, err := opts.generators(objs)
+	var local []netip.Addr
+	if err := netns.Do(opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {
+		return nil, nil, nil, err
+	}
+	st, err := opts.newSetup(objs, local)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
+	}
+	if st.routeLocalnet {
+		if err := netns.Do(opts.netns, proxier.EnableRouteLocalnet); err != nil {
+			klog.ErrorS(err, "Localhost NodePorts will not work")
+		}
 	}
 	dp, done, err := dataplane(opts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	syncer := proxier.NewSyncer(st.store, dp, st.gens...)
+	syncer.OnProblem = logProblem
+	p := proxier.NewProxier(st.store, syncer, st.node)
+	listen := func(addr string) (l net.Listener, err error) {
+		err = netns.Do(opts.netns, func() error { l, err = net.Listen("tcp", addr); return err })
+		return l, err
+	}
+	health := healthcheck.NewServiceServer(listen, nil)
+	p.Health = health
+	var nsFile *os.File
+	fd := -1
+	if opts.netns != "" {
+		if nsFile, err = os.Open(opts.netns); err != nil {
+			done()
+			return nil, nil, nil, err
+		}
+		fd = int(nsFile.Fd())
+	}
+	p.Conntrack = conntrack.NewCleaner(fd)
+	cleanup := func() {
+		health.Close(context.Background())
+		if nsFile != nil {
+			nsFile.Close()
+		}
+		done()
+	}
+	return p, st, cleanup, nil
+}
+
+func runSync(ctx context.Context, opts *options) error {
+	p, _, done, err := newProxier(opts)
 	if err != nil {
 		return err
 	}
 	defer done()
-	s := proxier.NewSyncer(store, dp, gens...)
-	s.OnProblem = logProblem
-	res, err := s.Sync(ctx)
+	res, err := p.Sync(ctx)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
+	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/model"
 	"github.com/nftproxy/nftproxy/proxier/objfile"
 )
@@ -27,10 +30,14 @@ type options struct {
 	cleanup          bool
 	syncPeriod       time.Duration
 	minSyncPeriod    time.Duration
+
+	nodePortAddresses   []string
+	localhostNodePorts  bool
+	conntrackTCPLiberal bool
 }
 
 func newOptions() *options {
-	return &options{masqueradeBit: nftgen.DefaultMasqueradeBit, syncPeriod: 30 * time.Second, minSyncPeriod: time.Second}
+	return &options{masqueradeBit: nftgen.DefaultMasqueradeBit, syncPeriod: 30 * time.Second, minSyncPeriod: time.Second, localhostNodePorts: true}
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -44,6 +51,9 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.cleanup, "cleanup", o.cleanup, "If true cleanup nftproxy's tables and exit.")
 	fs.DurationVar(&o.syncPeriod, "iptables-sync-period", o.syncPeriod, "The maximum interval between full rule syncs, which repair any drift (e.g. '5s', '1m').")
 	fs.DurationVar(&o.minSyncPeriod, "iptables-min-sync-period", o.minSyncPeriod, "The minimum period between rule syncs (e.g. '5s', '1m').")
+	fs.StringSliceVar(&o.nodePortAddresses, "nodeport-addresses", o.nodePortAddresses, "A list of CIDR ranges that contain valid node IPs, or 'primary'. NodePorts are served only on local addresses in them. Empty means all local addresses.")
+	fs.BoolVar(&o.localhostNodePorts, "iptables-localhost-nodeports", o.localhostNodePorts, "If false, NodePorts are not served on 127.0.0.0/8 (IPv4); if true, route_localnet is enabled to serve them.")
+	fs.BoolVar(&o.conntrackTCPLiberal, "conntrack-tcp-be-liberal", o.conntrackTCPLiberal, "If true, do not drop packets in conntrack state INVALID (kube-proxy then relies on nf_conntrack_tcp_be_liberal).")
 	gofs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(gofs)
 	fs.AddGoFlagSet(gofs)
@@ -56,10 +66,19 @@ type usageError struct{ err error }
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
 
-// generators returns one generator per family that has anything to
-// program: IPv4 always, IPv6 when a cluster CIDR or a Service has an IPv6
-// address.
-func (o *options) generators(objs *objfile.Objects) ([]*nftgen.Generator, error) {
+// setup is what the commands build from the options and the objects.
+type setup struct {
+	store *model.Store
+	gens  []*nftgen.Generator
+	node  model.Node
+	// routeLocalnet is true when localhost NodePorts need route_localnet.
+	routeLocalnet bool
+}
+
+// newSetup builds the store, the node facts and one generator per family
+// that has anything to program: IPv4 always, IPv6 when a cluster CIDR or a
+// Service has an IPv6 address. local are the node's local addresses.
+func (o *options) newSetup(objs *objfile.Objects, local []netip.Addr) (*setup, error) {
 	byFamily := map[nftgen.Family][]netip.Prefix{}
 	if o.clusterCIDR != "" {
 		for _, s := range strings.Split(o.clusterCIDR, ",") {
@@ -77,19 +96,62 @@ func (o *options) generators(objs *objfile.Objects) ([]*nftgen.Generator, error)
 	if o.masqueradeBit < 0 || o.masqueradeBit > 31 {
 		return nil, usageError{fmt.Errorf("--iptables-masquerade-bit: %d is outside 0..31", o.masqueradeBit)}
 	}
+	st := &setup{store: model.NewStore(), node: model.Node{Name: o.nodeName()}}
+	fill(st.store, objs)
+	var primary []netip.Addr
+	for _, n := range objs.Nodes {
+		if n.Name == st.node.Name {
+			st.node.Labels = n.Labels
+			primary = proxier.NodeIPs(n)
+		}
+	}
+	if len(primary) == 0 {
+		for _, a := range local {
+			if !a.IsLoopback() && !a.IsLinkLocalUnicast() {
+				primary = append(primary, a)
+			}
+		}
+	}
 	families := []nftgen.Family{nftgen.FamilyIPv4}
 	if len(byFamily[nftgen.FamilyIPv6]) > 0 || hasIPv6Service(objs) {
 		families = append(families, nftgen.FamilyIPv6)
 	}
-	var gens []*nftgen.Generator
 	for _, f := range families {
-		g, err := nftgen.NewGenerator(nftgen.Config{Family: f, ClusterCIDRs: byFamily[f], MasqueradeAll: o.masqueradeAll, MasqueradeBit: o.masqueradeBit})
+		is4 := f == nftgen.FamilyIPv4
+		np, err := proxier.ResolveNodePortAddresses(o.nodePortAddresses, local, primary, is4)
 		if err != nil {
 			return nil, usageError{err}
 		}
-		gens = append(gens, g)
+		cfg := nftgen.Config{
+			Family: f, ClusterCIDRs: byFamily[f], MasqueradeAll: o.masqueradeAll, MasqueradeBit: o.masqueradeBit,
+			Node: st.node, LocalhostNodePorts: o.localhostNodePorts && is4, ConntrackTCPLiberal: o.conntrackTCPLiberal,
+			RestrictNodePorts: !np.All, NodePortAddresses: np.Addrs,
+		}
+		for _, a := range primary {
+			if a.Is4() == is4 {
+				cfg.NodeIPs = append(cfg.NodeIPs, a)
+			}
+		}
+		if is4 && cfg.LocalhostNodePorts && (np.All || slices.ContainsFunc(np.Addrs, netip.Addr.IsLoopback)) {
+			st.routeLocalnet = true
+		}
+		g, err := nftgen.NewGenerator(cfg)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		st.gens = append(st.gens, g)
 	}
-	return gens, nil
+	return st, nil
+}
+
+// nodeName is --hostname-override or the host name, lower case, as
+// kube-proxy computes it.
+func (o *options) nodeName() string {
+	name := o.hostnameOverride
+	if name == "" {
+		name, _ = os.Hostname()
+	}
+	return strings.ToLower(strings.TrimSpace(name))
 }
 
 func hasIPv6Service(objs *objfile.Objects) bool {
@@ -106,18 +168,16 @@ func hasIPv6Service(objs *objfile.Objects) bool {
 	return false
 }
 
-// loadStore reads the objects file into a new Store.
-func loadStore(path string) (*model.Store, *objfile.Objects, error) {
+// loadObjects reads the objects file.
+func loadObjects(path string) (*objfile.Objects, error) {
 	if path == "" {
-		return nil, nil, usageError{fmt.Errorf("--objects is required")}
+		return nil, usageError{fmt.Errorf("--objects is required")}
 	}
 	objs, err := objfile.Load(path)
 	if err != nil {
-		return nil, nil, usageError{err}
+		return nil, usageError{err}
 	}
-	store := model.NewStore()
-	fill(store, objs)
-	return store, objs, nil
+	return objs, nil
 }
 
 // fill loads objs into store, logging slices it cannot use.

@@ -10,11 +10,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	pnetns "github.com/nftproxy/nftproxy/proxier/netns"
 )
 
 // T is the part of testing.TB that the helpers need, so that programs
@@ -89,35 +88,4 @@ func (ns *NS) MustRun(t T, name string, args ...string) string {
 
 // Do runs fn on an OS thread that has entered the namespace. Sockets that
 // fn creates belong to the namespace and stay usable after Do returns.
-func (ns *NS) Do(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		// The thread is left locked on purpose when it cannot return to
-		// the original namespace: it then dies with the goroutine.
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(ns.Path())
-		if err != nil {
-			errc <- err
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("setns %s: %w", ns.Name, err)
-			return
-		}
-		ferr := fn()
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			errc <- fmt.Errorf("return from %s: %w", ns.Name, err)
-			return
-		}
-		runtime.UnlockOSThread()
-		errc <- ferr
-	}()
-	return <-errc
-}
+func (ns *NS) Do(fn func() error) error { return pnetns.Do(ns.Path(), fn) }

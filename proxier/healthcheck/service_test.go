@@ -1,0 +1,68 @@
+package healthcheck
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func freePort(t *testing.T) uint16 {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return uint16(l.Addr().(*net.TCPAddr).Port)
+}
+
+func get(t *testing.T, port uint16) (int, response) {
+	t.Helper()
+	resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(int(port)) + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body response
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatal(err)
+	}
+	if resp.Header.Get("X-Load-Balancing-Endpoint-Weight") != strconv.Itoa(body.LocalEndpoints) {
+		t.Errorf("weight header %q, body %d", resp.Header.Get("X-Load-Balancing-Endpoint-Weight"), body.LocalEndpoints)
+	}
+	return resp.StatusCode, body
+}
+
+func TestServiceServerAnswersLikeKubeProxy(t *testing.T) {
+	healthy := true
+	s := NewServiceServer(func(addr string) (net.Listener, error) { return net.Listen("tcp", "127.0.0.1"+addr) }, func() bool { return healthy })
+	defer s.Close(context.Background())
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	pa := freePort(t)
+	if err := s.Sync(map[types.NamespacedName]uint16{a: pa}, map[types.NamespacedName]int{a: 2}); err != nil {
+		t.Fatal(err)
+	}
+	code, body := get(t, pa)
+	if code != 200 || body.LocalEndpoints != 2 || body.Service.Name != "a" || body.Service.Namespace != "ns" || !body.ServiceProxyHealthy {
+		t.Errorf("with 2 local endpoints: %d %+v", code, body)
+	}
+	if err := s.Sync(map[types.NamespacedName]uint16{a: pa}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get(t, pa); code != 503 || body.LocalEndpoints != 0 {
+		t.Errorf("with no local endpoints: %d %+v", code, body)
+	}
+	s.Sync(map[types.NamespacedName]uint16{a: pa}, map[types.NamespacedName]int{a: 1})
+	healthy = false
+	if code, body := get(t, pa); code != 503 || body.ServiceProxyHealthy {
+		t.Errorf("with an unhealthy proxy: %d %+v", code, body)
+	}
+	s.Sync(nil, nil)
+	if _, err := http.Get("http://127.0.0.1:" + strconv.Itoa(int(pa)) + "/"); err == nil {
+		t.Errorf("port still served after the Service went away")
+	}
+}

@@ -1,0 +1,89 @@
+package proxier
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// NodePortAddresses is a resolved --nodeport-addresses for one family.
+type NodePortAddresses struct {
+	// All is true when node ports are served on every local address.
+	All bool
+	// Addrs are the local addresses to serve node ports on, when not All.
+	Addrs []netip.Addr
+}
+
+// ResolveNodePortAddresses resolves --nodeport-addresses (CIDRs and the
+// word "primary") against the node's local addresses and primary IPs, for
+// the family of is4. An empty spec, or a spec with no entry of this family,
+// means every local address, as in kube-proxy's iptables mode.
+func ResolveNodePortAddresses(spec []string, local, primary []netip.Addr, is4 bool) (NodePortAddresses, error) {
+	var cidrs []netip.Prefix
+	usePrimary, any := false, false
+	for _, s := range spec {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if s == "primary" {
+			usePrimary, any = true, true
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return NodePortAddresses{}, fmt.Errorf("--nodeport-addresses: %q is neither a CIDR nor \"primary\"", s)
+		}
+		if p.Addr().Is4() != is4 {
+			continue
+		}
+		any = true
+		if p.Bits() == 0 {
+			return NodePortAddresses{All: true}, nil
+		}
+		cidrs = append(cidrs, p.Masked())
+	}
+	if !any {
+		return NodePortAddresses{All: true}, nil
+	}
+	var out NodePortAddresses
+	seen := map[netip.Addr]bool{}
+	add := func(a netip.Addr) {
+		if a.Is4() == is4 && !seen[a] {
+			seen[a] = true
+			out.Addrs = append(out.Addrs, a)
+		}
+	}
+	if usePrimary {
+		for _, a := range primary {
+			add(a)
+		}
+	}
+	for _, a := range local {
+		for _, c := range cidrs {
+			if c.Contains(a) {
+				add(a)
+			}
+		}
+	}
+	return out, nil
+}
+
+// NodeIPs returns the addresses a Node object reports (InternalIP first,
+// then ExternalIP), which kube-proxy treats as the node's primary IPs.
+func NodeIPs(node *v1.Node) []netip.Addr {
+	var out []netip.Addr
+	for _, t := range []v1.NodeAddressType{v1.NodeInternalIP, v1.NodeExternalIP} {
+		for _, a := range node.Status.Addresses {
+			if a.Type != t {
+				continue
+			}
+			if ip, err := netip.ParseAddr(a.Address); err == nil {
+				out = append(out, ip.Unmap())
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,122 @@
+package proxier
+
+import (
+	"context"
+	"net/netip"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/nftproxy/nftproxy/proxier/conntrack"
+	"github.com/nftproxy/nftproxy/proxier/model"
+)
+
+// HealthServer serves health check node ports (healthcheck.ServiceServer).
+type HealthServer interface {
+	Sync(ports map[types.NamespacedName]uint16, localEndpoints map[types.NamespacedName]int) error
+}
+
+// ConntrackCleaner deletes stale UDP conntrack entries (conntrack.Cleaner).
+type ConntrackCleaner interface {
+	Clean(services []conntrack.UDPService) (int, error)
+}
+
+// Proxier runs a sync and what must follow it: the health check node ports
+// of Local-policy Services and the cleanup of stale UDP conntrack entries.
+type Proxier struct {
+	Store  *model.Store
+	Syncer *Syncer
+	Node   model.Node
+	// Health and Conntrack may be nil.
+	Health    HealthServer
+	Conntrack ConntrackCleaner
+
+	info map[types.NamespacedName]serviceInfo
+}
+
+type serviceInfo struct {
+	hcPort         uint16
+	localEndpoints int
+	udp            []conntrack.UDPService
+}
+
+// NewProxier returns a Proxier over store and syncer for node.
+func NewProxier(store *model.Store, syncer *Syncer, node model.Node) *Proxier {
+	return &Proxier{Store: store, Syncer: syncer, Node: node, info: map[types.NamespacedName]serviceInfo{}}
+}
+
+// Sync programs the rules, then updates health checks and conntrack.
+func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
+	res, err := p.Syncer.Sync(ctx)
+	if err != nil {
+		return res, err
+	}
+	if res.Full {
+		clear(p.info)
+	}
+	var udp []conntrack.UDPService
+	for _, nn := range res.Changed {
+		info := p.serviceInfo(nn)
+		if info.hcPort == 0 && len(info.udp) == 0 {
+			delete(p.info, nn)
+		} else {
+			p.info[nn] = info
+		}
+		udp = append(udp, info.udp...)
+	}
+	if p.Health != nil && len(res.Changed) > 0 {
+		ports := map[types.NamespacedName]uint16{}
+		counts := map[types.NamespacedName]int{}
+		for nn, info := range p.info {
+			if info.hcPort != 0 {
+				ports[nn], counts[nn] = info.hcPort, info.localEndpoints
+			}
+		}
+		if err := p.Health.Sync(ports, counts); err != nil {
+			klog.FromContext(ctx).Error(err, "Cannot serve some health check node ports")
+		}
+	}
+	if p.Conntrack != nil && len(udp) > 0 {
+		n, err := p.Conntrack.Clean(udp)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Cannot clean stale UDP conntrack entries")
+		} else if n > 0 {
+			klog.FromContext(ctx).V(2).Info("Deleted stale UDP conntrack entries", "count", n)
+		}
+	}
+	return res, nil
+}
+
+// serviceInfo computes the health check port, the number of local ready
+// endpoints and the UDP destinations of one Service.
+func (p *Proxier) serviceInfo(nn types.NamespacedName) serviceInfo {
+	states, _ := p.Store.State(nn)
+	var info serviceInfo
+	local := map[netip.Addr]bool{}
+	for _, st := range states {
+		if st.HealthCheckNodePort != 0 {
+			info.hcPort = st.HealthCheckNodePort
+		}
+		for _, e := range st.Endpoints {
+			if e.Ready && p.Node.Name != "" && e.NodeName == p.Node.Name {
+				local[e.Addr] = true
+			}
+		}
+		if st.Name.Protocol != v1.ProtocolUDP {
+			continue
+		}
+		u := conntrack.UDPService{NodePort: st.NodePort}
+		for _, ip := range append(append(append([]netip.Addr(nil), st.ClusterIPs...), st.ExternalIPs...), st.LoadBalancerIPs...) {
+			u.Destinations = append(u.Destinations, netip.AddrPortFrom(ip, st.Port))
+		}
+		for _, e := range st.Endpoints {
+			if e.Serving {
+				u.Endpoints = append(u.Endpoints, netip.AddrPortFrom(e.Addr, e.Port))
+			}
+		}
+		info.udp = append(info.udp, u)
+	}
+	info.localEndpoints = len(local)
+	return info
+}
