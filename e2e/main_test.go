@@ -5,13 +5,19 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
+
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier"
+	"github.com/nftproxy/nftproxy/proxier/conntrack"
+	"github.com/nftproxy/nftproxy/proxier/healthcheck"
 	"github.com/nftproxy/nftproxy/proxier/model"
+	pnetns "github.com/nftproxy/nftproxy/proxier/netns"
 )
 
 // Binaries built once for all tests.
@@ -45,40 +51,69 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// cluster is a topology with an in-process nftproxy programming its node.
+// cluster is a topology with an in-process nftproxy programming its node
+// ("node-a" in zone "zone-a", dual-stack), including health check node
+// ports and UDP conntrack cleanup.
 type cluster struct {
 	*Topology
-	store  *model.Store
-	syncer *proxier.Syncer
-	dp     *nftgen.Netlink
-	t      testing.TB
+	store   *model.Store
+	proxier *proxier.Proxier
+	syncer  *proxier.Syncer
+	t       testing.TB
 }
 
-func newCluster(t testing.TB) *cluster {
+// clusterOption changes a generator configuration before it is built.
+type clusterOption func(*nftgen.Config)
+
+func newCluster(t testing.TB, opts ...clusterOption) *cluster {
 	tp := NewTopology(t, echoBinary)
 	dp, f, err := nftgen.NewNetlinkInNamespace(tp.Node.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	gen, err := nftgen.NewGenerator(nftgen.Config{
-		Family:        nftgen.FamilyIPv4,
-		ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix(ClusterCIDR)},
-		MasqueradeBit: nftgen.DefaultMasqueradeBit,
-	})
-	if err != nil {
+	node := model.Node{Name: LocalNode, Labels: map[string]string{v1.LabelTopologyZone: LocalZone}}
+	var gens []*nftgen.Generator
+	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
+		cfg := nftgen.Config{Family: fam, MasqueradeBit: nftgen.DefaultMasqueradeBit, Node: node}
+		if fam == nftgen.FamilyIPv4 {
+			cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix(ClusterCIDR)}
+			cfg.NodeIPs = []netip.Addr{netip.MustParseAddr(NodeIP)}
+			cfg.LocalhostNodePorts = true
+		} else {
+			cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix(ClusterCIDR6)}
+			cfg.NodeIPs = []netip.Addr{netip.MustParseAddr(NodeIP6)}
+		}
+		for _, o := range opts {
+			o(&cfg)
+		}
+		gen, err := nftgen.NewGenerator(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens = append(gens, gen)
+	}
+	if err := pnetns.Do(tp.Node.Path(), proxier.EnableRouteLocalnet); err != nil {
 		t.Fatal(err)
 	}
 	store := model.NewStore()
-	s := proxier.NewSyncer(store, dp, gen)
+	s := proxier.NewSyncer(store, dp, gens...)
 	s.OnProblem = func(p model.Problem) { t.Errorf("unexpected problem: %v", p) }
-	return &cluster{Topology: tp, store: store, syncer: s, dp: dp, t: t}
+	p := proxier.NewProxier(store, s, node)
+	health := healthcheck.NewServiceServer(func(addr string) (l net.Listener, err error) {
+		err = tp.Node.Do(func() error { l, err = net.Listen("tcp", addr); return err })
+		return l, err
+	}, nil)
+	t.Cleanup(func() { health.Close(context.Background()) })
+	p.Health = health
+	p.Conntrack = conntrack.NewCleaner(int(f.Fd()))
+	return &cluster{Topology: tp, store: store, proxier: p, syncer: s, t: t}
 }
 
 // sync programs the node and fails the test on error.
 func (c *cluster) sync() proxier.SyncResult {
 	c.t.Helper()
-	res, err := c.syncer.Sync(context.Background())
+	res, err := c.proxier.Sync(context.Background())
 	if err != nil {
 		c.t.Fatalf("sync: %v", err)
 	}

@@ -24,13 +24,26 @@ import (
 	"github.com/nftproxy/nftproxy/e2e/netns"
 )
 
-// Addresses of the topology.
+// Addresses of the topology. Every link is dual-stack.
 const (
 	NodePodSideIP = "10.244.0.1"
 	ClusterCIDR   = "10.244.0.0/16"
 	NodeIP        = "192.0.2.1"
 	ExternalIP    = "192.0.2.2"
-	ServiceCIDR   = "10.96.0.0/12"
+	// ExternalIP2 is a second address of the external host, outside
+	// 192.0.2.0/24, for load balancer source range tests.
+	ExternalIP2 = "198.18.0.2"
+	ServiceCIDR = "10.96.0.0/12"
+	// ExternalNet holds the external IPs and load balancer IPs that the
+	// tests give Services; the external host routes it via the node.
+	ExternalNet = "198.51.100.0/24"
+	LBNet       = "203.0.113.0/24"
+
+	NodePodSideIP6 = "fd00:10:244::1"
+	ClusterCIDR6   = "fd00:10:244::/64"
+	NodeIP6        = "2001:db8:2::1"
+	ExternalIP6    = "2001:db8:2::2"
+	ServiceCIDR6   = "fd00:10:96::/108"
 )
 
 // Topology is a node, its pods and an external host.
@@ -48,6 +61,7 @@ type Pod struct {
 	Name string
 	NS   *netns.NS
 	IP   netip.Addr
+	IP6  netip.Addr
 }
 
 // NewTopology creates the node and the external host. echoBinary is the
@@ -69,6 +83,7 @@ func NewTopology(t netns.T, echoBinary string) *Topology {
 	// (the same happens to iptables' REJECT). Routers do not send redirects.
 	tp.Node.MustRun(t, "sysctl", "-qw", "net.ipv4.conf.all.send_redirects=0")
 	tp.Node.MustRun(t, "sysctl", "-qw", "net.ipv4.conf.default.send_redirects=0")
+	tp.Node.MustRun(t, "sysctl", "-qw", "net.ipv6.conf.all.forwarding=1")
 	tp.link(tp.External, "ext0")
 	tp.Node.MustRun(t, "ip", "addr", "add", NodeIP+"/24", "dev", "ext0")
 	tp.Node.MustRun(t, "ip", "link", "set", "ext0", "up")
@@ -77,6 +92,16 @@ func NewTopology(t netns.T, echoBinary string) *Topology {
 	tp.External.MustRun(t, "ip", "link", "set", "eth0", "up")
 	tp.External.MustRun(t, "ip", "route", "add", ServiceCIDR, "via", NodeIP)
 	tp.External.MustRun(t, "ip", "route", "add", ClusterCIDR, "via", NodeIP)
+	tp.External.MustRun(t, "ip", "route", "add", ExternalNet, "via", NodeIP)
+	tp.External.MustRun(t, "ip", "route", "add", LBNet, "via", NodeIP)
+	tp.External.MustRun(t, "ip", "addr", "add", ExternalIP2+"/32", "dev", "eth0")
+	tp.Node.MustRun(t, "ip", "route", "add", ExternalIP2+"/32", "via", ExternalIP)
+	// IPv6.
+	tp.Node.MustRun(t, "ip", "-6", "addr", "add", NodeIP6+"/64", "dev", "ext0", "nodad")
+	tp.Node.MustRun(t, "ip", "-6", "route", "add", "default", "via", ExternalIP6)
+	tp.External.MustRun(t, "ip", "-6", "addr", "add", ExternalIP6+"/64", "dev", "eth0", "nodad")
+	tp.External.MustRun(t, "ip", "-6", "route", "add", ServiceCIDR6, "via", NodeIP6)
+	tp.External.MustRun(t, "ip", "-6", "route", "add", ClusterCIDR6, "via", NodeIP6)
 	return tp
 }
 
@@ -101,6 +126,13 @@ func (tp *Topology) AddPod(name, ip string, tcpPorts, udpPorts []int) *Pod {
 	p.NS.MustRun(t, "ip", "link", "set", "eth0", "up")
 	p.NS.MustRun(t, "ip", "route", "add", NodePodSideIP, "dev", "eth0")
 	p.NS.MustRun(t, "ip", "route", "add", "default", "via", NodePodSideIP)
+	// IPv6: fd00:10:244::<last byte of the IPv4 address>.
+	p.IP6 = netip.MustParseAddr(fmt.Sprintf("fd00:10:244::%x", p.IP.As4()[3]))
+	tp.Node.MustRun(t, "ip", "-6", "addr", "add", NodePodSideIP6+"/128", "dev", veth, "nodad")
+	tp.Node.MustRun(t, "ip", "-6", "route", "add", p.IP6.String()+"/128", "dev", veth)
+	p.NS.MustRun(t, "ip", "-6", "addr", "add", p.IP6.String()+"/128", "dev", "eth0", "nodad")
+	p.NS.MustRun(t, "ip", "-6", "route", "add", NodePodSideIP6, "dev", "eth0")
+	p.NS.MustRun(t, "ip", "-6", "route", "add", "default", "via", NodePodSideIP6)
 
 	cmd := p.NS.Command(tp.echo, "-name", name, "-tcp", joinInts(tcpPorts), "-udp", joinInts(udpPorts))
 	out, err := cmd.StdoutPipe()
@@ -164,10 +196,20 @@ func parseReply(line string) (Reply, error) {
 
 // DialTCP opens a TCP connection from inside ns.
 func DialTCP(ns *netns.NS, addr string, timeout time.Duration) (net.Conn, error) {
+	return DialTCPFrom(ns, "", addr, timeout)
+}
+
+// DialTCPFrom opens a TCP connection from inside ns with source address
+// src (any when empty).
+func DialTCPFrom(ns *netns.NS, src, addr string, timeout time.Duration) (net.Conn, error) {
+	d := net.Dialer{Timeout: timeout}
+	if src != "" {
+		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
+	}
 	var c net.Conn
 	err := ns.Do(func() error {
 		var err error
-		c, err = net.DialTimeout("tcp", addr, timeout)
+		c, err = d.Dial("tcp", addr)
 		return err
 	})
 	return c, err
