@@ -200,7 +200,7 @@ func checkHealth(t *testing.T, v vantage, addr string, wantCode, wantEndpoints i
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	var got struct {
-		Service struct{ Namespace, Name string }
+		Service        struct{ Namespace, Name string }
 		LocalEndpoints int
 	}
 	if err := json.Unmarshal(body, &got); err != nil {

@@ -1,0 +1,171 @@
+//go:build linux
+
+package e2e
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+)
+
+// TestSessionAffinityStickUntilTimeout checks ClientIP affinity: a client
+// sticks to one endpoint while it keeps coming back within the timeout, and
+// picks again once the timeout has passed.
+func TestSessionAffinityStickUntilTimeout(t *testing.T) {
+	c, pods := featureCluster(t)
+	c.store.SetService(With(ClusterIPService("aff", "web", "10.96.0.80", httpPort), Affinity(1)))
+	c.store.SetEndpointSlice(SliceOf("aff", "web", "web-1", []PortSpec{httpPort}, ips(pods, "a1", "a2", "b1")...))
+	c.sync()
+	client := pods["client"].NS
+	picks := map[string]bool{}
+	for round := 0; round < 10; round++ {
+		first := ""
+		for i := 0; i < 5; i++ {
+			r, err := TCPRequest(client, "10.96.0.80:80", timeout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if first == "" {
+				first = r.Server
+			} else if r.Server != first {
+				t.Fatalf("round %d: connection %d went to %s, want %s (within the affinity timeout)", round, i, r.Server, first)
+			}
+		}
+		picks[first] = true
+		time.Sleep(1300 * time.Millisecond) // let the 1 s affinity expire
+	}
+	if len(picks) < 2 {
+		t.Errorf("after 10 expiries the client always went to %v; the choice should be made again", picks)
+	}
+	t.Logf("endpoints chosen after expiries: %v", picks)
+}
+
+// TestUDPConntrackCleanup shows a UDP client that keeps its source port
+// staying stuck on a deleted endpoint without the cleanup, and reaching the
+// new endpoint with it; and a client that started before the Service had
+// endpoints reaching the first one.
+func TestUDPConntrackCleanup(t *testing.T) {
+	c, pods := featureCluster(t)
+	svc := ClusterIPService("udp", "dns", "10.96.0.81", dnsPort)
+	c.store.SetService(svc)
+	c.store.SetEndpointSlice(SliceOf("udp", "dns", "dns-1", []PortSpec{dnsPort}, ips(pods, "a1")...))
+	c.sync()
+
+	var conn net.Conn
+	if err := pods["client"].NS.Do(func() (err error) { conn, err = net.Dial("udp", "10.96.0.81:53"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ask := func() (string, error) {
+		_ = conn.SetDeadline(time.Now().Add(time.Second))
+		if _, err := conn.Write([]byte("q")); err != nil {
+			return "", err
+		}
+		buf := make([]byte, 256)
+		n, err := conn.Read(buf)
+		if err != nil {
+			return "", err
+		}
+		r, err := parseReply(string(buf[:n]))
+		return r.Server, err
+	}
+	if got, err := ask(); err != nil || got != "a1" {
+		t.Fatalf("first answer from %q (%v), want a1", got, err)
+	}
+
+	// Move the Service to a2 with the cleanup switched off: the client's
+	// flow still points at a1, which still answers.
+	cleaner := c.proxier.Conntrack
+	c.proxier.Conntrack = nil
+	c.store.SetEndpointSlice(SliceOf("udp", "dns", "dns-1", []PortSpec{dnsPort}, ips(pods, "a2")...))
+	c.sync()
+	if got, _ := ask(); got != "a1" {
+		t.Fatalf("without cleanup the client reached %q; the control expects it stuck on a1", got)
+	}
+	// With the cleanup, the next sync deletes the stale entry.
+	c.proxier.Conntrack = cleaner
+	c.store.SetService(svc) // mark the Service changed so that it is looked at again
+	c.sync()
+	if got, err := ask(); err != nil || got != "a2" {
+		t.Errorf("after cleanup the client reached %q (%v), want a2", got, err)
+	}
+
+	// A flow that started while the Service had no endpoints.
+	c.store.DeleteEndpointSlice("udp", "dns-1")
+	c.sync()
+	if _, err := ask(); err == nil {
+		t.Fatal("a Service without endpoints answered")
+	}
+	c.store.SetEndpointSlice(SliceOf("udp", "dns", "dns-1", []PortSpec{dnsPort}, ips(pods, "b1")...))
+	c.sync()
+	var got string
+	var err error
+	for i := 0; i < 3 && got == ""; i++ { // a pending ICMP error may fail one read
+		got, err = ask()
+	}
+	if got != "b1" {
+		t.Errorf("after the Service gained an endpoint the client reached %q (%v), want b1", got, err)
+	}
+}
+
+// TestNodePortAddressesAndLocalhost checks --nodeport-addresses and
+// --iptables-localhost-nodeports.
+func TestNodePortAddressesAndLocalhost(t *testing.T) {
+	run := func(t *testing.T, opt clusterOption, want map[string]bool) {
+		c, pods := featureCluster(t, opt)
+		c.store.SetService(With(ClusterIPService("np", "web", "10.96.0.82", httpPort), NodePorts(30082)))
+		c.store.SetEndpointSlice(SliceOf("np", "web", "web-1", []PortSpec{httpPort}, ips(pods, "a1")...))
+		c.sync()
+		for addr, served := range want {
+			_, err := TCPRequest(c.Node, addr, timeout)
+			if served && err != nil {
+				t.Errorf("%s: %v, want it served", addr, err)
+			}
+			if !served && err == nil {
+				t.Errorf("%s answered, want it not served", addr)
+			}
+		}
+	}
+	t.Run("all addresses", func(t *testing.T) {
+		run(t, func(*nftgen.Config) {}, map[string]bool{NodeIP + ":30082": true, NodePodSideIP + ":30082": true, "127.0.0.1:30082": true})
+	})
+	t.Run("only the node IP", func(t *testing.T) {
+		run(t, func(c *nftgen.Config) {
+			c.RestrictNodePorts = true
+			if c.Family == nftgen.FamilyIPv4 {
+				c.NodePortAddresses = []netip.Addr{netip.MustParseAddr(NodeIP)}
+			}
+		}, map[string]bool{NodeIP + ":30082": true, NodePodSideIP + ":30082": false, "127.0.0.1:30082": false})
+	})
+	t.Run("no localhost node ports", func(t *testing.T) {
+		run(t, func(c *nftgen.Config) { c.LocalhostNodePorts = false },
+			map[string]bool{NodeIP + ":30082": true, "127.0.0.1:30082": false})
+	})
+}
+
+// TestForwardAndFirewallChains checks the filter-side rules that are not
+// tied to one Service: the conntrack INVALID drop (absent with
+// --conntrack-tcp-be-liberal), KUBE-FORWARD's accepts and the localnet guard.
+func TestForwardAndFirewallChains(t *testing.T) {
+	for _, liberal := range []bool{false, true} {
+		c := newCluster(t, func(cfg *nftgen.Config) { cfg.ConntrackTCPLiberal = liberal })
+		c.sync()
+		fwd := c.Node.MustRun(t, "nft", "list", "chain", "ip", "nftproxy", "filter-KUBE-FORWARD")
+		if got := strings.Contains(fwd, "ct state invalid drop"); got == liberal {
+			t.Errorf("liberal=%v: invalid drop present=%v:\n%s", liberal, got, fwd)
+		}
+		for _, want := range []string{"meta mark & 0x00004000 != 0x00000000 accept", "ct state established,related accept"} {
+			if !strings.Contains(fwd, want) {
+				t.Errorf("KUBE-FORWARD lacks %q:\n%s", want, fwd)
+			}
+		}
+		guard := c.Node.MustRun(t, "nft", "list", "chain", "ip", "nftproxy", "filter-KUBE-FIREWALL")
+		if !strings.Contains(guard, "ip daddr 127.0.0.0/8 ip saddr != 127.0.0.0/8") || !strings.Contains(guard, "drop") {
+			t.Errorf("localnet guard missing:\n%s", guard)
+		}
+	}
+}
