@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 )
 
@@ -183,5 +185,49 @@ func TestRunLoopFollowsFileAndRepairsDrift(t *testing.T) {
 	}
 	if !answeredBy("ep1", "ep2")() {
 		t.Error("rules did not stay in place after SIGTERM")
+	}
+}
+
+// TestCLILocalPolicyHealthCheckAndLocalhostNodePort runs the binary for a
+// node named by --hostname-override: it must read its Node object, serve the
+// health check node port inside the node namespace, and enable
+// route_localnet there so that localhost NodePorts work.
+func TestCLILocalPolicyHealthCheckAndLocalhostNodePort(t *testing.T) {
+	tp := NewTopology(t, echoBinary)
+	a1 := tp.AddPod("a1", PodIP(1), []int{8080}, nil)
+	b1 := tp.AddPod("b1", PodIP(2), []int{8080}, nil)
+	node := &v1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: LocalNode},
+		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: NodeIP}}}}
+	svc := With(ClusterIPService("demo", "web", "10.96.0.90", httpPort), NodePorts(30090), ExternalLocal(32090))
+	slice := SliceOf("demo", "web", "web-1", []PortSpec{httpPort}, EP{IP: a1.IP.String(), Node: LocalNode}, EP{IP: b1.IP.String(), Node: RemoteNode})
+	objects := writeObjects(t, t.TempDir(), node, svc, slice)
+	cmd := exec.Command(nftproxyBinary, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR, "--hostname-override", LocalNode)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, err := TCPRequest(tp.External, NodeIP+":30090", 300*time.Millisecond); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("NodePort not served within 5 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i := 0; i < 10; i++ {
+		r, err := TCPRequest(tp.External, NodeIP+":30090", timeout)
+		if err != nil || r.Server != "a1" || r.Source.Addr().String() != ExternalIP {
+			t.Fatalf("external to NodePort with Local policy: %+v %v, want a1 seeing %s", r, err, ExternalIP)
+		}
+	}
+	checkHealth(t, vantage{"external host", tp.External, ""}, NodeIP+":32090", 200, 1, "web")
+	if got := strings.TrimSpace(tp.Node.MustRun(t, "sysctl", "-n", "net.ipv4.conf.all.route_localnet")); got != "1" {
+		t.Errorf("route_localnet in the node namespace = %s, want 1", got)
+	}
+	if _, err := TCPRequest(tp.Node, "127.0.0.1:30090", timeout); err != nil {
+		t.Errorf("localhost NodePort: %v", err)
 	}
 }
