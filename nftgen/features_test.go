@@ -107,3 +107,48 @@ func featurePorts() []model.ServicePortState {
 func TestGenerateAllFeatures(t *testing.T) {
 	golden(t, "features.nft", featureGenerator(t).Ruleset(featurePorts()).Text())
 }
+
+func testGenerator6(t testing.TB) *Generator {
+	g, err := NewGenerator(Config{
+		Family:        FamilyIPv6,
+		ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/64")},
+		MasqueradeBit: DefaultMasqueradeBit,
+		Node:          model.Node{Name: "node-a"},
+		NodeIPs:       []netip.Addr{netip.MustParseAddr("2001:db8::1")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// featurePorts6 returns featurePorts with IPv6 addresses for family ip6.
+func featurePorts6(f Family) []model.ServicePortState {
+	ports := featurePorts()
+	if f == FamilyIPv4 {
+		return ports
+	}
+	to6 := func(a netip.Addr) netip.Addr {
+		b := a.As4()
+		return netip.AddrFrom16([16]byte{0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, b[0], b[1], b[2], b[3]})
+	}
+	for i := range ports {
+		p := &ports[i]
+		for j := range p.ClusterIPs {
+			p.ClusterIPs[j] = to6(p.ClusterIPs[j])
+		}
+		for j := range p.ExternalIPs {
+			p.ExternalIPs[j] = to6(p.ExternalIPs[j])
+		}
+		for j := range p.LoadBalancerIPs {
+			p.LoadBalancerIPs[j] = to6(p.LoadBalancerIPs[j])
+		}
+		for j, r := range p.LoadBalancerSourceRanges {
+			p.LoadBalancerSourceRanges[j] = netip.PrefixFrom(to6(r.Addr()), r.Bits()+96)
+		}
+		for j := range p.Endpoints {
+			p.Endpoints[j].Addr = to6(p.Endpoints[j].Addr)
+		}
+	}
+	return ports
+}

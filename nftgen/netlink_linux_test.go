@@ -131,3 +131,69 @@ func TestKernelAcceptsEveryFeature(t *testing.T) {
 		t.Errorf("nft -f rejects the rendered ruleset: %v\n%s", err, out)
 	}
 }
+
+// TestReadBackEqualsApplied applies the all-features ruleset and reads the
+// table back: the decoded state must equal the desired one.
+func TestReadBackEqualsApplied(t *testing.T) {
+	netns.RequireRoot(t)
+	ctx := context.Background()
+	for _, fam := range []Family{FamilyIPv4, FamilyIPv6} {
+		g := featureGenerator(t)
+		if fam == FamilyIPv6 {
+			g = testGenerator6(t)
+		}
+		rs := g.Ruleset(featurePorts6(fam))
+		ns := netns.New(t, "nfp-rd")
+		dp, f, err := NewNetlinkInNamespace(ns.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
+			t.Fatal(err)
+		}
+		got, err := dp.Read(ctx, fam)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := rs.State()
+		if len(got.Unknown) > 0 {
+			t.Errorf("%s: unknown objects: %v", fam, got.Unknown)
+		}
+		for _, wc := range want.Chains {
+			gc := got.Chain(wc.Name)
+			if gc == nil {
+				t.Errorf("%s: chain %s not read back", fam, wc.Name)
+				continue
+			}
+			if !gc.Equal(wc) {
+				var b1, b2 strings.Builder
+				writeChain(&b1, fam, gc)
+				writeChain(&b2, fam, wc)
+				t.Errorf("%s: chain read back differs:\n%s\nwant:\n%s", fam, b1.String(), b2.String())
+			}
+		}
+		if len(got.Chains) != len(want.Chains) {
+			t.Errorf("%s: %d chains read back, want %d", fam, len(got.Chains), len(want.Chains))
+		}
+		for _, wm := range want.Maps {
+			gm := got.Map(wm.Spec.Name)
+			if gm == nil || len(gm.Elements) != len(wm.Elements) || gm.Spec.Key != wm.Spec.Key {
+				t.Errorf("%s: map %s read back as %+v, want %+v", fam, wm.Spec.Name, gm, wm)
+				continue
+			}
+			have := map[MapElement]bool{}
+			for _, e := range gm.Elements {
+				have[e] = true
+			}
+			for _, e := range wm.Elements {
+				if !have[e] {
+					t.Errorf("%s: map %s lacks %s", fam, wm.Spec.Name, e.text())
+				}
+			}
+		}
+		if len(got.Sets) != len(want.Sets) {
+			t.Errorf("%s: sets %v, want %v", fam, got.Sets, want.Sets)
+		}
+	}
+}

@@ -1,0 +1,222 @@
+package nftgen
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+)
+
+// Unknown stands for expressions the decoder does not recognise: a rule
+// that somebody else added, or one that was tampered with. It keeps a
+// description so that the compat view can report it.
+type Unknown struct{ Desc string }
+
+func (u Unknown) nft(Family) string { return "# unknown: " + u.Desc }
+
+// anonLookup resolves an anonymous verdict map by name: it returns the goto
+// targets indexed by the map's integer keys.
+type anonLookup func(name string) ([]string, bool)
+
+// exprDecoder turns netlink expressions back into statements, the inverse
+// of exprBuilder. Expressions it does not recognise become Unknown
+// statements rather than disappearing.
+type exprDecoder struct {
+	family Family
+	anon   anonLookup
+}
+
+// decode returns the statements of one rule.
+func (d *exprDecoder) decode(exprs []expr.Any) []Stmt {
+	var out []Stmt
+	for i := 0; i < len(exprs); {
+		s, n := d.match(exprs[i:])
+		if n == 0 {
+			out = append(out, Unknown{Desc: describe(exprs[i])})
+			i++
+			continue
+		}
+		if s != nil {
+			out = append(out, s)
+		}
+		i += n
+	}
+	return out
+}
+
+func describe(e expr.Any) string {
+	return strings.TrimPrefix(fmt.Sprintf("%T%+v", e, e), "*expr.")
+}
+
+func (d *exprDecoder) addrLen() uint32 {
+	if d.family == FamilyIPv6 {
+		return 16
+	}
+	return 4
+}
+
+// match recognises the statement at the start of es and returns it with the
+// number of expressions it used; 0 means no match. A nil statement with a
+// count skips expressions that carry no meaning here (counters).
+func (d *exprDecoder) match(es []expr.Any) (Stmt, int) {
+	at := func(i int) expr.Any {
+		if i < len(es) {
+			return es[i]
+		}
+		return nil
+	}
+	saddr, daddr, alen := uint32(12), uint32(16), d.addrLen()
+	if d.family == FamilyIPv6 {
+		saddr, daddr = 8, 24
+	}
+	switch e := es[0].(type) {
+	case *expr.Counter:
+		return nil, 1
+	case *expr.Verdict:
+		return decodeVerdict(e)
+	case *expr.Masq:
+		return Masquerade{FullyRandom: e.FullyRandom}, 1
+	case *expr.Reject:
+		return Reject{}, 1
+	case *expr.Numgen:
+		if l, ok := at(1).(*expr.Lookup); ok && e.Type == unix.NFT_NG_RANDOM && d.anon != nil {
+			if targets, ok := d.anon(l.SetName); ok && uint32(len(targets)) == e.Modulus {
+				return NumgenVmap{Targets: targets}, 2
+			}
+		}
+	case *expr.Fib:
+		if c, ok := at(1).(*expr.Cmp); ok && e.ResultADDRTYPE && c.Op == expr.CmpOpEq && len(c.Data) == 4 && binary.NativeEndian.Uint32(c.Data) == unix.RTN_LOCAL {
+			dir := Daddr
+			if e.FlagSADDR {
+				dir = Saddr
+			}
+			return MatchFibLocal{Dir: dir}, 2
+		}
+	case *expr.Immediate:
+		if p, ok := at(1).(*expr.Immediate); ok {
+			if nat, ok := at(2).(*expr.NAT); ok && nat.Type == expr.NATTypeDestNAT && len(p.Data) == 2 {
+				if a, ok := netip.AddrFromSlice(e.Data); ok {
+					return DNAT{Addr: a, Port: binary.BigEndian.Uint16(p.Data)}, 3
+				}
+			}
+		}
+	case *expr.Ct:
+		b, ok1 := at(1).(*expr.Bitwise)
+		c, ok2 := at(2).(*expr.Cmp)
+		if !ok1 || !ok2 || len(b.Mask) != 4 || len(c.Data) != 4 || binary.NativeEndian.Uint32(c.Data) != 0 {
+			break
+		}
+		mask := binary.NativeEndian.Uint32(b.Mask)
+		switch {
+		case e.Key == expr.CtKeySTATE:
+			return MatchCtState{Mask: mask, None: c.Op == expr.CmpOpEq}, 3
+		case e.Key == expr.CtKeySTATUS && mask == ctStatusDNAT:
+			return MatchCtStatusDNAT{Not: c.Op == expr.CmpOpEq}, 3
+		}
+	case *expr.Meta:
+		return d.matchMeta(e, at)
+	case *expr.Payload:
+		return d.matchPayload(e, at, saddr, daddr, alen)
+	}
+	return nil, 0
+}
+
+func decodeVerdict(e *expr.Verdict) (Stmt, int) {
+	kinds := map[expr.VerdictKind]VerdictKind{
+		expr.VerdictAccept: VerdictAccept, expr.VerdictDrop: VerdictDrop, expr.VerdictReturn: VerdictReturn,
+		expr.VerdictJump: VerdictJump, expr.VerdictGoto: VerdictGoto,
+	}
+	k, ok := kinds[e.Kind]
+	if !ok {
+		return nil, 0
+	}
+	return Verdict{Kind: k, Chain: e.Chain}, 1
+}
+
+func (d *exprDecoder) matchMeta(e *expr.Meta, at func(int) expr.Any) (Stmt, int) {
+	switch {
+	case e.Key == expr.MetaKeyL4PROTO && !e.SourceRegister:
+		if c, ok := at(1).(*expr.Cmp); ok && c.Op == expr.CmpOpEq && len(c.Data) == 1 {
+			return MatchProto{Proto: c.Data[0]}, 2
+		}
+		if p, ok := at(1).(*expr.Payload); ok && p.Base == expr.PayloadBaseTransportHeader && p.Offset == 2 && p.Len == 2 {
+			if l, ok := at(2).(*expr.Lookup); ok && l.DestRegister == regVerdict && l.SetName != "" {
+				return ProtoPortMap{Map: l.SetName}, 3
+			}
+		}
+	case e.Key == expr.MetaKeyMARK && !e.SourceRegister:
+		b, ok := at(1).(*expr.Bitwise)
+		if !ok || len(b.Mask) != 4 || len(b.Xor) != 4 {
+			break
+		}
+		mask, xor := binary.NativeEndian.Uint32(b.Mask), binary.NativeEndian.Uint32(b.Xor)
+		if c, ok := at(2).(*expr.Cmp); ok && xor == 0 && len(c.Data) == 4 && binary.NativeEndian.Uint32(c.Data) == 0 {
+			return MatchMark{Mask: mask, Zero: c.Op == expr.CmpOpEq}, 3
+		}
+		if set, ok := at(2).(*expr.Meta); ok && set.Key == expr.MetaKeyMARK && set.SourceRegister {
+			switch {
+			case mask == ^xor:
+				return MarkOr{Bits: xor}, 3
+			case mask == 0xffffffff:
+				return MarkXor{Bits: xor}, 3
+			}
+		}
+	}
+	return nil, 0
+}
+
+func (d *exprDecoder) matchPayload(e *expr.Payload, at func(int) expr.Any, saddr, daddr, alen uint32) (Stmt, int) {
+	if e.Base == expr.PayloadBaseTransportHeader && e.Offset == 2 && e.Len == 2 {
+		if c, ok := at(1).(*expr.Cmp); ok && c.Op == expr.CmpOpEq && len(c.Data) == 2 {
+			return MatchDport{Port: binary.BigEndian.Uint16(c.Data)}, 2
+		}
+		return nil, 0
+	}
+	if e.Base != expr.PayloadBaseNetworkHeader || e.Len != alen || (e.Offset != saddr && e.Offset != daddr) {
+		return nil, 0
+	}
+	dir := Daddr
+	if e.Offset == saddr {
+		dir = Saddr
+	}
+	// Dispatch: addr . l4proto . dport vmap @map
+	if m, ok := at(1).(*expr.Meta); ok && dir == Daddr && m.Key == expr.MetaKeyL4PROTO {
+		if p, ok := at(2).(*expr.Payload); ok && p.Base == expr.PayloadBaseTransportHeader && p.Offset == 2 {
+			if l, ok := at(3).(*expr.Lookup); ok && l.DestRegister == regVerdict && l.SetName != "" {
+				return DispatchMap{Map: l.SetName}, 4
+			}
+		}
+	}
+	if l, ok := at(1).(*expr.Lookup); ok && dir == Saddr && l.DestRegister == 0 && !l.Invert {
+		if v, ok := at(2).(*expr.Verdict); ok && v.Kind == expr.VerdictGoto {
+			return AffinityCheck{Set: l.SetName, Chain: v.Chain}, 3
+		}
+	}
+	if ds, ok := at(1).(*expr.Dynset); ok && dir == Saddr && ds.Operation == unix.NFT_DYNSET_OP_UPDATE {
+		return AffinityUpdate{Set: ds.SetName}, 2
+	}
+	// Address or prefix match.
+	i := 1
+	bits := int(alen * 8)
+	if b, ok := at(1).(*expr.Bitwise); ok && len(b.Mask) == int(alen) {
+		bits = 0
+		for _, by := range b.Mask {
+			for j := 7; j >= 0 && by&(1<<j) != 0; j-- {
+				bits++
+			}
+		}
+		i = 2
+	}
+	c, ok := at(i).(*expr.Cmp)
+	if !ok || (c.Op != expr.CmpOpEq && c.Op != expr.CmpOpNeq) {
+		return nil, 0
+	}
+	a, ok := netip.AddrFromSlice(c.Data)
+	if !ok {
+		return nil, 0
+	}
+	return MatchAddr{Dir: dir, Prefix: netip.PrefixFrom(a, bits), Negate: c.Op == expr.CmpOpNeq}, i + 1
+}

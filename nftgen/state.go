@@ -1,0 +1,93 @@
+package nftgen
+
+import (
+	"slices"
+	"strings"
+)
+
+// TableState is what one family's table holds: read back from the kernel,
+// from a Fake, or taken from a desired Ruleset. The compat view renders it.
+type TableState struct {
+	Family Family
+	// Chains are in the kernel's order (Ruleset order for a desired one).
+	Chains []*Chain
+	// Maps are the named verdict maps with their elements.
+	Maps []MapState
+	// Sets are the dynamic affinity sets.
+	Sets []SetSpec
+	// Unknown describes objects in the table that nftproxy did not create
+	// or cannot decode.
+	Unknown []string
+}
+
+// MapState is a named map and its elements.
+type MapState struct {
+	Spec     MapSpec
+	Elements []MapElement
+}
+
+// Chain returns the chain called name, or nil.
+func (s *TableState) Chain(name string) *Chain {
+	for _, c := range s.Chains {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Map returns the map called name, or nil.
+func (s *TableState) Map(name string) *MapState {
+	for i := range s.Maps {
+		if s.Maps[i].Spec.Name == name {
+			return &s.Maps[i]
+		}
+	}
+	return nil
+}
+
+// Set returns the set called name, if the table has it.
+func (s *TableState) Set(name string) (SetSpec, bool) {
+	for _, set := range s.Sets {
+		if set.Name == name {
+			return set, true
+		}
+	}
+	return SetSpec{}, false
+}
+
+// State returns the table that applying r would produce.
+func (r *Ruleset) State() *TableState {
+	s := &TableState{Family: r.Family, Chains: r.Chains(), Sets: r.Sets()}
+	for _, m := range r.Maps {
+		s.Maps = append(s.Maps, MapState{Spec: m, Elements: r.Elements(m.Name)})
+	}
+	return s
+}
+
+// State returns the table the Fake holds for family f, or nil.
+func (f *Fake) State(fam Family) *TableState {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t := f.tables[fam]
+	if t == nil {
+		return nil
+	}
+	s := &TableState{Family: fam}
+	for _, name := range sortedKeys(t.chains) {
+		c := *t.chains[name]
+		s.Chains = append(s.Chains, &c)
+	}
+	for _, name := range sortedKeys(t.maps) {
+		m := MapState{Spec: t.specs[name]}
+		for _, e := range t.maps[name] {
+			m.Elements = append(m.Elements, e)
+		}
+		slices.SortFunc(m.Elements, func(a, b MapElement) int { return strings.Compare(a.text(), b.text()) })
+		s.Maps = append(s.Maps, m)
+	}
+	for _, name := range sortedKeys(t.sets) {
+		s.Sets = append(s.Sets, t.sets[name])
+	}
+	return s
+}
