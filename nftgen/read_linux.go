@@ -134,8 +134,6 @@ func decodeMap(f Family, s *nftables.Set, elems []nftables.SetElement, unknown *
 	return m
 }
 
-
-
 // elementVerdict decodes the verdict of a map element. google/nftables
 // leaves it as the raw NFTA_DATA_VERDICT attributes in Val: a verdict code
 // and, for jump and goto, a chain name.

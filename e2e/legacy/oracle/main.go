@@ -19,13 +19,13 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 	corev1defaults "k8s.io/kubernetes/pkg/apis/core/v1"
 	discoverydefaults "k8s.io/kubernetes/pkg/apis/discovery/v1"
 	kubeproxyconfig "k8s.io/kubernetes/pkg/proxy/apis/config"
 	"k8s.io/kubernetes/pkg/proxy/iptables"
 	proxyutil "k8s.io/kubernetes/pkg/proxy/util"
 	utiliptables "k8s.io/kubernetes/pkg/util/iptables"
-	utilsysctl "k8s.io/component-helpers/node/util/sysctl"
 
 	"github.com/nftproxy/nftproxy/proxier/objfile"
 )

@@ -1,0 +1,67 @@
+package compat
+
+import (
+	"flag"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/model"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func TestProbabilitiesAsIptablesSavePrintsThem(t *testing.T) {
+	for n, want := range map[int]string{2: "0.50000000000", 3: "0.33333333349", 4: "0.25000000000", 5: "0.20000000019", 10: "0.10000000009"} {
+		if got := probability(n); got != want {
+			t.Errorf("probability(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
+
+func port(name string, vip string, eps ...string) model.ServicePortState {
+	sp := model.ServicePortState{ServicePort: model.ServicePort{
+		Name:       model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, Port: "http", Protocol: v1.ProtocolTCP},
+		ClusterIPs: []netip.Addr{netip.MustParseAddr(vip)}, Port: 80,
+	}}
+	for _, e := range eps {
+		sp.Endpoints = append(sp.Endpoints, model.Endpoint{Addr: netip.MustParseAddr(e), Port: 8080, Ready: true, Serving: true, NodeName: "node-a"})
+	}
+	return sp
+}
+
+// TestRenderGolden renders a small ruleset and compares with a golden file
+// whose lines were checked against kube-proxy's iptables-legacy-save output
+// for the same objects (the e2e oracle test does that comparison live).
+func TestRenderGolden(t *testing.T) {
+	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, MasqueradeBit: 14, LocalhostNodePorts: true,
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: model.Node{Name: "node-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := port("web", "10.96.0.10", "10.244.0.2", "10.244.0.3", "10.244.0.4")
+	web.NodePort = 30080
+	web.AffinityTimeoutSeconds = 10800
+	rs := g.Ruleset([]model.ServicePortState{web, port("empty", "10.96.0.11")})
+	got := Render(Build(rs.State()), Options{})
+	path := "testdata/basic.save"
+	if *update {
+		os.MkdirAll("testdata", 0o755)
+		os.WriteFile(path, []byte(got), 0o644)
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("render differs from %s:\n%s", path, got)
+	}
+	if !strings.Contains(got, "-A KUBE-SVC-HMALVVKA6APKJPPY -m comment --comment \"ns/web:http -> 10.244.0.2:8080\" -m statistic --mode random --probability 0.33333333349 -j KUBE-SEP-UVNDJGSWOZQNOYMF") {
+		t.Errorf("statistic rule not as kube-proxy writes it")
+	}
+}

@@ -1,0 +1,87 @@
+package compat
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// iptRule is one iptables rule in the canonical order iptables-save prints:
+// source and destination, protocol, then the matches in the order
+// kube-proxy wrote them, then the target.
+type iptRule struct {
+	chain    string
+	src, dst string
+	notSrc   bool
+	notDst   bool
+	proto    string
+	matches  []string
+	target   string
+	// raw, if set, is printed as the whole rule (after "-A CHAIN ").
+	raw string
+}
+
+func (r *iptRule) match(m string) { r.matches = append(r.matches, m) }
+
+func (r *iptRule) comment(c string) {
+	if c != "" {
+		r.match(fmt.Sprintf("-m comment --comment %s", quote(c)))
+	}
+}
+
+// quote quotes a comment as iptables-save does: always, escaping quotes
+// and backslashes.
+func quote(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// String renders the rule without the "-A CHAIN" prefix.
+func (r *iptRule) String() string {
+	if r.raw != "" {
+		return r.raw
+	}
+	var parts []string
+	if r.src != "" {
+		if r.notSrc {
+			parts = append(parts, "!")
+		}
+		parts = append(parts, "-s", r.src)
+	}
+	if r.dst != "" {
+		if r.notDst {
+			parts = append(parts, "!")
+		}
+		parts = append(parts, "-d", r.dst)
+	}
+	if r.proto != "" {
+		parts = append(parts, "-p", r.proto)
+	}
+	parts = append(parts, r.matches...)
+	if r.target != "" {
+		parts = append(parts, r.target)
+	}
+	return strings.Join(parts, " ")
+}
+
+// prefixString prints a prefix as iptables does: always with a length.
+func prefixString(p netip.Prefix) string {
+	return p.Masked().String()
+}
+
+func hostString(a netip.Addr) string {
+	return netip.PrefixFrom(a, a.BitLen()).String()
+}
+
+// probability returns the probability kube-proxy writes for the i-th of n
+// endpoints ("%0.10f" of 1/(n-i)) as iptables-save prints it back: the
+// kernel keeps round(2^31 * p) and iptables prints it with %.11f.
+func probability(remaining int) string {
+	var p float64
+	fmt.Sscanf(fmt.Sprintf("%0.10f", 1.0/float64(remaining)), "%g", &p)
+	stored := uint32(p*0x80000000 + 0.5)
+	return fmt.Sprintf("%.11f", float64(stored)/0x80000000)
+}
+
+// markString prints a mark value as iptables-save does: lower-case hex
+// without padding.
+func markString(v uint32) string { return fmt.Sprintf("0x%x", v) }
