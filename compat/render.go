@@ -136,8 +136,8 @@ func Render(tables []*Table, opts Options) string {
 }
 
 type builder struct {
-	st          *nftgen.TableState
-	tables      map[string]*Table
+	st     *nftgen.TableState
+	tables map[string]*Table
 	// emptyChains lists every chain of each table, so that chains without
 	// rules are still declared.
 	emptyChains map[string][]string

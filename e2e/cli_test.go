@@ -198,7 +198,7 @@ func TestCLILocalPolicyHealthCheckAndLocalhostNodePort(t *testing.T) {
 	b1 := tp.AddPod("b1", PodIP(2), []int{8080}, nil)
 	node := &v1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: LocalNode},
 		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: NodeIP}}}}
-	svc := With(ClusterIPService("demo", "web", "10.96.0.90", httpPort), NodePorts(30090), ExternalLocal(32090))
+	svc := With(ClusterIPService("demo", "web", "10.96.0.90", httpPort), LoadBalancer(""), NodePorts(30090), ExternalLocal(32090))
 	slice := SliceOf("demo", "web", "web-1", []PortSpec{httpPort}, EP{IP: a1.IP.String(), Node: LocalNode}, EP{IP: b1.IP.String(), Node: RemoteNode})
 	objects := writeObjects(t, t.TempDir(), node, svc, slice)
 	cmd := exec.Command(nftproxyBinary, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR, "--hostname-override", LocalNode)

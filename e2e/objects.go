@@ -88,13 +88,15 @@ func ExternalIPs(ips ...string) func(*v1.Service) {
 	return func(svc *v1.Service) { svc.Spec.ExternalIPs = ips }
 }
 
-// LoadBalancer makes svc a LoadBalancer with ingress IP ip and the given
-// source ranges.
+// LoadBalancer makes svc a LoadBalancer with ingress IP ip (none when
+// empty) and the given source ranges.
 func LoadBalancer(ip string, ranges ...string) func(*v1.Service) {
 	return func(svc *v1.Service) {
 		svc.Spec.Type = v1.ServiceTypeLoadBalancer
 		svc.Spec.LoadBalancerSourceRanges = ranges
-		svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip}}
+		if ip != "" {
+			svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: ip}}
+		}
 	}
 }
 

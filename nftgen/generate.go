@@ -3,6 +3,7 @@ package nftgen
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -39,7 +40,13 @@ type Config struct {
 	// ConntrackTCPLiberal drops the ct state invalid rule
 	// (--conntrack-tcp-be-liberal).
 	ConntrackTCPLiberal bool
+	// LargeCluster drops the per-endpoint comments, as kube-proxy does
+	// when the family has more than LargeClusterEndpoints endpoints.
+	LargeCluster bool
 }
+
+// LargeClusterEndpoints is kube-proxy's largeClusterEndpointsThreshold.
+const LargeClusterEndpoints = 1000
 
 // DefaultMasqueradeBit is kube-proxy's default --iptables-masquerade-bit.
 const DefaultMasqueradeBit = 14
@@ -73,7 +80,19 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	if !is4 {
 		cfg.LocalhostNodePorts = false
 	}
+	// As in kube-proxy, localhost NodePorts need the node port addresses
+	// to include IPv4 loopback.
+	if cfg.RestrictNodePorts && !slices.ContainsFunc(cfg.NodePortAddresses, netip.Addr.IsLoopback) {
+		cfg.LocalhostNodePorts = false
+	}
 	return &Generator{cfg: cfg, markBits: 1 << cfg.MasqueradeBit}, nil
+}
+
+// WithLargeCluster returns a generator like g with LargeCluster set to on.
+func (g *Generator) WithLargeCluster(on bool) *Generator {
+	cfg := g.cfg
+	cfg.LargeCluster = on
+	return &Generator{cfg: cfg, markBits: g.markBits}
 }
 
 // Family returns the generator's family.
@@ -121,14 +140,12 @@ func (g *Generator) Top() *Fragment {
 	}
 	regular := func(name string, rules ...Rule) *Chain { return &Chain{Name: name, Rules: rules} }
 	ctNew := MatchCtState{Mask: CtNew}
-	v4 := g.cfg.Family == FamilyIPv4
-	localnetGuard := v4 && g.cfg.LocalhostNodePorts
+	localnetGuard := g.cfg.Family == FamilyIPv4 && g.cfg.LocalhostNodePorts
 
-	var input, output []Rule
-	if localnetGuard {
-		input = append(input, NewRule("", jump(ChainFilterKubeletFirewall)))
-		output = append(output, NewRule("", jump(ChainFilterKubeletFirewall)))
-	}
+	// kubelet's KUBE-FIREWALL chain and its jumps exist in every family;
+	// it holds the localnet guard only where localhost NodePorts are on.
+	input := []Rule{NewRule("", jump(ChainFilterKubeletFirewall))}
+	output := []Rule{NewRule("", jump(ChainFilterKubeletFirewall))}
 	input = append(input,
 		NewRule("kubernetes load balancer firewall", ctNew, jump(ChainFilterProxyFirewall)),
 		NewRule("kubernetes health check service ports", jump(ChainFilterNodePorts)),
@@ -172,13 +189,14 @@ func (g *Generator) Top() *Fragment {
 		regular(ChainFilterNodePorts, NewRule("", ProtoPortMap{Map: MapHealthCheckNodePorts})),
 		regular(ChainFilterProxyFirewall, NewRule("", DispatchMap{Map: MapFirewallIPs})),
 	}
+	guard := regular(ChainFilterKubeletFirewall)
 	if localnetGuard {
 		loopback := netip.MustParsePrefix("127.0.0.0/8")
-		chains = append(chains, regular(ChainFilterKubeletFirewall,
-			NewRule("block incoming localnet connections",
-				MatchAddr{Dir: Daddr, Prefix: loopback}, MatchAddr{Dir: Saddr, Prefix: loopback, Negate: true},
-				MatchCtState{Mask: CtEstablished | CtRelated, None: true}, MatchCtStatusDNAT{Not: true}, drop)))
+		guard.Rules = []Rule{NewRule("block incoming localnet connections",
+			MatchAddr{Dir: Daddr, Prefix: loopback}, MatchAddr{Dir: Saddr, Prefix: loopback, Negate: true},
+			MatchCtState{Mask: CtEstablished | CtRelated, None: true}, MatchCtStatusDNAT{Not: true}, drop)}
 	}
+	chains = append(chains, guard)
 	chains = append(chains,
 		regular(ChainReject, NewRule("", Reject{})),
 		regular(ChainServices, append([]Rule{NewRule("", DispatchMap{Map: MapServiceIPs})}, g.nodePortsJumps()...)...),

@@ -231,6 +231,14 @@ func (b *svcBuild) firewallChain(fw, ext string, ranges []netip.Prefix, lbIPs []
 
 func affinitySet(sepChain string) string { return PrefixAffinity + sepChain }
 
+// epComment is a per-endpoint comment, which large clusters go without.
+func (b *svcBuild) epComment(s string) string {
+	if b.g.cfg.LargeCluster {
+		return ""
+	}
+	return s
+}
+
 // endpointRules picks one of eps: first the affinity checks, then a random
 // choice.
 func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
@@ -241,13 +249,13 @@ func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
 	}
 	if b.sp.AffinityTimeoutSeconds > 0 {
 		for i, e := range eps {
-			rules = append(rules, NewRule(b.name+" -> "+e.String(), AffinityCheck{Set: affinitySet(targets[i]), Chain: targets[i]}))
+			rules = append(rules, NewRule(b.epComment(b.name+" -> "+e.String()), AffinityCheck{Set: affinitySet(targets[i]), Chain: targets[i]}))
 		}
 	}
 	if len(eps) == 1 {
-		return append(rules, NewRule(b.name+" -> "+eps[0].String(), gotoV(targets[0])))
+		return append(rules, NewRule(b.epComment(b.name+" -> "+eps[0].String()), gotoV(targets[0])))
 	}
-	return append(rules, NewRule(b.name, NumgenVmap{Targets: targets}))
+	return append(rules, NewRule(b.epComment(b.name), NumgenVmap{Targets: targets}))
 }
 
 // endpointChain is KUBE-SEP-: hairpin masquerade, then DNAT (recording the
@@ -264,7 +272,7 @@ func (b *svcBuild) endpointChain(e model.Endpoint) *Chain {
 	}
 	dnat = append(dnat, DNAT{Addr: e.Addr, Port: e.Port})
 	return &Chain{Name: name, Rules: []Rule{
-		NewRule(b.name, MatchAddr{Dir: Saddr, Prefix: hostPrefix(e.Addr)}, jump(ChainMarkMasq)),
-		NewRule(b.name, dnat...),
+		NewRule(b.epComment(b.name), MatchAddr{Dir: Saddr, Prefix: hostPrefix(e.Addr)}, jump(ChainMarkMasq)),
+		NewRule(b.epComment(b.name), dnat...),
 	}}
 }

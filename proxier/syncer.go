@@ -39,6 +39,11 @@ type familyState struct {
 	applied *nftgen.Ruleset
 	// keys maps a Service to the fragment keys it owns in applied.
 	keys map[types.NamespacedName][]string
+	// endpoints counts the endpoints of each Service's ports in this
+	// family, and total sums them, as kube-proxy does to decide on its
+	// large cluster mode.
+	endpoints map[types.NamespacedName]int
+	total     int
 	// owners maps an IP, protocol and port to the fragment key that owns
 	// it, whatever map it is in, so that two Services claiming the same
 	// one can neither break the transaction nor shadow each other.
@@ -64,7 +69,7 @@ type SyncResult struct {
 func NewSyncer(store *model.Store, dp nftgen.Dataplane, generators ...*nftgen.Generator) *Syncer {
 	s := &Syncer{store: store, generators: generators, dp: dp, families: map[nftgen.Family]*familyState{}, retry: map[types.NamespacedName]bool{}}
 	for _, g := range generators {
-		s.families[g.Family()] = &familyState{gen: g}
+		s.families[g.Family()] = &familyState{gen: g, endpoints: map[types.NamespacedName]int{}}
 	}
 	return s
 }
@@ -92,6 +97,7 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 	var firstErr error
 	for _, g := range s.generators {
 		fs := s.families[g.Family()]
+		s.countEndpoints(fs, changed)
 		var tx *nftgen.Transaction
 		var commit func()
 		if fs.applied == nil {
@@ -238,6 +244,52 @@ func (s *Syncer) fragments(fs *familyState, nn types.NamespacedName) map[string]
 		}
 	}
 	return out
+}
+
+// countEndpoints updates the family's endpoint count for the changed
+// Services (all of them before a full sync) and switches the generator's
+// large cluster mode, which rewrites every service, when the total crosses
+// kube-proxy's threshold.
+func (s *Syncer) countEndpoints(fs *familyState, changed []types.NamespacedName) {
+	if fs.applied == nil {
+		changed = s.store.ServiceNames()
+		clear(fs.endpoints)
+		fs.total = 0
+	}
+	for _, nn := range changed {
+		n := 0
+		states, _ := s.store.State(nn)
+		for _, st := range states {
+			if _, ok := st.ClusterIP(modelFamily(fs.gen.Family())); !ok {
+				continue
+			}
+			for _, e := range st.Endpoints {
+				if model.FamilyOf(e.Addr) == modelFamily(fs.gen.Family()) {
+					n++
+				}
+			}
+		}
+		fs.total += n - fs.endpoints[nn]
+		if n == 0 {
+			delete(fs.endpoints, nn)
+		} else {
+			fs.endpoints[nn] = n
+		}
+	}
+	if large := fs.total > nftgen.LargeClusterEndpoints; large != fs.gen.Config().LargeCluster {
+		fs.gen = fs.gen.WithLargeCluster(large)
+		if fs.applied != nil {
+			// Every service's comments change: rewrite all of them.
+			fs.applied = nil
+		}
+	}
+}
+
+func modelFamily(f nftgen.Family) model.IPFamily {
+	if f == nftgen.FamilyIPv6 {
+		return model.IPv6
+	}
+	return model.IPv4
 }
 
 // Cleanup deletes nftproxy's tables in every family.

@@ -6,6 +6,10 @@
 //	nftproxy [flags]                       run, syncing from --objects
 //	nftproxy sync --objects FILE [flags]   program the rules once and exit
 //	nftproxy render --objects FILE         print the ruleset (no root needed)
+//	    [--format nft|iptables-save] [-6]
+//	nftproxy save [-t TABLE] [-c] [-6]     print the compat view of the kernel, like iptables-save
+//	nftproxy diff LEGACY [CURRENT]         compare a legacy iptables-save with the compat view
+//	    [--ignore-nfacct] [-6]             (exit 0 equal, 1 different, 2 error)
 //	nftproxy --cleanup                     remove everything nftproxy created
 package main
 
@@ -38,8 +42,30 @@ func main() {
 // 1 on a runtime failure, 2 on a bad command line or input file.
 func run(args []string) int {
 	cmd := ""
-	if len(args) > 0 && (args[0] == "sync" || args[0] == "render") {
+	if len(args) > 0 && (args[0] == "sync" || args[0] == "render" || args[0] == "save" || args[0] == "diff") {
 		cmd, args = args[0], args[1:]
+	}
+	if cmd == "save" || cmd == "diff" {
+		ctx := context.Background()
+		run := runSave
+		if cmd == "diff" {
+			run = runDiff
+		}
+		err := run(ctx, args, os.Stdout)
+		var de differentError
+		var ue usageError
+		switch {
+		case err == nil:
+			return 0
+		case errors.As(err, &de):
+			return 1
+		case errors.As(err, &ue):
+			fmt.Fprintln(os.Stderr, "nftproxy:", err)
+			return 2
+		default:
+			fmt.Fprintln(os.Stderr, "nftproxy:", err)
+			return 2
+		}
 	}
 	opts := newOptions()
 	fs := pflag.NewFlagSet("nftproxy", pflag.ContinueOnError)
@@ -89,6 +115,14 @@ func runRender(opts *options, out io.Writer) error {
 	st, err := opts.newSetup(objs, local)
 	if err != nil {
 		return err
+	}
+	switch opts.format {
+	case "nft":
+	case "iptables-save":
+		renderSave(st, opts.ipv6, out)
+		return nil
+	default:
+		return usageError{fmt.Errorf("--format: %q is neither nft nor iptables-save", opts.format)}
 	}
 	states := collectStates(st.store)
 	for _, g := range st.gens {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -31,13 +30,16 @@ type options struct {
 	syncPeriod       time.Duration
 	minSyncPeriod    time.Duration
 
+	format string
+	ipv6   bool
+
 	nodePortAddresses   []string
 	localhostNodePorts  bool
 	conntrackTCPLiberal bool
 }
 
 func newOptions() *options {
-	return &options{masqueradeBit: nftgen.DefaultMasqueradeBit, syncPeriod: 30 * time.Second, minSyncPeriod: time.Second, localhostNodePorts: true}
+	return &options{masqueradeBit: nftgen.DefaultMasqueradeBit, syncPeriod: 30 * time.Second, minSyncPeriod: time.Second, localhostNodePorts: true, format: "nft"}
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -48,6 +50,8 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.hostnameOverride, "hostname-override", o.hostnameOverride, "If non-empty, will be used as the name of the Node that nftproxy is running on.")
 	fs.StringVar(&o.objects, "objects", o.objects, "Read Services and EndpointSlices from this file (kubectl -o yaml List, multi-document YAML or JSON) instead of the API server.")
 	fs.StringVar(&o.netns, "netns", o.netns, "Program the network namespace at this path (e.g. /run/netns/NAME) instead of the current one.")
+	fs.StringVar(&o.format, "format", o.format, "render: output format, nft or iptables-save (the compat view kube-proxy's iptables mode would write).")
+	fs.BoolVarP(&o.ipv6, "ipv6", "6", o.ipv6, "render --format iptables-save: the IPv6 view.")
 	fs.BoolVar(&o.cleanup, "cleanup", o.cleanup, "If true cleanup nftproxy's tables and exit.")
 	fs.DurationVar(&o.syncPeriod, "iptables-sync-period", o.syncPeriod, "The maximum interval between full rule syncs, which repair any drift (e.g. '5s', '1m').")
 	fs.DurationVar(&o.minSyncPeriod, "iptables-min-sync-period", o.minSyncPeriod, "The minimum period between rule syncs (e.g. '5s', '1m').")
@@ -132,12 +136,12 @@ func (o *options) newSetup(objs *objfile.Objects, local []netip.Addr) (*setup, e
 				cfg.NodeIPs = append(cfg.NodeIPs, a)
 			}
 		}
-		if is4 && cfg.LocalhostNodePorts && (np.All || slices.ContainsFunc(np.Addrs, netip.Addr.IsLoopback)) {
-			st.routeLocalnet = true
-		}
 		g, err := nftgen.NewGenerator(cfg)
 		if err != nil {
 			return nil, usageError{err}
+		}
+		if g.Config().LocalhostNodePorts {
+			st.routeLocalnet = true
 		}
 		st.gens = append(st.gens, g)
 	}

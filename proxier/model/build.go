@@ -99,8 +99,10 @@ func ServicePorts(svc *v1.Service) ([]ServicePort, []Problem) {
 	externallyAccessible := svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer || len(externalIPs) > 0
 	extLocal := externallyAccessible && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
 	intLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
+	// Only LoadBalancer Services with Local policy get a health check node
+	// port (kube-proxy's NeedsHealthCheck).
 	var hcPort uint16
-	if extLocal && svc.Spec.HealthCheckNodePort > 0 && svc.Spec.HealthCheckNodePort <= 65535 {
+	if extLocal && svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.HealthCheckNodePort > 0 && svc.Spec.HealthCheckNodePort <= 65535 {
 		hcPort = uint16(svc.Spec.HealthCheckNodePort)
 	}
 	var distribution string

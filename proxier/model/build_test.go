@@ -81,7 +81,7 @@ func TestServicePorts(t *testing.T) {
 
 func TestServicePortsAffinityAndPolicies(t *testing.T) {
 	ports, _ := ServicePorts(service(func(s *v1.Service) {
-		s.Spec.Type = v1.ServiceTypeNodePort
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
 		s.Spec.Ports[0].NodePort = 30080
 		s.Spec.SessionAffinity = v1.ServiceAffinityClientIP
 		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
@@ -90,6 +90,16 @@ func TestServicePortsAffinityAndPolicies(t *testing.T) {
 	p := ports[0]
 	if p.AffinityTimeoutSeconds != DefaultAffinityTimeoutSeconds || !p.ExternalPolicyLocal || p.HealthCheckNodePort != 32000 || p.NodePort != 30080 {
 		t.Errorf("got %+v", p)
+	}
+	// A NodePort Service with Local policy gets no health check node port
+	// (kube-proxy's NeedsHealthCheck is for load balancers only).
+	ports, _ = ServicePorts(service(func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeNodePort
+		s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+		s.Spec.HealthCheckNodePort = 32000
+	}))
+	if !ports[0].ExternalPolicyLocal || ports[0].HealthCheckNodePort != 0 {
+		t.Errorf("NodePort with Local policy: %+v", ports[0])
 	}
 	// eTP Local means nothing for a Service that is not externally accessible.
 	ports, _ = ServicePorts(service(func(s *v1.Service) { s.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal }))

@@ -1,0 +1,214 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nftproxy/nftproxy/e2e/netns"
+)
+
+// legacyScenario is one input for the comparison with kube-proxy.
+type legacyScenario struct {
+	name    string
+	objects []any
+	// Flags, in kube-proxy's terms.
+	clusterCIDR       string
+	masqueradeAll     bool
+	masqueradeBit     int
+	nodePortAddresses string
+	noLocalhost       bool
+	ipv6              bool
+}
+
+// buildOracle builds kube-proxy's iptables proxier (the e2e/legacy module,
+// k8s.io/kubernetes v1.37.2) and a PATH directory in which iptables is
+// iptables-legacy.
+func buildOracle(t *testing.T) (oracle, pathDir string) {
+	t.Helper()
+	dir := t.TempDir()
+	oracle = filepath.Join(dir, "oracle")
+	cmd := exec.Command("go", "build", "-o", oracle, "./oracle")
+	cmd.Dir = "legacy"
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build the kube-proxy oracle: %v\n%s", err, out)
+	}
+	pathDir = filepath.Join(dir, "bin")
+	os.Mkdir(pathDir, 0o755)
+	for _, v := range []string{"", "6"} {
+		for _, suffix := range []string{"", "-save", "-restore"} {
+			target, err := exec.LookPath("ip" + v + "tables-legacy" + suffix)
+			if err != nil {
+				t.Fatalf("iptables-legacy is not installed: %v", err)
+			}
+			if err := os.Symlink(target, filepath.Join(pathDir, "ip"+v+"tables"+suffix)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return oracle, pathDir
+}
+
+// nodeNamespace is a namespace with the node's addresses on lo.
+func nodeNamespace(t *testing.T, prefix string) *netns.NS {
+	ns := netns.New(t, prefix)
+	ns.MustRun(t, "ip", "addr", "add", "192.0.2.1/32", "dev", "lo")
+	ns.MustRun(t, "ip", "-6", "addr", "add", "2001:db8:9::1/128", "dev", "lo", "nodad")
+	return ns
+}
+
+func testNode() *v1.Node {
+	return &v1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: LocalNode, Labels: map[string]string{v1.LabelTopologyZone: LocalZone}},
+		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{
+			{Type: v1.NodeInternalIP, Address: "192.0.2.1"}, {Type: v1.NodeInternalIP, Address: "2001:db8:9::1"}}}}
+}
+
+func ep(ip, node string) EP { return EP{IP: ip, Node: node} }
+
+func legacyScenarios() []legacyScenario {
+	hp := []PortSpec{httpPort}
+	svc := func(name, ip string, mut ...func(*v1.Service)) *v1.Service {
+		return With(ClusterIPService("ns", name, ip, hp...), mut...)
+	}
+	slice := func(name string, eps ...EP) *discovery.EndpointSlice {
+		return SliceOf("ns", name, name+"-1", hp, eps...)
+	}
+	three := []EP{ep("10.244.0.2", LocalNode), ep("10.244.1.3", RemoteNode), ep("10.244.1.10", RemoteNode)}
+	cidr := ClusterCIDR
+	all := []legacyScenario{
+		{name: "clusterip", clusterCIDR: cidr, objects: []any{svc("web", "10.96.0.10"), slice("web", three...)}},
+		{name: "no-endpoints", clusterCIDR: cidr, objects: []any{svc("empty", "10.96.0.11", NodePorts(30011), ExternalIPs("198.51.100.11"))}},
+		{name: "nodeport", clusterCIDR: cidr, objects: []any{svc("np", "10.96.0.12", NodePorts(30012)), slice("np", three...)}},
+		{name: "nodeport-local", clusterCIDR: cidr, objects: []any{svc("npl", "10.96.0.13", LoadBalancer(""), NodePorts(30013), ExternalLocal(32013)), slice("npl", three...)}},
+		{name: "nodeport-local-none", clusterCIDR: cidr, objects: []any{svc("npn", "10.96.0.14", LoadBalancer(""), NodePorts(30014), ExternalLocal(32014)), slice("npn", ep("10.244.1.4", RemoteNode))}},
+		{name: "external-ips", clusterCIDR: cidr, objects: []any{svc("ext", "10.96.0.15", ExternalIPs("198.51.100.15", "198.51.100.16")), slice("ext", three...)}},
+		{name: "loadbalancer-ranges", clusterCIDR: cidr, objects: []any{svc("lb", "10.96.0.16", LoadBalancer("203.0.113.16", "192.0.2.0/24", "198.18.0.0/16"), NodePorts(30016)), slice("lb", three...)}},
+		{name: "loadbalancer-local", clusterCIDR: cidr, objects: []any{svc("lbl", "10.96.0.17", LoadBalancer("203.0.113.17"), NodePorts(30017), ExternalLocal(32017)), slice("lbl", three...)}},
+		{name: "internal-local", clusterCIDR: cidr, objects: []any{svc("il", "10.96.0.18", InternalLocal), slice("il", three...),
+			svc("iln", "10.96.0.19", InternalLocal), slice("iln", ep("10.244.1.19", RemoteNode))}},
+		{name: "affinity", clusterCIDR: cidr, objects: []any{svc("aff", "10.96.0.20", Affinity(600)), slice("aff", three...)}},
+		{name: "terminating", clusterCIDR: cidr, objects: []any{svc("term", "10.96.0.21"), slice("term",
+			EP{IP: "10.244.0.21", Node: LocalNode, NotReady: true, Terminating: true}, EP{IP: "10.244.1.21", Node: RemoteNode, NotReady: true})}},
+		{name: "topology", clusterCIDR: cidr, objects: []any{svc("topo", "10.96.0.22"), slice("topo",
+			EP{IP: "10.244.0.22", Node: LocalNode, Zone: LocalZone}, EP{IP: "10.244.1.22", Node: RemoteNode, Zone: "zone-b"})}},
+		{name: "udp-sctp-multiport", clusterCIDR: cidr, objects: []any{
+			With(ClusterIPService("ns", "multi", "10.96.0.23", httpPort, dnsPort, PortSpec{Name: "sctp", Protocol: v1.ProtocolSCTP, Port: 9000, Target: 9000}), NodePorts(30023, 30053, 30090)),
+			SliceOf("ns", "multi", "multi-1", []PortSpec{httpPort, dnsPort, {Name: "sctp", Protocol: v1.ProtocolSCTP, Port: 9000, Target: 9000}}, three...)}},
+		{name: "masquerade-all", clusterCIDR: cidr, masqueradeAll: true, objects: []any{svc("web", "10.96.0.24"), slice("web", three...)}},
+		{name: "no-cluster-cidr", objects: []any{svc("web", "10.96.0.25", NodePorts(30025), ExternalLocal(32025)), slice("web", three...)}},
+		{name: "nodeport-local-no-health-check", clusterCIDR: cidr, objects: []any{svc("npl", "10.96.0.31", NodePorts(30031), ExternalLocal(32031)), slice("npl", three...)}},
+		{name: "nodeport-addresses", clusterCIDR: cidr, nodePortAddresses: "192.0.2.0/24", objects: []any{svc("np", "10.96.0.26", NodePorts(30026)), slice("np", three...)}},
+		{name: "no-localhost-nodeports", clusterCIDR: cidr, noLocalhost: true, objects: []any{svc("np", "10.96.0.27", NodePorts(30027)), slice("np", three...)}},
+		{name: "masquerade-bit", clusterCIDR: cidr, masqueradeBit: 5, objects: []any{svc("web", "10.96.0.28", NodePorts(30028)), slice("web", three...)}},
+		{name: "ipv6", clusterCIDR: ClusterCIDR6, ipv6: true, objects: []any{
+			svc("v6", "fd00:10:96::29", NodePorts(30029), LoadBalancer("2001:db8:99::29", "2001:db8:9::/64")),
+			SliceOf("ns", "v6", "v6-1", hp, ep("fd00:10:244::2", LocalNode), ep("fd00:10:244:1::3", RemoteNode))}},
+		{name: "dual-stack", clusterCIDR: cidr, objects: []any{svc("dual", "10.96.0.30", DualStack("fd00:10:96::30")), slice("dual", three...),
+			SliceOf("ns", "dual", "dual-v6", hp, ep("fd00:10:244::30", LocalNode))}},
+	}
+	// 1,000 Services with 10 endpoints each: kube-proxy's large cluster
+	// mode (no per-endpoint comments).
+	scale := legacyScenario{name: "scale-1000x10", clusterCIDR: cidr}
+	for i := 0; i < 1000; i++ {
+		name := fmt.Sprintf("s%d", i)
+		var eps []EP
+		for j := 0; j < 10; j++ {
+			eps = append(eps, ep(fmt.Sprintf("10.%d.%d.%d", 128+i/250, i%250, j+1), RemoteNode))
+		}
+		scale.objects = append(scale.objects, svc(name, fmt.Sprintf("10.97.%d.%d", i/250, i%250+1)), slice(name, eps...))
+	}
+	return append(all, scale)
+}
+
+// TestCompatMatchesKubeProxyIptablesMode runs kube-proxy's own iptables
+// proxier and nftproxy over the same objects and flags, each in a
+// namespace of its own, and asserts that `nftproxy diff` finds no
+// difference between kube-proxy's iptables-legacy-save and the compat view
+// read back from nftproxy's kernel table.
+func TestCompatMatchesKubeProxyIptablesMode(t *testing.T) {
+	netns.RequireRoot(t)
+	oracle, pathDir := buildOracle(t)
+	for _, sc := range legacyScenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			objects := writeObjects(t, dir, append([]any{testNode()}, sc.objects...)...)
+
+			legacyNS := nodeNamespace(t, "nfp-legacy")
+			args := []string{"-objects", objects, "-hostname", LocalNode, "-node-ip", "192.0.2.1"}
+			if sc.ipv6 {
+				args = append(args, "-family", "IPv6", "-node-ip", "2001:db8:9::1")
+			}
+			if sc.clusterCIDR != "" {
+				args = append(args, "-cluster-cidr", sc.clusterCIDR)
+			}
+			if sc.masqueradeAll {
+				args = append(args, "-masquerade-all")
+			}
+			if sc.masqueradeBit != 0 {
+				args = append(args, "-masquerade-bit", fmt.Sprint(sc.masqueradeBit))
+			}
+			if sc.nodePortAddresses != "" {
+				args = append(args, "-nodeport-addresses", sc.nodePortAddresses)
+			}
+			if sc.noLocalhost {
+				args = append(args, "-localhost-nodeports=false")
+			}
+			cmd := legacyNS.Command(oracle, args...)
+			cmd.Env = append(os.Environ(), "PATH="+pathDir+":"+os.Getenv("PATH"))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("kube-proxy oracle: %v\n%s", err, out)
+			}
+			save := "iptables-legacy-save"
+			if sc.ipv6 {
+				save = "ip6tables-legacy-save"
+			}
+			legacyFile := filepath.Join(dir, "legacy.save")
+			os.WriteFile(legacyFile, []byte(legacyNS.MustRun(t, save)), 0o644)
+
+			nftNS := nodeNamespace(t, "nfp-compat")
+			flags := []string{"--objects", objects, "--netns", nftNS.Path(), "--hostname-override", LocalNode}
+			if sc.clusterCIDR != "" {
+				flags = append(flags, "--cluster-cidr", sc.clusterCIDR)
+			}
+			if sc.masqueradeAll {
+				flags = append(flags, "--masquerade-all")
+			}
+			if sc.masqueradeBit != 0 {
+				flags = append(flags, "--iptables-masquerade-bit", fmt.Sprint(sc.masqueradeBit))
+			}
+			if sc.nodePortAddresses != "" {
+				flags = append(flags, "--nodeport-addresses", sc.nodePortAddresses)
+			}
+			if sc.noLocalhost {
+				flags = append(flags, "--iptables-localhost-nodeports=false")
+			}
+			if out, err := exec.Command(nftproxyBinary, append([]string{"sync"}, flags...)...).CombinedOutput(); err != nil {
+				t.Fatalf("nftproxy sync: %v\n%s", err, out)
+			}
+			diffArgs := []string{"diff", legacyFile, "--netns", nftNS.Path(), "--ignore-nfacct"}
+			if sc.ipv6 {
+				diffArgs = append(diffArgs, "-6")
+			}
+			out, err := exec.Command(nftproxyBinary, diffArgs...).CombinedOutput()
+			if err != nil {
+				report := string(out)
+				if len(report) > 6000 {
+					report = report[:6000] + "\n..."
+				}
+				t.Errorf("nftproxy diff: %v\n%s", err, report)
+			}
+			rules := strings.Count(legacyNS.MustRun(t, save), "\n-A ")
+			t.Logf("zero differences over %d kube-proxy rules", rules)
+		})
+	}
+}
