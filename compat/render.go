@@ -446,7 +446,10 @@ func (b *builder) expandNumgen(table, chain string, s nftgen.NumgenVmap, comment
 	n := len(s.Targets)
 	for i, sep := range s.Targets {
 		out := &iptRule{chain: chain, target: "-j " + sep}
-		if comment != "" {
+		switch {
+		case i < len(s.Comments) && s.Comments[i] != "":
+			out.comment(s.Comments[i])
+		case comment != "":
 			out.comment(comment + " -> " + b.endpointOf(sep))
 		}
 		if i < n-1 {

@@ -65,3 +65,33 @@ func TestRenderGolden(t *testing.T) {
 		t.Errorf("statistic rule not as kube-proxy writes it")
 	}
 }
+
+// TestCountFragmentsMatchesRender checks the structural count against the
+// -A lines of the rendered view, for a ruleset with every feature.
+func TestCountFragmentsMatchesRender(t *testing.T) {
+	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, MasqueradeBit: 14, LocalhostNodePorts: true,
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: model.Node{Name: "node-a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := port("web", "10.96.0.10", "10.244.0.2", "10.244.0.3", "10.244.0.4")
+	web.NodePort, web.AffinityTimeoutSeconds = 30080, 60
+	lb := port("lb", "10.96.0.12", "10.244.0.5")
+	lb.NodePort, lb.ExternalPolicyLocal, lb.HealthCheckNodePort = 30081, true, 32000
+	lb.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("203.0.113.1")}
+	lb.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+	rs := g.Ruleset([]model.ServicePortState{web, lb, port("empty", "10.96.0.11")})
+	want := Counts{}
+	for _, tb := range Build(rs.State()) {
+		if tb.Name != "mangle" {
+			want[tb.Name] = tb.RuleCount()
+		}
+	}
+	got := CountFragment(rs.Top)
+	for _, f := range rs.Services {
+		got.Add(CountFragment(f))
+	}
+	if got["nat"] != want["nat"] || got["filter"] != want["filter"] {
+		t.Errorf("counted %v, rendered %v", got, want)
+	}
+}

@@ -37,7 +37,7 @@ func buildOracle(t *testing.T) (oracle, pathDir string) {
 	t.Helper()
 	dir := t.TempDir()
 	oracle = filepath.Join(dir, "oracle")
-	cmd := exec.Command("go", "build", "-o", oracle, "./oracle")
+	cmd := exec.Command("go", "build", "-mod=mod", "-o", oracle, "./oracle")
 	cmd.Dir = "legacy"
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("build the kube-proxy oracle: %v\n%s", err, out)

@@ -18,8 +18,8 @@ type Unknown struct{ Desc string }
 func (u Unknown) nft(Family) string { return "# unknown: " + u.Desc }
 
 // anonLookup resolves an anonymous verdict map by name: it returns the goto
-// targets indexed by the map's integer keys.
-type anonLookup func(name string) ([]string, bool)
+// targets indexed by the map's integer keys, and the elements' comments.
+type anonLookup func(name string) (targets, comments []string, ok bool)
 
 // exprDecoder turns netlink expressions back into statements, the inverse
 // of exprBuilder. Expressions it does not recognise become Unknown
@@ -83,8 +83,8 @@ func (d *exprDecoder) match(es []expr.Any) (Stmt, int) {
 		return Reject{}, 1
 	case *expr.Numgen:
 		if l, ok := at(1).(*expr.Lookup); ok && e.Type == unix.NFT_NG_RANDOM && d.anon != nil {
-			if targets, ok := d.anon(l.SetName); ok && uint32(len(targets)) == e.Modulus {
-				return NumgenVmap{Targets: targets}, 2
+			if targets, comments, ok := d.anon(l.SetName); ok && uint32(len(targets)) == e.Modulus {
+				return NumgenVmap{Targets: targets, Comments: comments}, 2
 			}
 		}
 	case *expr.Fib:

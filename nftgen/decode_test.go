@@ -16,15 +16,18 @@ func TestDecodeInvertsEncode(t *testing.T) {
 			g = testGenerator6(t)
 		}
 		rs := g.Ruleset(featurePorts6(fam))
-		anon := map[string][]string{}
+		anon := map[string]anonVmap{}
 		n := 0
 		b := &exprBuilder{family: fam, addAnon: func(m anonVmap) (string, uint32) {
 			n++
 			name := fmt.Sprintf("__map%d", n)
-			anon[name] = m.Targets
+			anon[name] = m
 			return name, uint32(n)
 		}}
-		d := &exprDecoder{family: fam, anon: func(name string) ([]string, bool) { t, ok := anon[name]; return t, ok }}
+		d := &exprDecoder{family: fam, anon: func(name string) ([]string, []string, bool) {
+			m, ok := anon[name]
+			return m.Targets, m.Comments, ok
+		}}
 		for _, c := range rs.Chains() {
 			for i := range c.Rules {
 				es, err := b.ruleExprs(&c.Rules[i])

@@ -21,7 +21,8 @@ const (
 // anonVmap is an anonymous, constant verdict map keyed by a 32-bit integer
 // in host byte order, as "numgen ... vmap { ... }" needs.
 type anonVmap struct {
-	Targets []string
+	Targets  []string
+	Comments []string
 }
 
 // exprBuilder turns statements into netlink expressions. addAnon is called
@@ -159,7 +160,7 @@ func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
 		if len(s.Targets) == 0 {
 			return nil, fmt.Errorf("numgen vmap with no targets")
 		}
-		name, id := b.addAnon(anonVmap{Targets: s.Targets})
+		name, id := b.addAnon(anonVmap{Targets: s.Targets, Comments: s.Comments})
 		return []expr.Any{
 			&expr.Numgen{Register: reg1, Modulus: uint32(len(s.Targets)), Type: unix.NFT_NG_RANDOM},
 			&expr.Lookup{SourceRegister: reg1, SetName: name, SetID: id, DestRegister: regVerdict, IsDestRegSet: true},

@@ -218,6 +218,9 @@ func (w *batchWriter) addRule(op Op) error {
 		elems := make([]nftables.SetElement, len(m.Targets))
 		for i, t := range m.Targets {
 			elems[i] = nftables.SetElement{Key: native32(uint32(i)), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: t}}
+			if i < len(m.Comments) {
+				elems[i].Comment = m.Comments[i]
+			}
 		}
 		if err := w.conn.AddSet(set, elems); err != nil {
 			anonErr = err

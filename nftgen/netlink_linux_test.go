@@ -42,7 +42,7 @@ func TestNetlinkApply(t *testing.T) {
 	for _, want := range []string{
 		"10.96.0.10 . tcp . 80 comment \"ns1/a:p80 cluster IP\" : goto " + ServiceChainName(a.Name),
 		"10.96.0.11 . tcp . 53 comment \"ns1/b:p53 has no endpoints\" : goto reject-chain",
-		"numgen random mod 3 vmap { 0 : goto " + EndpointChainName(a.Name, "10.244.0.2:8080"),
+		"numgen random mod 3 vmap { 0 comment \"ns1/a:p80 -> 10.244.0.2:8080\" : goto " + EndpointChainName(a.Name, "10.244.0.2:8080"),
 		"ip saddr != 10.244.0.0/16 jump KUBE-MARK-MASQ",
 		"dnat to 10.244.0.3:8080",
 		"meta mark set meta mark | 0x00004000",

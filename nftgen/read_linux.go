@@ -36,7 +36,8 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list sets of %s %s: %w", f, TableName, err)
 	}
-	anon := map[string][]string{}
+	type anonMap struct{ targets, comments []string }
+	anon := map[string]anonMap{}
 	for _, s := range sets {
 		elems, err := c.GetSetElements(s)
 		if err != nil {
@@ -45,6 +46,8 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 		switch {
 		case s.Anonymous && s.IsMap:
 			targets := make([]string, len(elems))
+			comments := make([]string, len(elems))
+			anyComment := false
 			ok := true
 			for _, e := range elems {
 				v, err := elementVerdict(e)
@@ -58,9 +61,14 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 					continue
 				}
 				targets[i] = v.Chain
+				comments[i] = e.Comment
+				anyComment = anyComment || e.Comment != ""
+			}
+			if !anyComment {
+				comments = nil
 			}
 			if ok {
-				anon[s.Name] = targets
+				anon[s.Name] = anonMap{targets, comments}
 			}
 		case s.Anonymous:
 		case s.IsMap && s.DataType.Name == nftables.TypeVerdict.Name:
@@ -75,7 +83,10 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
 	}
-	dec := &exprDecoder{family: f, anon: func(name string) ([]string, bool) { t, ok := anon[name]; return t, ok }}
+	dec := &exprDecoder{family: f, anon: func(name string) ([]string, []string, bool) {
+		m, ok := anon[name]
+		return m.targets, m.comments, ok
+	}}
 	for _, ch := range chains {
 		if ch.Table.Name != TableName {
 			continue

@@ -255,7 +255,13 @@ func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
 	if len(eps) == 1 {
 		return append(rules, NewRule(b.epComment(b.name+" -> "+eps[0].String()), gotoV(targets[0])))
 	}
-	return append(rules, NewRule(b.epComment(b.name), NumgenVmap{Targets: targets}))
+	var comments []string
+	if !b.g.cfg.LargeCluster {
+		for _, e := range eps {
+			comments = append(comments, TruncateComment(b.name+" -> "+e.String()))
+		}
+	}
+	return append(rules, NewRule(b.epComment(b.name), NumgenVmap{Targets: targets, Comments: comments}))
 }
 
 // endpointChain is KUBE-SEP-: hairpin masquerade, then DNAT (recording the

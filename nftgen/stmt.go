@@ -69,8 +69,12 @@ type MatchMark struct {
 type DispatchMap struct{ Map string }
 
 // NumgenVmap picks one of Targets at random and jumps there with goto
-// ("numgen random mod N vmap { 0 : goto A, 1 : goto B }").
-type NumgenVmap struct{ Targets []string }
+// ("numgen random mod N vmap { 0 : goto A, 1 : goto B }"). Comments, if
+// set, label each target ("ns/svc:port -> IP:port") on its map element.
+type NumgenVmap struct {
+	Targets  []string
+	Comments []string
+}
 
 // MarkOr sets bits in the packet mark ("meta mark set meta mark | 0x4000").
 type MarkOr struct{ Bits uint32 }
@@ -130,7 +134,11 @@ func (s DispatchMap) nft(f Family) string {
 func (s NumgenVmap) nft(Family) string {
 	parts := make([]string, len(s.Targets))
 	for i, t := range s.Targets {
-		parts[i] = fmt.Sprintf("%d : goto %s", i, t)
+		c := ""
+		if i < len(s.Comments) && s.Comments[i] != "" {
+			c = fmt.Sprintf(" comment %q", s.Comments[i])
+		}
+		parts[i] = fmt.Sprintf("%d%s : goto %s", i, c, t)
 	}
 	return fmt.Sprintf("numgen random mod %d vmap { %s }", len(s.Targets), strings.Join(parts, ", "))
 }
@@ -164,7 +172,7 @@ func (Reject) nft(f Family) string {
 func stmtEqual(a, b Stmt) bool {
 	if na, ok := a.(NumgenVmap); ok {
 		nb, ok := b.(NumgenVmap)
-		return ok && slices.Equal(na.Targets, nb.Targets)
+		return ok && slices.Equal(na.Targets, nb.Targets) && slices.Equal(na.Comments, nb.Comments)
 	}
 	if _, ok := b.(NumgenVmap); ok {
 		return false

@@ -3,12 +3,16 @@ package proxier
 import (
 	"context"
 	"net/netip"
+	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/conntrack"
+	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
@@ -28,9 +32,10 @@ type Proxier struct {
 	Store  *model.Store
 	Syncer *Syncer
 	Node   model.Node
-	// Health and Conntrack may be nil.
+	// Health, Conntrack and Metrics may be nil.
 	Health    HealthServer
 	Conntrack ConntrackCleaner
+	Metrics   *metrics.Metrics
 
 	info map[types.NamespacedName]serviceInfo
 }
@@ -39,6 +44,9 @@ type serviceInfo struct {
 	hcPort         uint16
 	localEndpoints int
 	udp            []conntrack.UDPService
+	// noLocal counts the ports with a Local policy but no local endpoint,
+	// by "internal"/"external" and family.
+	noLocal map[[2]string]int
 }
 
 // NewProxier returns a Proxier over store and syncer for node.
@@ -48,10 +56,13 @@ func NewProxier(store *model.Store, syncer *Syncer, node model.Node) *Proxier {
 
 // Sync programs the rules, then updates health checks and conntrack.
 func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
+	start := time.Now()
 	res, err := p.Syncer.Sync(ctx)
 	if err != nil {
+		p.record(res, start)
 		return res, err
 	}
+	defer p.record(res, start)
 	if res.Full {
 		clear(p.info)
 	}
@@ -88,13 +99,62 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 	return res, nil
 }
 
+// record updates the metrics after a sync.
+func (p *Proxier) record(res SyncResult, start time.Time) {
+	m := p.Metrics
+	if m == nil {
+		return
+	}
+	elapsed := metrics.Since(start)
+	for _, f := range p.Syncer.Families() {
+		fam := familyLabel(f)
+		if slices.Contains(res.Failed, f) {
+			m.SyncFailures.WithLabelValues(fam).Inc()
+			continue
+		}
+		m.SyncDuration.WithLabelValues(fam).Observe(elapsed)
+		kind := "partial"
+		if res.Full {
+			m.SyncFullDuration.WithLabelValues(fam).Observe(elapsed)
+			kind = "full"
+		} else {
+			m.SyncPartialDuration.WithLabelValues(fam).Observe(elapsed)
+		}
+		m.SyncOperations.WithLabelValues(fam, kind).Observe(float64(res.FamilyOps[f]))
+		m.LastSyncTimestamp.WithLabelValues(fam).SetToCurrentTime()
+		for _, table := range []string{"nat", "filter"} {
+			m.RulesTotal.WithLabelValues(table, fam).Set(float64(p.Syncer.RuleCounts(f)[table]))
+			m.RulesLast.WithLabelValues(table, fam).Set(float64(p.Syncer.LastRuleCounts(f)[table]))
+		}
+	}
+	noLocal := map[[2]string]int{}
+	for _, info := range p.info {
+		for k, n := range info.noLocal {
+			noLocal[k] += n
+		}
+	}
+	for _, f := range p.Syncer.Families() {
+		for _, policy := range []string{"internal", "external"} {
+			m.NoLocalEndpoints.WithLabelValues(policy, familyLabel(f)).Set(float64(noLocal[[2]string{policy, familyLabel(f)}]))
+		}
+	}
+}
+
+func familyLabel(f nftgen.Family) string {
+	if f == nftgen.FamilyIPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
 // serviceInfo computes the health check port, the number of local ready
 // endpoints and the UDP destinations of one Service.
 func (p *Proxier) serviceInfo(nn types.NamespacedName) serviceInfo {
 	states, _ := p.Store.State(nn)
-	var info serviceInfo
+	info := serviceInfo{noLocal: map[[2]string]int{}}
 	local := map[netip.Addr]bool{}
 	for _, st := range states {
+		p.countNoLocal(&info, &st)
 		if st.HealthCheckNodePort != 0 {
 			info.hcPort = st.HealthCheckNodePort
 		}
@@ -119,4 +179,31 @@ func (p *Proxier) serviceInfo(nn types.NamespacedName) serviceInfo {
 	}
 	info.localEndpoints = len(local)
 	return info
+}
+
+// countNoLocal counts, per family, a port with a Local policy whose
+// endpoints are all on other nodes (kube-proxy's
+// sync_proxy_rules_no_local_endpoints_total).
+func (p *Proxier) countNoLocal(info *serviceInfo, st *model.ServicePortState) {
+	for _, fam := range []model.IPFamily{model.IPv4, model.IPv6} {
+		if _, ok := st.ClusterIP(fam); !ok {
+			continue
+		}
+		var eps []model.Endpoint
+		for _, e := range st.Endpoints {
+			if model.FamilyOf(e.Addr) == fam {
+				eps = append(eps, e)
+			}
+		}
+		c := model.Categorize(&st.ServicePort, eps, p.Node)
+		if !c.Any || len(c.Local) > 0 {
+			continue
+		}
+		if st.InternalPolicyLocal {
+			info.noLocal[[2]string{"internal", fam.String()}]++
+		}
+		if st.ExternalPolicyLocal && st.ExternallyAccessible() {
+			info.noLocal[[2]string{"external", fam.String()}]++
+		}
+	}
 }

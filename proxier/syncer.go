@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/nftproxy/nftproxy/compat"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
@@ -44,6 +45,10 @@ type familyState struct {
 	// large cluster mode.
 	endpoints map[types.NamespacedName]int
 	total     int
+	// counts are the -A rules per iptables table of the compat view of
+	// applied, kept up to date from the fragments each sync replaces;
+	// lastCounts those of the fragments the last sync wrote.
+	counts, lastCounts compat.Counts
 	// owners maps an IP, protocol and port to the fragment key that owns
 	// it, whatever map it is in, so that two Services claiming the same
 	// one can neither break the transaction nor shadow each other.
@@ -61,6 +66,10 @@ type SyncResult struct {
 	Changed []types.NamespacedName
 	// Ops is the number of operations sent, over all families.
 	Ops int
+	// FamilyOps is the number of operations sent per family.
+	FamilyOps map[nftgen.Family]int
+	// Failed lists the families whose transaction failed.
+	Failed []nftgen.Family
 	// Duration is the time the sync took.
 	Duration time.Duration
 }
@@ -93,7 +102,7 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 		}
 	}
 	clear(s.retry)
-	res := SyncResult{}
+	res := SyncResult{FamilyOps: map[nftgen.Family]int{}}
 	var firstErr error
 	for _, g := range s.generators {
 		fs := s.families[g.Family()]
@@ -108,6 +117,7 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 			tx, commit, err = s.planFull(ctx, fs)
 			if err != nil {
 				firstErr = err
+				res.Failed = append(res.Failed, g.Family())
 				continue
 			}
 		} else {
@@ -117,8 +127,10 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 			tx, commit = s.planUpdate(fs, changed)
 		}
 		res.Ops += len(tx.Ops)
+		res.FamilyOps[g.Family()] = len(tx.Ops)
 		if err := s.dp.Apply(ctx, tx); err != nil {
 			fs.applied = nil // unknown now: the next sync rewrites everything
+			res.Failed = append(res.Failed, g.Family())
 			if firstErr == nil {
 				firstErr = fmt.Errorf("sync %s table: %w", g.Family(), err)
 			}
@@ -166,6 +178,12 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (*nftgen.Transac
 	}
 	commit := func() {
 		fs.applied, fs.keys, fs.owners = rs, keys, owners
+		fs.counts = compat.CountFragment(rs.Top)
+		for _, f := range rs.Services {
+			fs.counts.Add(compat.CountFragment(f))
+		}
+		fs.lastCounts = compat.Counts{}
+		fs.lastCounts.Add(fs.counts)
 	}
 	return nftgen.PlanFull(rs, inv), commit, nil
 }
@@ -200,6 +218,14 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 		}
 	}
 	commit := func() {
+		fs.lastCounts = compat.Counts{}
+		for key, f := range updates {
+			fs.counts.Sub(compat.CountFragment(fs.applied.Services[key]))
+			fs.counts.Add(compat.CountFragment(f))
+			if !fs.applied.Services[key].Equal(f) {
+				fs.lastCounts.Add(compat.CountFragment(f))
+			}
+		}
 		fs.applied.Commit(updates)
 		for _, nn := range changed {
 			if len(newKeys[nn]) == 0 {
@@ -242,6 +268,38 @@ func (s *Syncer) fragments(fs *familyState, nn types.NamespacedName) map[string]
 		if f := fs.gen.Service(&states[i]); f != nil {
 			out[nftgen.ServiceKey(states[i].Name)] = f
 		}
+	}
+	return out
+}
+
+// RuleCounts returns, per iptables table, the number of -A rules of the
+// compat view of what the last successful sync applied in family f. It is
+// computed at sync time, without listing the kernel.
+func (s *Syncer) RuleCounts(f nftgen.Family) compat.Counts {
+	fs := s.families[f]
+	if fs == nil || fs.counts == nil {
+		return compat.Counts{}
+	}
+	out := compat.Counts{}
+	out.Add(fs.counts)
+	return out
+}
+
+// LastRuleCounts returns, per iptables table, the rules of the fragments
+// that the last successful sync wrote in family f.
+func (s *Syncer) LastRuleCounts(f nftgen.Family) compat.Counts {
+	out := compat.Counts{}
+	if fs := s.families[f]; fs != nil {
+		out.Add(fs.lastCounts)
+	}
+	return out
+}
+
+// Families returns the families the syncer programs.
+func (s *Syncer) Families() []nftgen.Family {
+	var out []nftgen.Family
+	for _, g := range s.generators {
+		out = append(out, g.Family())
 	}
 	return out
 }

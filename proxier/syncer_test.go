@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nftproxy/nftproxy/compat"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
@@ -159,4 +160,35 @@ func TestRequestFullSyncRepairsDrift(t *testing.T) {
 	if got := f.fake.Dump(nftgen.FamilyIPv4); got != want {
 		t.Errorf("after repair:\n%s\nwant:\n%s", got, want)
 	}
+}
+
+// TestRuleCountsFollowIncrementalSyncs checks the rules-count against the
+// rendered compat view of the fake's table after incremental syncs.
+func TestRuleCountsFollowIncrementalSyncs(t *testing.T) {
+	f := newFixture(t)
+	check := func(step string) {
+		t.Helper()
+		want := compat.Counts{}
+		for _, tb := range compat.Build(f.fake.State(nftgen.FamilyIPv4)) {
+			if tb.Name != "mangle" {
+				want[tb.Name] = tb.RuleCount()
+			}
+		}
+		got := f.syncer.RuleCounts(nftgen.FamilyIPv4)
+		if got["nat"] != want["nat"] || got["filter"] != want["filter"] {
+			t.Errorf("%s: counts %v, compat view has %v", step, got, want)
+		}
+	}
+	f.store.SetService(svc("a", "10.96.0.1"))
+	f.store.SetEndpointSlice(slice("a", "10.0.0.1", "10.0.0.2"))
+	f.store.SetService(svc("b", "10.96.0.2"))
+	f.sync(t)
+	check("full sync")
+	f.store.SetEndpointSlice(slice("a", "10.0.0.1", "10.0.0.2", "10.0.0.3"))
+	f.store.SetEndpointSlice(slice("b", "10.0.0.9"))
+	f.sync(t)
+	check("after adding endpoints")
+	f.store.DeleteService(types.NamespacedName{Namespace: "ns", Name: "a"})
+	f.sync(t)
+	check("after deleting a Service")
 }

@@ -36,6 +36,7 @@ func runLoop(ctx context.Context, opts *options) error {
 	}
 	defer done()
 	store := st.store
+	serve(ctx, opts.netns, opts.metricsBindAddress, metricsMux(p.Metrics, st.dp, opts.proxyMode))
 	lastMod := modTime(opts.objects)
 	if _, err := p.Sync(ctx); err != nil {
 		klog.ErrorS(err, "Initial sync failed; will retry")

@@ -31,6 +31,7 @@ import (
 	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/conntrack"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
+	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/netns"
 )
 
@@ -180,6 +181,8 @@ func newProxier(opts *options) (*proxier.Proxier, *setup, func(), error) {
 	syncer := proxier.NewSyncer(st.store, dp, st.gens...)
 	syncer.OnProblem = logProblem
 	p := proxier.NewProxier(st.store, syncer, st.node)
+	p.Metrics = metrics.New()
+	st.dp = dp
 	listen := func(addr string) (l net.Listener, err error) {
 		err = netns.Do(opts.netns, func() error { l, err = net.Listen("tcp", addr); return err })
 		return l, err

@@ -33,13 +33,16 @@ type options struct {
 	format string
 	ipv6   bool
 
+	metricsBindAddress string
+	proxyMode          string
+
 	nodePortAddresses   []string
 	localhostNodePorts  bool
 	conntrackTCPLiberal bool
 }
 
 func newOptions() *options {
-	return &options{masqueradeBit: nftgen.DefaultMasqueradeBit, syncPeriod: 30 * time.Second, minSyncPeriod: time.Second, localhostNodePorts: true, format: "nft"}
+	return &options{masqueradeBit: nftgen.DefaultMasqueradeBit, syncPeriod: 30 * time.Second, minSyncPeriod: time.Second, localhostNodePorts: true, format: "nft", metricsBindAddress: "127.0.0.1:10249", proxyMode: "iptables"}
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -50,6 +53,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.hostnameOverride, "hostname-override", o.hostnameOverride, "If non-empty, will be used as the name of the Node that nftproxy is running on.")
 	fs.StringVar(&o.objects, "objects", o.objects, "Read Services and EndpointSlices from this file (kubectl -o yaml List, multi-document YAML or JSON) instead of the API server.")
 	fs.StringVar(&o.netns, "netns", o.netns, "Program the network namespace at this path (e.g. /run/netns/NAME) instead of the current one.")
+	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", o.metricsBindAddress, "The IP address and port for the metrics server to serve on (/metrics, /proxyMode, /compat/iptables-save); empty or 0 to disable.")
 	fs.StringVar(&o.format, "format", o.format, "render: output format, nft or iptables-save (the compat view kube-proxy's iptables mode would write).")
 	fs.BoolVarP(&o.ipv6, "ipv6", "6", o.ipv6, "render --format iptables-save: the IPv6 view.")
 	fs.BoolVar(&o.cleanup, "cleanup", o.cleanup, "If true cleanup nftproxy's tables and exit.")
@@ -77,6 +81,8 @@ type setup struct {
 	node  model.Node
 	// routeLocalnet is true when localhost NodePorts need route_localnet.
 	routeLocalnet bool
+	// dp is the dataplane, once opened.
+	dp *nftgen.Netlink
 }
 
 // newSetup builds the store, the node facts and one generator per family

@@ -1,0 +1,73 @@
+package compat
+
+import (
+	"strings"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+)
+
+// Counts are the numbers of -A rules per iptables table ("nat", "filter")
+// that the compat view of a ruleset shows.
+type Counts map[string]int
+
+// Add adds o to c.
+func (c Counts) Add(o Counts) {
+	for t, n := range o {
+		c[t] += n
+	}
+}
+
+// Sub subtracts o from c.
+func (c Counts) Sub(o Counts) {
+	for t, n := range o {
+		c[t] -= n
+	}
+}
+
+// mapTable is the iptables table whose chain a map's elements stand for.
+func mapTable(m string) string {
+	if m == nftgen.MapServiceIPs || m == nftgen.MapServiceNodePorts {
+		return "nat"
+	}
+	return "filter"
+}
+
+// CountFragment returns the number of iptables rules a fragment stands
+// for, without rendering them: one per rule, one per map element, and one
+// per numgen target. The counts of all fragments of a ruleset add up to
+// the -A lines of its compat view, so the rules-count metric can be kept at
+// sync time from the fragments that changed.
+func CountFragment(f *nftgen.Fragment) Counts {
+	c := Counts{}
+	if f == nil {
+		return c
+	}
+	for m, els := range f.Elements {
+		c[mapTable(m)] += len(els)
+	}
+	for _, ch := range f.Chains {
+		table := "nat"
+		if strings.HasPrefix(ch.Name, "filter-") {
+			table = "filter"
+		}
+		if ch.Name == nftgen.ChainReject {
+			continue
+		}
+		for _, r := range ch.Rules {
+			c[table] += ruleCount(r)
+		}
+	}
+	return c
+}
+
+func ruleCount(r nftgen.Rule) int {
+	for _, s := range r.Stmts {
+		switch s := s.(type) {
+		case nftgen.DispatchMap, nftgen.ProtoPortMap:
+			return 0 // counted by its elements
+		case nftgen.NumgenVmap:
+			return len(s.Targets)
+		}
+	}
+	return 1
+}

@@ -1,0 +1,166 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bufio"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nftproxy/nftproxy/e2e/netns"
+)
+
+// httpGet fetches url from inside ns.
+func httpGet(t *testing.T, ns *netns.NS, url string) string {
+	t.Helper()
+	addr := strings.TrimPrefix(url, "http://")
+	addr = addr[:strings.Index(addr, "/")]
+	conn, err := DialTCP(ns, addr, 2*time.Second)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: oneConn(conn)}, Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
+	}
+	return string(b)
+}
+
+func countRules(save string) int {
+	n := 0
+	sc := bufio.NewScanner(strings.NewReader(save))
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "-A") {
+			n++
+		}
+	}
+	return n
+}
+
+func stripComments(save string) string {
+	var out []string
+	for _, l := range strings.Split(save, "\n") {
+		if !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestRulesMetricAndHTTPCompatView runs the daemon loop and checks that
+// kubeproxy_sync_proxy_rules_iptables_total equals the -A count of
+// `nftproxy save` for each table, and that /compat/iptables-save serves the
+// same view as the CLI.
+func TestRulesMetricAndHTTPCompatView(t *testing.T) {
+	ns := nodeNamespace(t, "nfp-metrics")
+	var objs []any
+	objs = append(objs, testNode())
+	for _, sc := range legacyScenarios()[:8] {
+		objs = append(objs, sc.objects...)
+	}
+	objects := writeObjects(t, t.TempDir(), objs...)
+	cmd := exec.Command(nftproxyBinary, "--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode,
+		"--cluster-cidr", ClusterCIDR, "--metrics-bind-address", "127.0.0.1:10249")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+
+	metricRe := regexp.MustCompile(`(?m)^kubeproxy_sync_proxy_rules_iptables_total\{ip_family="IPv4",table="(nat|filter)"\} (\d+)$`)
+	var metrics string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if c, err := DialTCP(ns, "127.0.0.1:10249", time.Second); err == nil {
+			c.Close()
+			metrics = httpGet(t, ns, "http://127.0.0.1:10249/metrics")
+			if len(metricRe.FindAllString(metrics, -1)) == 2 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no rules metric within 10 s:\n%s", metrics)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, m := range metricRe.FindAllStringSubmatch(metrics, -1) {
+		out, err := exec.Command(nftproxyBinary, "save", "-t", m[1], "--netns", ns.Path()).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := countRules(string(out)); m[2] != strconv.Itoa(got) {
+			t.Errorf("table %s: metric %s, nftproxy save -t %s | grep -c '^-A' = %d", m[1], m[2], m[1], got)
+		} else {
+			t.Logf("table %s: metric = %s = -A lines of nftproxy save", m[1], m[2])
+		}
+	}
+	cli, err := exec.Command(nftproxyBinary, "save", "--netns", ns.Path()).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	web := httpGet(t, ns, "http://127.0.0.1:10249/compat/iptables-save")
+	if stripComments(web) != stripComments(string(cli)) {
+		t.Errorf("/compat/iptables-save differs from nftproxy save")
+	}
+	if mode := httpGet(t, ns, "http://127.0.0.1:10249/proxyMode"); mode != "iptables" {
+		t.Errorf("/proxyMode = %q", mode)
+	}
+}
+
+// TestDriftShowsInSaveAndDiff tampers with the table by hand (one map
+// element deleted, one KUBE-SEP- chain flushed): save shows it and diff
+// against the view from before reports exactly those rules.
+func TestDriftShowsInSaveAndDiff(t *testing.T) {
+	ns := nodeNamespace(t, "nfp-drift")
+	sc := legacyScenarios()[0] // clusterip: 3 endpoints
+	dir := t.TempDir()
+	objects := writeObjects(t, dir, append([]any{testNode()}, sc.objects...)...)
+	if out, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", ns.Path(), "--cluster-cidr", ClusterCIDR, "--hostname-override", LocalNode).CombinedOutput(); err != nil {
+		t.Fatalf("sync: %v\n%s", err, out)
+	}
+	before, err := exec.Command(nftproxyBinary, "save", "--netns", ns.Path()).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	baseline := filepath.Join(dir, "before.save")
+	os.WriteFile(baseline, before, 0o644)
+	if out, err := exec.Command(nftproxyBinary, "diff", baseline, "--netns", ns.Path()).CombinedOutput(); err != nil {
+		t.Fatalf("diff before tampering: %v\n%s", err, out)
+	}
+
+	sep := regexp.MustCompile(`:(KUBE-SEP-\w+)`).FindStringSubmatch(string(before))[1]
+	ns.MustRun(t, "nft", "delete", "element", "ip", "nftproxy", "service-ips", "{ 10.96.0.10 . tcp . 80 }")
+	ns.MustRun(t, "nft", "flush", "chain", "ip", "nftproxy", sep)
+
+	after, err := exec.Command(nftproxyBinary, "save", "--netns", ns.Path()).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(after), "-A KUBE-SERVICES -d 10.96.0.10/32") || strings.Contains(string(after), "-A "+sep+" ") {
+		t.Errorf("save still shows the tampered rules:\n%s", after)
+	}
+	out, err := exec.Command(nftproxyBinary, "diff", baseline, "--netns", ns.Path()).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("diff after tampering: %v (want exit 1)\n%s", err, out)
+	}
+	report := string(out)
+	if !strings.Contains(report, "3 differences") ||
+		!strings.Contains(report, `missing in nat KUBE-SERVICES:`) || !strings.Contains(report, `-d 10.96.0.10/32 -p tcp -m comment --comment "ns/web:http cluster IP"`) ||
+		strings.Count(report, "missing in nat "+sep) != 2 || !strings.Contains(report, "Service ns/web:http:") {
+		t.Errorf("diff report does not show exactly the tampering:\n%s", report)
+	}
+	t.Logf("diff after tampering:\n%s", report)
+}

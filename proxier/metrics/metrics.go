@@ -1,0 +1,108 @@
+// Package metrics holds nftproxy's Prometheus metrics: kube-proxy's names,
+// types and labels (subsystem "kubeproxy"), so that dashboards and alerts
+// keep working, plus a few of nftproxy's own. Metrics live in a registry of
+// their own, created by New; there are no package-level collectors.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const subsystem = "kubeproxy"
+
+// Metrics are the collectors the proxier updates.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	SyncDuration        *prometheus.HistogramVec
+	SyncFullDuration    *prometheus.HistogramVec
+	SyncPartialDuration *prometheus.HistogramVec
+	NetworkProgramming  *prometheus.HistogramVec
+	LastSyncTimestamp   *prometheus.GaugeVec
+	LastQueuedTimestamp *prometheus.GaugeVec
+	RulesTotal          *prometheus.GaugeVec
+	RulesLast           *prometheus.GaugeVec
+	SyncFailures        *prometheus.CounterVec
+	NoLocalEndpoints    *prometheus.GaugeVec
+	EndpointChanges     prometheus.Counter
+	EndpointPending     prometheus.Gauge
+	ServiceChanges      prometheus.Counter
+	ServicePending      prometheus.Gauge
+	HealthzTotal        *prometheus.CounterVec
+	LivezTotal          *prometheus.CounterVec
+	ConntrackDeleted    prometheus.Counter
+
+	// nftproxy's own.
+	SyncOperations *prometheus.HistogramVec
+	TableObjects   *prometheus.GaugeVec
+	DriftRepairs   *prometheus.CounterVec
+}
+
+// New creates the collectors and registers them, with the Go and process
+// collectors, in a new registry.
+func New() *Metrics {
+	buckets := prometheus.ExponentialBuckets(0.001, 2, 15)
+	family := []string{"ip_family"}
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		SyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "sync_proxy_rules_duration_seconds",
+			Help: "SyncProxyRules latency in seconds", Buckets: buckets}, family),
+		SyncFullDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "sync_full_proxy_rules_duration_seconds",
+			Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: buckets}, family),
+		SyncPartialDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "sync_partial_proxy_rules_duration_seconds",
+			Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: buckets}, family),
+		NetworkProgramming: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "network_programming_duration_seconds",
+			Help:    "In Cluster Network Programming Latency in seconds",
+			Buckets: append(append(prometheus.LinearBuckets(0.25, 0.25, 2), prometheus.LinearBuckets(1, 1, 59)...), prometheus.LinearBuckets(60, 5, 12)...)}, family),
+		LastSyncTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_last_timestamp_seconds",
+			Help: "The last time proxy rules were successfully synced"}, family),
+		LastQueuedTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_last_queued_timestamp_seconds",
+			Help: "The last time a sync of proxy rules was queued"}, family),
+		RulesTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_iptables_total",
+			Help: "Total number of iptables rules owned by kube-proxy (here: -A rules of the compat view)"}, []string{"table", "ip_family"}),
+		RulesLast: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_iptables_last",
+			Help: "Number of iptables rules written by kube-proxy in last sync (here: rules of the fragments written)"}, []string{"table", "ip_family"}),
+		SyncFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_nftables_sync_failures_total",
+			Help: "Cumulative proxy nftables sync failures"}, family),
+		NoLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_no_local_endpoints_total",
+			Help: "Number of services with a Local traffic policy and no endpoints"}, []string{"traffic_policy", "ip_family"}),
+		EndpointChanges: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_endpoint_changes_total",
+			Help: "Cumulative proxy rules Endpoint changes"}),
+		EndpointPending: prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_endpoint_changes_pending",
+			Help: "Pending proxy rules Endpoint changes"}),
+		ServiceChanges: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_service_changes_total",
+			Help: "Cumulative proxy rules Service changes"}),
+		ServicePending: prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_service_changes_pending",
+			Help: "Pending proxy rules Service changes"}),
+		HealthzTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "proxy_healthz_total",
+			Help: "Cumulative proxy healthz HTTP status"}, []string{"code"}),
+		LivezTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "proxy_livez_total",
+			Help: "Cumulative proxy livez HTTP status"}, []string{"code"}),
+		ConntrackDeleted: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: subsystem, Name: "conntrack_reconciler_deleted_entries_total",
+			Help: "Cumulative conntrack flows deleted by conntrack reconciler"}),
+		SyncOperations: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "nftproxy", Name: "sync_operations",
+			Help: "nftables operations sent per sync, in one atomic transaction", Buckets: prometheus.ExponentialBuckets(1, 4, 12)}, []string{"ip_family", "sync"}),
+		TableObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "table_objects",
+			Help: "Objects in nftproxy's table after the last sync, by kind (chains, rules, map_elements, sets)"}, []string{"ip_family", "kind"}),
+		DriftRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "nftproxy", Name: "drift_repairs_total",
+			Help: "Full resyncs that found the kernel table changed behind nftproxy's back, by reason"}, []string{"reason"}),
+	}
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming, m.LastSyncTimestamp, m.LastQueuedTimestamp,
+		m.RulesTotal, m.RulesLast, m.SyncFailures, m.NoLocalEndpoints, m.EndpointChanges, m.EndpointPending, m.ServiceChanges,
+		m.ServicePending, m.HealthzTotal, m.LivezTotal, m.ConntrackDeleted, m.SyncOperations, m.TableObjects, m.DriftRepairs)
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+}
+
+// Since returns the seconds since t.
+func Since(t time.Time) float64 { return time.Since(t).Seconds() }
