@@ -63,6 +63,13 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 		return res, err
 	}
 	defer p.record(res, start)
+	if p.Metrics != nil {
+		for _, t := range p.Store.TakeTriggerTimes(res.Changed) {
+			for _, f := range p.Syncer.Families() {
+				p.Metrics.NetworkProgramming.WithLabelValues(familyLabel(f)).Observe(metrics.Since(t))
+			}
+		}
+	}
 	if res.Full {
 		clear(p.info)
 	}

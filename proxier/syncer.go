@@ -83,6 +83,20 @@ func NewSyncer(store *model.Store, dp nftgen.Dataplane, generators ...*nftgen.Ge
 	return s
 }
 
+// SetGenerators replaces the generators (for example when the node's zone
+// label changes) and makes the next Sync a full one.
+func (s *Syncer) SetGenerators(generators ...*nftgen.Generator) {
+	s.generators = generators
+	for _, g := range generators {
+		fs := s.families[g.Family()]
+		if fs == nil {
+			s.families[g.Family()] = &familyState{gen: g, endpoints: map[types.NamespacedName]int{}}
+			continue
+		}
+		fs.gen, fs.applied = g, nil
+	}
+}
+
 // RequestFullSync makes the next Sync rewrite every table, repairing any
 // drift between the kernel and the model.
 func (s *Syncer) RequestFullSync() {

@@ -35,6 +35,9 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/netns"
 )
 
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
@@ -82,6 +85,28 @@ func run(args []string) int {
 		fmt.Fprintf(os.Stderr, "nftproxy: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
+	if opts.kp.version {
+		fmt.Printf("nftproxy %s (kube-proxy compatible: iptables mode semantics on nftables)\n", version)
+		return 0
+	}
+	if opts.kp.writeConfigTo != "" {
+		if err := writeDefaultConfig(opts.kp.writeConfigTo); err != nil {
+			fmt.Fprintln(os.Stderr, "nftproxy:", err)
+			return 1
+		}
+		return 0
+	}
+	if opts.kp.configFile != "" {
+		if err := opts.loadConfigFile(opts.kp.configFile, fs); err != nil {
+			fmt.Fprintln(os.Stderr, "nftproxy:", err)
+			return 2
+		}
+	}
+	if err := validateMode(opts.proxyMode); err != nil {
+		fmt.Fprintln(os.Stderr, "nftproxy:", err)
+		return 2
+	}
+	warnNoEffect(fs)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	var err error
@@ -157,9 +182,12 @@ func runCleanup(ctx context.Context, opts *options) error {
 // newProxier builds everything a sync needs in the target namespace: the
 // setup, route_localnet, the dataplane, health check ports and conntrack.
 func newProxier(opts *options) (*proxier.Proxier, *setup, func(), error) {
-	objs, err := loadObjects(opts.objects)
-	if err != nil {
-		return nil, nil, nil, err
+	objs := opts.preloaded
+	if objs == nil {
+		var err error
+		if objs, err = loadObjects(opts.objects); err != nil {
+			return nil, nil, nil, err
+		}
 	}
 	var local []netip.Addr
 	if err := netns.Do(opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/nftgen"
@@ -36,6 +37,12 @@ type options struct {
 	metricsBindAddress string
 	proxyMode          string
 
+	// kp holds kube-proxy's other flags.
+	kp kubeProxyFlags
+	// preloaded are objects the daemon fetched itself (the Node, in API
+	// server mode) instead of reading --objects.
+	preloaded *objfile.Objects
+
 	nodePortAddresses   []string
 	localhostNodePorts  bool
 	conntrackTCPLiberal bool
@@ -62,6 +69,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.nodePortAddresses, "nodeport-addresses", o.nodePortAddresses, "A list of CIDR ranges that contain valid node IPs, or 'primary'. NodePorts are served only on local addresses in them. Empty means all local addresses.")
 	fs.BoolVar(&o.localhostNodePorts, "iptables-localhost-nodeports", o.localhostNodePorts, "If false, NodePorts are not served on 127.0.0.0/8 (IPv4); if true, route_localnet is enabled to serve them.")
 	fs.BoolVar(&o.conntrackTCPLiberal, "conntrack-tcp-be-liberal", o.conntrackTCPLiberal, "If true, do not drop packets in conntrack state INVALID (kube-proxy then relies on nf_conntrack_tcp_be_liberal).")
+	o.addKubeProxyFlags(fs)
 	gofs := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(gofs)
 	fs.AddGoFlagSet(gofs)
@@ -83,12 +91,35 @@ type setup struct {
 	routeLocalnet bool
 	// dp is the dataplane, once opened.
 	dp *nftgen.Netlink
+	// local are the node's local addresses; ipv6 is true when a Service
+	// of the objects file has an IPv6 cluster IP.
+	local []netip.Addr
+	ipv6  bool
 }
 
 // newSetup builds the store, the node facts and one generator per family
 // that has anything to program: IPv4 always, IPv6 when a cluster CIDR or a
 // Service has an IPv6 address. local are the node's local addresses.
 func (o *options) newSetup(objs *objfile.Objects, local []netip.Addr) (*setup, error) {
+	st := &setup{store: model.NewStore(), node: model.Node{Name: o.nodeName()}, local: local, ipv6: hasIPv6Service(objs)}
+	fill(st.store, objs)
+	var nodeObj *v1.Node
+	for _, n := range objs.Nodes {
+		if n.Name == st.node.Name {
+			nodeObj = n
+		}
+	}
+	gens, err := o.generatorsFor(st, nodeObj)
+	if err != nil {
+		return nil, err
+	}
+	st.gens = gens
+	return st, nil
+}
+
+// generatorsFor builds the generators for this node (its Node object may
+// be nil) and records the node's labels and primary IPs in st.
+func (o *options) generatorsFor(st *setup, nodeObj *v1.Node) ([]*nftgen.Generator, error) {
 	byFamily := map[nftgen.Family][]netip.Prefix{}
 	if o.clusterCIDR != "" {
 		for _, s := range strings.Split(o.clusterCIDR, ",") {
@@ -106,29 +137,46 @@ func (o *options) newSetup(objs *objfile.Objects, local []netip.Addr) (*setup, e
 	if o.masqueradeBit < 0 || o.masqueradeBit > 31 {
 		return nil, usageError{fmt.Errorf("--iptables-masquerade-bit: %d is outside 0..31", o.masqueradeBit)}
 	}
-	st := &setup{store: model.NewStore(), node: model.Node{Name: o.nodeName()}}
-	fill(st.store, objs)
 	var primary []netip.Addr
-	for _, n := range objs.Nodes {
-		if n.Name == st.node.Name {
-			st.node.Labels = n.Labels
-			primary = proxier.NodeIPs(n)
+	if nodeObj != nil {
+		st.node.Labels = nodeObj.Labels
+		primary = proxier.NodeIPs(nodeObj)
+		if o.kp.detectLocalMode == "NodeCIDR" {
+			byFamily = map[nftgen.Family][]netip.Prefix{}
+			for _, c := range nodeObj.Spec.PodCIDRs {
+				if p, err := netip.ParsePrefix(c); err == nil {
+					f := nftgen.FamilyIPv4
+					if p.Addr().Is6() {
+						f = nftgen.FamilyIPv6
+					}
+					byFamily[f] = append(byFamily[f], p.Masked())
+				}
+			}
 		}
 	}
+	switch o.kp.detectLocalMode {
+	case "", "ClusterCIDR", "NodeCIDR":
+	default:
+		return nil, usageError{fmt.Errorf("--detect-local-mode %q is not supported; use ClusterCIDR or NodeCIDR", o.kp.detectLocalMode)}
+	}
+	if bind, err := netip.ParseAddr(o.kp.bindAddress); err == nil && !bind.IsUnspecified() && len(primary) == 0 {
+		primary = []netip.Addr{bind}
+	}
 	if len(primary) == 0 {
-		for _, a := range local {
+		for _, a := range st.local {
 			if !a.IsLoopback() && !a.IsLinkLocalUnicast() {
 				primary = append(primary, a)
 			}
 		}
 	}
 	families := []nftgen.Family{nftgen.FamilyIPv4}
-	if len(byFamily[nftgen.FamilyIPv6]) > 0 || hasIPv6Service(objs) {
+	if len(byFamily[nftgen.FamilyIPv6]) > 0 || st.ipv6 || hasIPv6Addr(primary) {
 		families = append(families, nftgen.FamilyIPv6)
 	}
+	var gens []*nftgen.Generator
 	for _, f := range families {
 		is4 := f == nftgen.FamilyIPv4
-		np, err := proxier.ResolveNodePortAddresses(o.nodePortAddresses, local, primary, is4)
+		np, err := proxier.ResolveNodePortAddresses(o.nodePortAddresses, st.local, primary, is4)
 		if err != nil {
 			return nil, usageError{err}
 		}
@@ -149,9 +197,18 @@ func (o *options) newSetup(objs *objfile.Objects, local []netip.Addr) (*setup, e
 		if g.Config().LocalhostNodePorts {
 			st.routeLocalnet = true
 		}
-		st.gens = append(st.gens, g)
+		gens = append(gens, g)
 	}
-	return st, nil
+	return gens, nil
+}
+
+func hasIPv6Addr(addrs []netip.Addr) bool {
+	for _, a := range addrs {
+		if a.Is6() && !a.Is4In6() {
+			return true
+		}
+	}
+	return false
 }
 
 // nodeName is --hostname-override or the host name, lower case, as

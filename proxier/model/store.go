@@ -2,6 +2,7 @@ package model
 
 import (
 	"sort"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -16,7 +17,15 @@ type Store struct {
 	// slices maps a Service to its slices, by slice name.
 	slices  map[types.NamespacedName]map[string]*discovery.EndpointSlice
 	changed map[types.NamespacedName]struct{}
+	// triggers are the last-change-trigger-time annotations of slice
+	// updates not yet synced, per Service.
+	triggers map[types.NamespacedName][]time.Time
 }
+
+// TriggerTimeAnnotation is the EndpointSlice annotation with the time of
+// the change (a pod becoming ready, say) that caused the update; kube-proxy
+// measures network programming latency from it.
+const TriggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 
 // NewStore returns an empty Store.
 func NewStore() *Store {
@@ -24,6 +33,7 @@ func NewStore() *Store {
 		services: map[types.NamespacedName]*v1.Service{},
 		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
 		changed:  map[types.NamespacedName]struct{}{},
+		triggers: map[types.NamespacedName][]time.Time{},
 	}
 }
 
@@ -60,8 +70,27 @@ func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) *Problem {
 	}
 	m[slice.Name] = slice
 	s.changed[svc] = struct{}{}
+	if v := slice.Annotations[TriggerTimeAnnotation]; v != "" {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			s.triggers[svc] = append(s.triggers[svc], t)
+		}
+	}
 	return nil
 }
+
+// TakeTriggerTimes returns the change trigger times recorded for these
+// Services and forgets them.
+func (s *Store) TakeTriggerTimes(names []types.NamespacedName) []time.Time {
+	var out []time.Time
+	for _, nn := range names {
+		out = append(out, s.triggers[nn]...)
+		delete(s.triggers, nn)
+	}
+	return out
+}
+
+// Pending returns how many Services have changes not yet taken.
+func (s *Store) Pending() int { return len(s.changed) }
 
 // DeleteEndpointSlice removes the EndpointSlice namespace/name.
 func (s *Store) DeleteEndpointSlice(namespace, name string) {

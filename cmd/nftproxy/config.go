@@ -1,0 +1,281 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+	proxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
+	"sigs.k8s.io/yaml"
+)
+
+// kubeProxyFlags are kube-proxy's remaining flags. They are accepted so
+// that the DaemonSet's command line keeps working; those listed in
+// noEffect log a warning when set.
+type kubeProxyFlags struct {
+	configFile, writeConfigTo         string
+	kubeconfig, master                string
+	bindAddress, healthzBindAddress   string
+	detectLocalMode                   string
+	featureGates                      map[string]bool
+	version                           bool
+	configSyncPeriod                  time.Duration
+	kubeAPIContentType                string
+	kubeAPIBurst                      int32
+	kubeAPIQPS                        float32
+	conntrackMaxPerCore, conntrackMin int32
+	conntrackTCPEstablished           time.Duration
+	conntrackTCPCloseWait             time.Duration
+	conntrackUDPTimeout               time.Duration
+	conntrackUDPStream                time.Duration
+	ignored                           ignoredFlags
+}
+
+// ignoredFlags hold the values of flags that have no effect in nftproxy.
+type ignoredFlags struct {
+	s  string
+	b  bool
+	i  int32
+	d  time.Duration
+	ss []string
+	f  float32
+}
+
+// noEffect are kube-proxy flags nftproxy accepts but does not act on, with
+// the reason given in the warning.
+var noEffect = map[string]string{
+	"bind-address-hard-fail":          "nftproxy logs bind failures of its servers and keeps programming rules",
+	"profiling":                       "pprof is not served",
+	"show-hidden-metrics-for-version": "there are no hidden metrics",
+	"init-only":                       "there is no separate privileged init step",
+	"ipvs-sync-period":                "IPVS mode does not exist here",
+	"ipvs-min-sync-period":            "IPVS mode does not exist here",
+	"ipvs-scheduler":                  "IPVS mode does not exist here",
+	"ipvs-exclude-cidrs":              "IPVS mode does not exist here",
+	"ipvs-strict-arp":                 "IPVS mode does not exist here",
+	"ipvs-tcp-timeout":                "IPVS mode does not exist here",
+	"ipvs-tcpfin-timeout":             "IPVS mode does not exist here",
+	"ipvs-udp-timeout":                "IPVS mode does not exist here",
+	"pod-bridge-interface":            "only --detect-local-mode ClusterCIDR and NodeCIDR are implemented",
+	"pod-interface-name-prefix":       "only --detect-local-mode ClusterCIDR and NodeCIDR are implemented",
+	"oom-score-adj":                   "set the container's OOM score in the pod spec",
+	"kube-api-content-type":           "nftproxy always uses protobuf",
+	"healthz-port":                    "deprecated; use --healthz-bind-address",
+	"metrics-port":                    "deprecated; use --metrics-bind-address",
+}
+
+func (o *options) addKubeProxyFlags(fs *pflag.FlagSet) {
+	k := &o.kp
+	fs.StringVar(&k.configFile, "config", "", "The path to the configuration file (a KubeProxyConfiguration, kubeproxy.config.k8s.io/v1alpha1).")
+	fs.StringVar(&k.writeConfigTo, "write-config-to", "", "If set, write the default configuration values to this file and exit.")
+	fs.Var(&mapStringBool{&k.featureGates}, "feature-gates", "A set of key=value pairs for feature gates (accepted; nftproxy has none that change behaviour).")
+	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "Path to kubeconfig file with authorization information (the master location can be overridden by the master flag).")
+	fs.StringVar(&k.master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
+	fs.StringVar(&k.kubeAPIContentType, "kube-api-content-type", "application/vnd.kubernetes.protobuf", "Content type of requests sent to apiserver.")
+	fs.Int32Var(&k.kubeAPIBurst, "kube-api-burst", 10, "Burst to use while talking with kubernetes apiserver.")
+	fs.Float32Var(&k.kubeAPIQPS, "kube-api-qps", 5, "QPS to use while talking with kubernetes apiserver.")
+	fs.StringVar(&k.bindAddress, "bind-address", "0.0.0.0", "Overrides nftproxy's idea of what its node's primary IP is.")
+	fs.StringVar(&k.healthzBindAddress, "healthz-bind-address", "0.0.0.0:10256", "The IP address and port for the health check server to serve on (/healthz, /livez); empty or 0 to disable.")
+	fs.BoolVar(&k.ignored.b, "bind-address-hard-fail", false, "Accepted for compatibility; no effect.")
+	fs.BoolVar(&k.ignored.b, "profiling", false, "Accepted for compatibility; no effect.")
+	fs.StringVar(&k.ignored.s, "show-hidden-metrics-for-version", "", "Accepted for compatibility; no effect.")
+	fs.BoolVar(&k.ignored.b, "init-only", false, "Accepted for compatibility; no effect.")
+	fs.StringVar(&o.proxyMode, "proxy-mode", o.proxyMode, "Which proxy mode to emulate: 'iptables' (default) or 'nftables'; both program nftproxy's nftables dataplane with iptables-mode semantics.")
+	fs.DurationVar(&k.ignored.d, "ipvs-sync-period", 30*time.Second, "Accepted for compatibility; no effect.")
+	fs.DurationVar(&k.ignored.d, "ipvs-min-sync-period", 0, "Accepted for compatibility; no effect.")
+	fs.StringVar(&k.ignored.s, "ipvs-scheduler", "", "Accepted for compatibility; no effect.")
+	fs.StringSliceVar(&k.ignored.ss, "ipvs-exclude-cidrs", nil, "Accepted for compatibility; no effect.")
+	fs.BoolVar(&k.ignored.b, "ipvs-strict-arp", false, "Accepted for compatibility; no effect.")
+	fs.DurationVar(&k.ignored.d, "ipvs-tcp-timeout", 0, "Accepted for compatibility; no effect.")
+	fs.DurationVar(&k.ignored.d, "ipvs-tcpfin-timeout", 0, "Accepted for compatibility; no effect.")
+	fs.DurationVar(&k.ignored.d, "ipvs-udp-timeout", 0, "Accepted for compatibility; no effect.")
+	fs.StringVar(&k.detectLocalMode, "detect-local-mode", "", "Mode to use to detect local traffic: ClusterCIDR (default) or NodeCIDR.")
+	fs.StringVar(&k.ignored.s, "pod-bridge-interface", "", "Accepted for compatibility; no effect.")
+	fs.StringVar(&k.ignored.s, "pod-interface-name-prefix", "", "Accepted for compatibility; no effect.")
+	fs.Int32Var(&k.ignored.i, "oom-score-adj", -999, "Accepted for compatibility; no effect.")
+	fs.Int32Var(&k.conntrackMaxPerCore, "conntrack-max-per-core", 32768, "Maximum number of NAT connections to track per CPU core (0 to leave the limit as-is and ignore conntrack-min).")
+	fs.Int32Var(&k.conntrackMin, "conntrack-min", 131072, "Minimum number of conntrack entries to allocate, regardless of conntrack-max-per-core.")
+	fs.DurationVar(&k.conntrackTCPEstablished, "conntrack-tcp-timeout-established", 24*time.Hour, "Idle timeout for established TCP connections (0 to leave as-is).")
+	fs.DurationVar(&k.conntrackTCPCloseWait, "conntrack-tcp-timeout-close-wait", time.Hour, "NAT timeout for TCP connections in the CLOSE_WAIT state.")
+	fs.DurationVar(&k.conntrackUDPTimeout, "conntrack-udp-timeout", 0, "Idle timeout for UNREPLIED UDP connections (0 to leave as-is).")
+	fs.DurationVar(&k.conntrackUDPStream, "conntrack-udp-timeout-stream", 0, "Idle timeout for ASSURED UDP connections (0 to leave as-is).")
+	fs.DurationVar(&k.configSyncPeriod, "config-sync-period", 15*time.Minute, "How often configuration from the apiserver is refreshed (informer resync).")
+	fs.Int32Var(&k.ignored.i, "healthz-port", 10256, "Accepted for compatibility; no effect.")
+	fs.Int32Var(&k.ignored.i, "metrics-port", 10249, "Accepted for compatibility; no effect.")
+	fs.BoolVar(&k.version, "version", false, "Print version information and quit.")
+}
+
+// warnNoEffect logs one warning for each set flag that has no effect.
+func warnNoEffect(fs *pflag.FlagSet) {
+	fs.Visit(func(f *pflag.Flag) {
+		if why, ok := noEffect[f.Name]; ok {
+			klog.InfoS("Warning: flag has no effect in nftproxy", "flag", "--"+f.Name, "reason", why)
+		}
+	})
+}
+
+// mapStringBool parses "a=true,b=false".
+type mapStringBool struct{ m *map[string]bool }
+
+func (v *mapStringBool) String() string { return fmt.Sprint(*v.m) }
+func (v *mapStringBool) Type() string   { return "mapStringBool" }
+func (v *mapStringBool) Set(s string) error {
+	if *v.m == nil {
+		*v.m = map[string]bool{}
+	}
+	for _, kv := range strings.Split(s, ",") {
+		if strings.TrimSpace(kv) == "" {
+			continue
+		}
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok || (val != "true" && val != "false") {
+			return fmt.Errorf("%q is not key=true|false", kv)
+		}
+		(*v.m)[strings.TrimSpace(k)] = val == "true"
+	}
+	return nil
+}
+
+// loadConfigFile reads a KubeProxyConfiguration and makes it the
+// configuration, as kube-proxy does: the file replaces the flags, except
+// --hostname-override and the logging flags, which still win when set.
+func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return usageError{fmt.Errorf("--config: %w", err)}
+	}
+	var cfg proxyv1alpha1.KubeProxyConfiguration
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return usageError{fmt.Errorf("--config %s: %w", path, err)}
+	}
+	if cfg.Kind != "KubeProxyConfiguration" || cfg.APIVersion != "kubeproxy.config.k8s.io/v1alpha1" {
+		return usageError{fmt.Errorf("--config %s: want kind KubeProxyConfiguration of kubeproxy.config.k8s.io/v1alpha1, got %s %s", path, cfg.Kind, cfg.APIVersion)}
+	}
+	if err := yaml.UnmarshalStrict(data, &proxyv1alpha1.KubeProxyConfiguration{}); err != nil {
+		klog.InfoS("Warning: unknown fields in the configuration file", "file", path, "err", err)
+	}
+	applyConfigDefaults(&cfg)
+	if !fs.Changed("hostname-override") {
+		o.hostnameOverride = cfg.HostnameOverride
+	}
+	k := &o.kp
+	k.kubeconfig = cfg.ClientConnection.Kubeconfig
+	k.kubeAPIQPS, k.kubeAPIBurst = cfg.ClientConnection.QPS, cfg.ClientConnection.Burst
+	k.bindAddress, k.healthzBindAddress = cfg.BindAddress, cfg.HealthzBindAddress
+	o.metricsBindAddress = cfg.MetricsBindAddress
+	k.featureGates = cfg.FeatureGates
+	o.proxyMode = string(cfg.Mode)
+	o.clusterCIDR = cfg.ClusterCIDR
+	o.nodePortAddresses = cfg.NodePortAddresses
+	k.detectLocalMode = string(cfg.DetectLocalMode)
+	k.configSyncPeriod = cfg.ConfigSyncPeriod.Duration
+	ipt := cfg.IPTables
+	if o.proxyMode == "nftables" {
+		ipt.MasqueradeAll, ipt.MasqueradeBit = cfg.NFTables.MasqueradeAll, cfg.NFTables.MasqueradeBit
+		ipt.SyncPeriod, ipt.MinSyncPeriod = cfg.NFTables.SyncPeriod, cfg.NFTables.MinSyncPeriod
+	}
+	o.masqueradeAll = ipt.MasqueradeAll
+	o.masqueradeBit = int(*ipt.MasqueradeBit)
+	o.localhostNodePorts = *cfg.IPTables.LocalhostNodePorts
+	o.syncPeriod, o.minSyncPeriod = ipt.SyncPeriod.Duration, ipt.MinSyncPeriod.Duration
+	ct := cfg.Conntrack
+	k.conntrackMaxPerCore, k.conntrackMin = *ct.MaxPerCore, *ct.Min
+	k.conntrackTCPEstablished, k.conntrackTCPCloseWait = ct.TCPEstablishedTimeout.Duration, ct.TCPCloseWaitTimeout.Duration
+	k.conntrackUDPTimeout, k.conntrackUDPStream = ct.UDPTimeout.Duration, ct.UDPStreamTimeout.Duration
+	o.conntrackTCPLiberal = ct.TCPBeLiberal
+	for name, why := range map[string]bool{"IPVS": cfg.IPVS.Scheduler != "" || len(cfg.IPVS.ExcludeCIDRs) > 0, "enableProfiling": cfg.EnableProfiling,
+		"detectLocal.bridgeInterface": cfg.DetectLocal.BridgeInterface != "", "detectLocal.interfaceNamePrefix": cfg.DetectLocal.InterfaceNamePrefix != ""} {
+		if why {
+			klog.InfoS("Warning: configuration field has no effect in nftproxy", "field", name)
+		}
+	}
+	return nil
+}
+
+// applyConfigDefaults fills in kube-proxy's defaults for unset fields.
+func applyConfigDefaults(c *proxyv1alpha1.KubeProxyConfiguration) {
+	dur := func(d *metav1.Duration, v time.Duration) {
+		if d.Duration == 0 {
+			d.Duration = v
+		}
+	}
+	if c.BindAddress == "" {
+		c.BindAddress = "0.0.0.0"
+	}
+	if c.HealthzBindAddress == "" {
+		c.HealthzBindAddress = "0.0.0.0:10256"
+	}
+	if c.MetricsBindAddress == "" {
+		c.MetricsBindAddress = "127.0.0.1:10249"
+	}
+	if c.Mode == "" {
+		c.Mode = "iptables"
+	}
+	for _, ipt := range []*proxyv1alpha1.KubeProxyIPTablesConfiguration{&c.IPTables} {
+		if ipt.MasqueradeBit == nil {
+			bit := int32(14)
+			ipt.MasqueradeBit = &bit
+		}
+		if ipt.LocalhostNodePorts == nil {
+			on := true
+			ipt.LocalhostNodePorts = &on
+		}
+		dur(&ipt.SyncPeriod, 30*time.Second)
+		dur(&ipt.MinSyncPeriod, time.Second)
+	}
+	if c.NFTables.MasqueradeBit == nil {
+		bit := int32(14)
+		c.NFTables.MasqueradeBit = &bit
+	}
+	dur(&c.NFTables.SyncPeriod, 30*time.Second)
+	dur(&c.NFTables.MinSyncPeriod, time.Second)
+	dur(&c.ConfigSyncPeriod, 15*time.Minute)
+	if c.ClientConnection.QPS == 0 {
+		c.ClientConnection.QPS = 5
+	}
+	if c.ClientConnection.Burst == 0 {
+		c.ClientConnection.Burst = 10
+	}
+	if c.DetectLocalMode == "" {
+		c.DetectLocalMode = "ClusterCIDR"
+	}
+	ct := &c.Conntrack
+	if ct.MaxPerCore == nil {
+		v := int32(32768)
+		ct.MaxPerCore = &v
+	}
+	if ct.Min == nil {
+		v := int32(131072)
+		ct.Min = &v
+	}
+	if ct.TCPEstablishedTimeout == nil {
+		ct.TCPEstablishedTimeout = &metav1.Duration{Duration: 24 * time.Hour}
+	}
+	if ct.TCPCloseWaitTimeout == nil {
+		ct.TCPCloseWaitTimeout = &metav1.Duration{Duration: time.Hour}
+	}
+}
+
+// writeDefaultConfig writes kube-proxy's defaults as a configuration file.
+func writeDefaultConfig(path string) error {
+	cfg := proxyv1alpha1.KubeProxyConfiguration{TypeMeta: metav1.TypeMeta{APIVersion: "kubeproxy.config.k8s.io/v1alpha1", Kind: "KubeProxyConfiguration"}}
+	applyConfigDefaults(&cfg)
+	data, err := yaml.Marshal(&cfg)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// validateMode accepts kube-proxy's iptables and nftables modes.
+func validateMode(mode string) error {
+	switch mode {
+	case "", "iptables", "nftables":
+		return nil
+	}
+	return usageError{fmt.Errorf("--proxy-mode %q is not supported: nftproxy implements iptables-mode semantics on nftables and accepts \"iptables\" or \"nftables\"", mode)}
+}

@@ -1,0 +1,344 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+
+	"github.com/nftproxy/nftproxy/proxier"
+	"github.com/nftproxy/nftproxy/proxier/conntrack"
+	"github.com/nftproxy/nftproxy/proxier/healthcheck"
+	"github.com/nftproxy/nftproxy/proxier/model"
+	"github.com/nftproxy/nftproxy/proxier/netns"
+	"github.com/nftproxy/nftproxy/proxier/objfile"
+	"github.com/nftproxy/nftproxy/proxier/runner"
+	"github.com/nftproxy/nftproxy/proxier/source"
+)
+
+// collectStates returns every service port of the store, for rendering.
+func collectStates(store *model.Store) []model.ServicePortState {
+	var out []model.ServicePortState
+	for _, nn := range store.ServiceNames() {
+		states, problems := store.State(nn)
+		for _, p := range problems {
+			logProblem(p)
+		}
+		out = append(out, states...)
+	}
+	return out
+}
+
+// daemon keeps the rules in sync with a source (the objects file or the
+// API server). Sources write into the store under mu and ask the runner for
+// a sync; syncs take mu too.
+type daemon struct {
+	opts   *options
+	p      *proxier.Proxier
+	st     *setup
+	health *healthcheck.ProxyHealthServer
+	runner *runner.Runner
+	events events.EventRecorder
+
+	mu       sync.Mutex
+	reported map[string]bool
+	labels   map[string]string
+}
+
+// runLoop runs nftproxy as a daemon. On SIGTERM it exits and leaves the
+// rules in place, as kube-proxy does.
+func runLoop(ctx context.Context, opts *options) error {
+	d := &daemon{opts: opts, reported: map[string]bool{}}
+	var client kubernetes.Interface
+	if opts.objects == "" {
+		var err error
+		if client, err = newClient(opts); err != nil {
+			return err
+		}
+		node, err := waitForNode(ctx, client, opts.nodeName())
+		if err != nil {
+			return err
+		}
+		objs := &objfile.Objects{}
+		if node != nil {
+			objs.Nodes = []*v1.Node{node}
+			d.labels = node.Labels
+		}
+		d.opts.preloaded = objs
+	}
+	p, st, done, err := newProxier(opts)
+	if err != nil {
+		return err
+	}
+	defer done()
+	d.p, d.st = p, st
+	p.Syncer.OnProblem = d.problem
+	d.health = healthcheck.NewProxyHealthServer(nil, 2*opts.syncPeriod, func(path string, code int) {
+		c := p.Metrics.HealthzTotal
+		if path == "/livez" {
+			c = p.Metrics.LivezTotal
+		}
+		c.WithLabelValues(fmt.Sprint(code)).Inc()
+	})
+	if err := netns.Do(opts.netns, func() error { return conntrack.Apply(opts.conntrackSettings()) }); err != nil {
+		klog.ErrorS(err, "Could not apply all conntrack settings")
+	}
+	mux := metricsMux(p.Metrics, st.dp, opts.proxyMode)
+	mux.Handle("/healthz", d.health.HealthzHandler())
+	mux.Handle("/livez", d.health.LivezHandler())
+	serve(ctx, opts.netns, opts.metricsBindAddress, mux)
+	serve(ctx, opts.netns, opts.kp.healthzBindAddress, d.health.Mux())
+
+	d.runner = runner.New(func(r runner.Reason) error { return d.sync(ctx, r) }, opts.minSyncPeriod, opts.syncPeriod, nil)
+	if client != nil {
+		broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+		broadcaster.StartRecordingToSink(ctx.Done())
+		defer broadcaster.Shutdown()
+		d.events = broadcaster.NewRecorder(scheme.Scheme, "kube-proxy")
+		synced := source.Start(ctx, client, opts.nodeName(), opts.kp.configSyncPeriod, d)
+		for !synced() {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+		klog.InfoS("Informers synced; programming rules")
+	} else {
+		go d.watchFile(ctx)
+	}
+	d.runner.Loop(ctx)
+	klog.InfoS("Exiting; rules stay in place")
+	return nil
+}
+
+func (o *options) conntrackSettings() conntrack.Settings {
+	k := o.kp
+	return conntrack.Settings{MaxPerCore: k.conntrackMaxPerCore, Min: k.conntrackMin, TCPEstablishedTimeout: k.conntrackTCPEstablished,
+		TCPCloseWait: k.conntrackTCPCloseWait, UDPTimeout: k.conntrackUDPTimeout, UDPStreamTimeout: k.conntrackUDPStream, TCPBeLiberal: o.conntrackTCPLiberal}
+}
+
+// newClient builds a clientset from --kubeconfig and --master, or from the
+// pod's service account.
+func newClient(opts *options) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if opts.kp.kubeconfig == "" && opts.kp.master == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags(opts.kp.master, opts.kp.kubeconfig)
+	}
+	if err != nil {
+		return nil, usageError{fmt.Errorf("API server configuration: %w", err)}
+	}
+	cfg.QPS, cfg.Burst = opts.kp.kubeAPIQPS, int(opts.kp.kubeAPIBurst)
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.UserAgent = "nftproxy"
+	if opts.netns != "" {
+		cfg.Dial = netnsDialer(opts.netns)
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// waitForNode lists this node's Node until the API server answers; a
+// missing Node is not fatal (topology and primary IPs then come from the
+// local addresses).
+func waitForNode(ctx context.Context, client kubernetes.Interface, name string) (*v1.Node, error) {
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		node, err := source.NodeOf(ctx, client, name)
+		if err == nil {
+			if node == nil {
+				klog.InfoS("Warning: this node's Node object does not exist; node-local endpoints are matched by name only", "node", name)
+			}
+			return node, nil
+		}
+		klog.ErrorS(err, "Waiting for the API server")
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+	}
+}
+
+// sync runs one sync under the lock; a periodic run rewrites the table,
+// which repairs drift.
+func (d *daemon) sync(ctx context.Context, reason runner.Reason) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if reason == runner.Periodic {
+		d.p.Syncer.RequestFullSync()
+	}
+	res, err := d.p.Sync(ctx)
+	for _, f := range d.p.Syncer.Families() {
+		if !containsFamily(res.Failed, f) && err == nil {
+			d.health.Updated(familyName(f))
+		}
+	}
+	d.p.Metrics.ServicePending.Set(float64(d.p.Store.Pending()))
+	d.p.Metrics.EndpointPending.Set(float64(d.p.Store.Pending()))
+	if err != nil {
+		klog.ErrorS(err, "Sync failed; retrying with backoff, the next sync rewrites the table")
+	}
+	return err
+}
+
+// changed records a change and asks for a sync.
+func (d *daemon) changed(endpoints bool) {
+	if endpoints {
+		d.p.Metrics.EndpointChanges.Inc()
+	} else {
+		d.p.Metrics.ServiceChanges.Inc()
+	}
+	for _, f := range d.p.Syncer.Families() {
+		d.health.QueuedUpdate(familyName(f))
+	}
+	d.p.Metrics.LastQueuedTimestamp.WithLabelValues("IPv4").SetToCurrentTime()
+	if d.runner != nil {
+		d.runner.Run()
+	}
+}
+
+// SetService implements source.Sink.
+func (d *daemon) SetService(svc *v1.Service) {
+	d.mu.Lock()
+	d.p.Store.SetService(svc)
+	d.mu.Unlock()
+	d.changed(false)
+}
+
+// DeleteService implements source.Sink.
+func (d *daemon) DeleteService(nn types.NamespacedName) {
+	d.mu.Lock()
+	d.p.Store.DeleteService(nn)
+	d.mu.Unlock()
+	d.changed(false)
+}
+
+// SetEndpointSlice implements source.Sink.
+func (d *daemon) SetEndpointSlice(sl *discovery.EndpointSlice) {
+	d.mu.Lock()
+	p := d.p.Store.SetEndpointSlice(sl)
+	d.mu.Unlock()
+	if p != nil {
+		d.problem(*p)
+	}
+	d.changed(true)
+}
+
+// DeleteEndpointSlice implements source.Sink.
+func (d *daemon) DeleteEndpointSlice(namespace, name string) {
+	d.mu.Lock()
+	d.p.Store.DeleteEndpointSlice(namespace, name)
+	d.mu.Unlock()
+	d.changed(true)
+}
+
+// SetNode implements source.Sink: node eligibility for /healthz, and new
+// generators when the topology labels change.
+func (d *daemon) SetNode(node *v1.Node) {
+	d.health.SetNode(node)
+	if node == nil {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if node.Labels[v1.LabelTopologyZone] == d.labels[v1.LabelTopologyZone] {
+		return
+	}
+	d.labels = node.Labels
+	gens, err := d.opts.generatorsFor(d.st, node)
+	if err != nil {
+		klog.ErrorS(err, "Cannot apply the node's new labels")
+		return
+	}
+	d.p.Node.Labels = node.Labels
+	d.p.Syncer.SetGenerators(gens...)
+	go d.changed(false)
+}
+
+// problem logs an object that cannot be programmed, and records an Event
+// on it, once per distinct problem.
+func (d *daemon) problem(p model.Problem) {
+	d.mu.Lock()
+	seen := d.reported[p.Error()]
+	d.reported[p.Error()] = true
+	d.mu.Unlock()
+	if seen {
+		return
+	}
+	logProblem(p)
+	if d.events == nil || p.Object.Name == "" {
+		return
+	}
+	ref := &v1.ObjectReference{Kind: p.Kind, Namespace: p.Object.Namespace, Name: p.Object.Name, APIVersion: "v1"}
+	if p.Kind == "EndpointSlice" {
+		ref.APIVersion = "discovery.k8s.io/v1"
+	}
+	d.events.Eventf(ref, nil, v1.EventTypeWarning, "FailedToProgram", "Sync", "%s", p.Error())
+}
+
+// watchFile re-reads the objects file when it changes.
+func (d *daemon) watchFile(ctx context.Context) {
+	last := modTime(d.opts.objects)
+	tick := time.NewTicker(max(d.opts.minSyncPeriod, 100*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		m := modTime(d.opts.objects)
+		if m.Equal(last) {
+			continue
+		}
+		last = m
+		objs, err := objfile.Load(d.opts.objects)
+		if err != nil {
+			klog.ErrorS(err, "Cannot read objects file; keeping the current rules")
+			continue
+		}
+		d.mu.Lock()
+		replaceAll(d.p.Store, objs)
+		d.mu.Unlock()
+		d.changed(false)
+	}
+}
+
+// replaceAll makes store hold exactly the objects in objs.
+func replaceAll(store *model.Store, objs *objfile.Objects) {
+	keep := map[types.NamespacedName]bool{}
+	for _, svc := range objs.Services {
+		keep[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = true
+	}
+	for _, nn := range store.ServiceNames() {
+		if !keep[nn] {
+			store.DeleteService(nn)
+		}
+	}
+	store.ReplaceEndpointSlices(nil)
+	fill(store, objs)
+}
+
+func modTime(path string) time.Time {
+	st, err := os.Stat(path)
+	if err != nil {
+		return time.Time{}
+	}
+	return st.ModTime()
+}
+
+var _ http.Handler = (*http.ServeMux)(nil)

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+	"net"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/netns"
+)
+
+// netnsDialer dials from inside the network namespace at path, so that a
+// daemon programming another namespace reaches an API server there.
+func netnsDialer(path string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (c net.Conn, err error) {
+		err = netns.Do(path, func() error {
+			var d net.Dialer
+			c, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+}
+
+func containsFamily(list []nftgen.Family, f nftgen.Family) bool {
+	for _, x := range list {
+		if x == f {
+			return true
+		}
+	}
+	return false
+}
+
+// familyName is Kubernetes' name of a family ("IPv4", "IPv6").
+func familyName(f nftgen.Family) string {
+	if f == nftgen.FamilyIPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}

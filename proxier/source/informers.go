@@ -1,0 +1,112 @@
+// Package source feeds Services, EndpointSlices and this node's Node into
+// the proxier: from the API server through client-go shared informers, as
+// kube-proxy does.
+package source
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// LabelServiceProxyName marks Services (and their slices) that another
+// proxy handles; kube-proxy ignores them, and so does nftproxy.
+const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
+
+// Sink receives the objects. Its methods are called from informer
+// goroutines, one at a time per informer.
+type Sink interface {
+	SetService(*v1.Service)
+	DeleteService(types.NamespacedName)
+	SetEndpointSlice(*discovery.EndpointSlice)
+	DeleteEndpointSlice(namespace, name string)
+	// SetNode is called with this node's Node, or nil when it is deleted.
+	SetNode(*v1.Node)
+}
+
+// Selector is kube-proxy's label selector for Services and EndpointSlices:
+// no service-proxy-name label and no headless label.
+func Selector() string {
+	noProxyName, _ := labels.NewRequirement(LabelServiceProxyName, selection.DoesNotExist, nil)
+	noHeadless, _ := labels.NewRequirement(v1.IsHeadlessService, selection.DoesNotExist, nil)
+	return labels.NewSelector().Add(*noProxyName, *noHeadless).String()
+}
+
+// Start starts the informers and returns a function that reports whether
+// all of them have synced. Informers keep their cache when the API server
+// goes away and relist when their watch expires, so the sink keeps the last
+// known state.
+func Start(ctx context.Context, client kubernetes.Interface, nodeName string, resync time.Duration, sink Sink) func() bool {
+	factory := informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Selector() }))
+	svcs := factory.Core().V1().Services().Informer()
+	_, _ = svcs.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { sink.SetService(obj.(*v1.Service)) },
+		UpdateFunc: func(_, obj any) { sink.SetService(obj.(*v1.Service)) },
+		DeleteFunc: func(obj any) {
+			if svc, ok := unwrap[*v1.Service](obj); ok {
+				sink.DeleteService(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+			}
+		},
+	})
+	slices := factory.Discovery().V1().EndpointSlices().Informer()
+	_, _ = slices.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { sink.SetEndpointSlice(obj.(*discovery.EndpointSlice)) },
+		UpdateFunc: func(_, obj any) { sink.SetEndpointSlice(obj.(*discovery.EndpointSlice)) },
+		DeleteFunc: func(obj any) {
+			if sl, ok := unwrap[*discovery.EndpointSlice](obj); ok {
+				sink.DeleteEndpointSlice(sl.Namespace, sl.Name)
+			}
+		},
+	})
+	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, resync,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
+		}))
+	nodes := nodeFactory.Core().V1().Nodes().Informer()
+	_, _ = nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { sink.SetNode(obj.(*v1.Node)) },
+		UpdateFunc: func(_, obj any) { sink.SetNode(obj.(*v1.Node)) },
+		DeleteFunc: func(any) { sink.SetNode(nil) },
+	})
+	factory.Start(ctx.Done())
+	nodeFactory.Start(ctx.Done())
+	return func() bool { return svcs.HasSynced() && slices.HasSynced() && nodes.HasSynced() }
+}
+
+func unwrap[T any](obj any) (T, bool) {
+	if t, ok := obj.(T); ok {
+		return t, true
+	}
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		t, ok := d.Obj.(T)
+		return t, ok
+	}
+	var zero T
+	return zero, false
+}
+
+// NodeOf lists this node's Node (a list with a field selector, so that the
+// ClusterRole needs no "get"). It returns nil without error when the Node
+// does not exist.
+func NodeOf(ctx context.Context, client kubernetes.Interface, nodeName string) (*v1.Node, error) {
+	list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", nodeName).String()})
+	if err != nil {
+		return nil, fmt.Errorf("list node %s: %w", nodeName, err)
+	}
+	if len(list.Items) == 0 {
+		return nil, nil
+	}
+	return &list.Items[0], nil
+}
