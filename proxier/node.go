@@ -17,7 +17,7 @@ type NodePortAddresses struct {
 }
 
 // ResolveNodePortAddresses resolves --nodeport-addresses (CIDRs and the
-// word "primary") against the node's local addresses and primary IPs, for
+// keywords "primary", "localhost" and "all") against the node's local addresses and primary IPs, for
 // the family of is4. An empty spec, or a spec with no entry of this family,
 // means every local address, as in kube-proxy's iptables mode.
 func ResolveNodePortAddresses(spec []string, local, primary []netip.Addr, is4 bool) (NodePortAddresses, error) {
@@ -28,13 +28,21 @@ func ResolveNodePortAddresses(spec []string, local, primary []netip.Addr, is4 bo
 		if s == "" {
 			continue
 		}
-		if s == "primary" {
+		switch s {
+		case "primary":
 			usePrimary, any = true, true
 			continue
+		case "all":
+			return NodePortAddresses{All: true}, nil
+		case "localhost":
+			s = "127.0.0.0/8"
+			if !is4 {
+				s = "::1/128"
+			}
 		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return NodePortAddresses{}, fmt.Errorf("--nodeport-addresses: %q is neither a CIDR nor \"primary\"", s)
+			return NodePortAddresses{}, fmt.Errorf("--nodeport-addresses: %q is neither a CIDR nor one of primary, localhost, all", s)
 		}
 		if p.Addr().Is4() != is4 {
 			continue

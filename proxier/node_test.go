@@ -29,6 +29,8 @@ func TestResolveNodePortAddresses(t *testing.T) {
 		{[]string{"192.0.2.0/24"}, false, NodePortAddresses{All: true}}, // no IPv6 entry
 		{[]string{"0.0.0.0/0"}, true, NodePortAddresses{All: true}},
 		{[]string{"203.0.113.0/24"}, true, NodePortAddresses{}}, // nothing matches: no node ports
+		{[]string{"all"}, true, NodePortAddresses{All: true}},
+		{[]string{"primary", "localhost"}, true, NodePortAddresses{Addrs: addrs("192.0.2.1", "127.0.0.1")}},
 	}
 	for _, tt := range tests {
 		got, err := ResolveNodePortAddresses(tt.spec, local, primary, tt.is4)

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func parse(t *testing.T, args ...string) (*options, *pflag.FlagSet) {
+	t.Helper()
+	o := newOptions()
+	fs := pflag.NewFlagSet("nftproxy", pflag.ContinueOnError)
+	o.addFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return o, fs
+}
+
+// TestKubeadmConfigLoads loads the config.conf that kubeadm writes into the
+// kube-proxy ConfigMap, unchanged, with the command line of kubeadm's
+// DaemonSet.
+func TestKubeadmConfigLoads(t *testing.T) {
+	o, fs := parse(t, "--config=testdata/kubeadm-config.conf", "--hostname-override=node-1")
+	if err := o.loadConfigFile(o.kp.configFile, fs); err != nil {
+		t.Fatal(err)
+	}
+	checks := map[string]bool{
+		"kubeconfig":          o.kp.kubeconfig == "/var/lib/kube-proxy/kubeconfig.conf",
+		"cluster CIDR":        o.clusterCIDR == "10.244.0.0/16",
+		"hostname override":   o.hostnameOverride == "node-1",
+		"mode default":        o.proxyMode == "iptables",
+		"masquerade bit":      o.masqueradeBit == 14,
+		"localhost nodeports": o.localhostNodePorts,
+		"sync period":         o.syncPeriod == 30*time.Second && o.minSyncPeriod == time.Second,
+		"healthz address":     o.kp.healthzBindAddress == "0.0.0.0:10256",
+		"metrics address":     o.metricsBindAddress == "127.0.0.1:10249",
+		"conntrack":           o.kp.conntrackMaxPerCore == 32768 && o.kp.conntrackMin == 131072 && o.kp.conntrackTCPEstablished == 24*time.Hour,
+		"qps":                 o.kp.kubeAPIQPS == 5 && o.kp.kubeAPIBurst == 10,
+		"detect local mode":   o.kp.detectLocalMode == "ClusterCIDR",
+	}
+	for what, ok := range checks {
+		if !ok {
+			t.Errorf("%s not as kube-proxy would have it: %+v", what, o)
+		}
+	}
+}
+
+// TestConfigFileWinsOverFlags follows kube-proxy: with --config, the file's
+// values replace the flags (except --hostname-override).
+func TestConfigFileWinsOverFlags(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "config.yaml")
+	os.WriteFile(cfg, []byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nclusterCIDR: 10.1.0.0/16\niptables:\n  masqueradeAll: true\n  syncPeriod: 10s\nhostnameOverride: from-file\n"), 0o644)
+	o, fs := parse(t, "--config", cfg, "--cluster-cidr", "10.9.0.0/16", "--masquerade-all=false")
+	if err := o.loadConfigFile(cfg, fs); err != nil {
+		t.Fatal(err)
+	}
+	if o.clusterCIDR != "10.1.0.0/16" || !o.masqueradeAll || o.syncPeriod != 10*time.Second || o.hostnameOverride != "from-file" {
+		t.Errorf("got %+v", o)
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	os.WriteFile(bad, []byte("apiVersion: v1\nkind: ConfigMap\n"), 0o644)
+	if err := o.loadConfigFile(bad, fs); err == nil || !strings.Contains(err.Error(), "KubeProxyConfiguration") {
+		t.Errorf("wrong kind: %v", err)
+	}
+}
+
+func TestProxyModeAndVersionFlags(t *testing.T) {
+	for _, mode := range []string{"iptables", "nftables", ""} {
+		if err := validateMode(mode); err != nil {
+			t.Errorf("mode %q: %v", mode, err)
+		}
+	}
+	if err := validateMode("ipvs"); err == nil {
+		t.Error("ipvs accepted")
+	}
+	code, _, stderr := captureRun(t, "--proxy-mode=ipvs")
+	if code != 2 || !strings.Contains(stderr, `--proxy-mode "ipvs" is not supported`) {
+		t.Errorf("--proxy-mode=ipvs: exit %d, %q", code, stderr)
+	}
+	code, out, _ := captureRun(t, "--version")
+	if code != 0 || !strings.Contains(out, "nftproxy") {
+		t.Errorf("--version: %d %q", code, out)
+	}
+}
+
+// TestHelpListsKubeProxyFlags checks that every kube-proxy flag is
+// accepted.
+func TestHelpListsKubeProxyFlags(t *testing.T) {
+	_, fs := parse(t)
+	for _, name := range []string{"config", "write-config-to", "cleanup", "feature-gates", "kubeconfig", "master", "kube-api-content-type",
+		"kube-api-burst", "kube-api-qps", "hostname-override", "bind-address", "healthz-bind-address", "metrics-bind-address",
+		"bind-address-hard-fail", "profiling", "show-hidden-metrics-for-version", "init-only", "proxy-mode", "iptables-masquerade-bit",
+		"masquerade-all", "iptables-localhost-nodeports", "iptables-sync-period", "iptables-min-sync-period", "ipvs-sync-period",
+		"ipvs-min-sync-period", "ipvs-scheduler", "ipvs-exclude-cidrs", "ipvs-strict-arp", "ipvs-tcp-timeout", "ipvs-tcpfin-timeout",
+		"ipvs-udp-timeout", "detect-local-mode", "pod-bridge-interface", "pod-interface-name-prefix", "cluster-cidr", "nodeport-addresses",
+		"oom-score-adj", "conntrack-max-per-core", "conntrack-min", "conntrack-tcp-timeout-established", "conntrack-tcp-timeout-close-wait",
+		"conntrack-tcp-be-liberal", "conntrack-udp-timeout", "conntrack-udp-timeout-stream", "config-sync-period", "healthz-port", "metrics-port", "v", "version"} {
+		if fs.Lookup(name) == nil {
+			t.Errorf("kube-proxy flag --%s is not accepted", name)
+		}
+	}
+}

@@ -1,0 +1,233 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/nftproxy/nftproxy/e2e/netns"
+)
+
+// ClusterBinaries are etcd, kube-apiserver and kubectl, built from Go
+// modules (k8s.io/kubernetes v1.37.2, etcd v3.6.16) into e2e/.cache/bin,
+// which git ignores. A cold build takes minutes; later runs reuse them.
+type ClusterBinaries struct {
+	Etcd, APIServer, Kubectl string
+}
+
+// BuildClusterBinaries builds whatever is missing. dir is the e2e folder.
+func BuildClusterBinaries(dir string) (*ClusterBinaries, error) {
+	bin, err := filepath.Abs(filepath.Join(dir, ".cache", "bin"))
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return nil, err
+	}
+	b := &ClusterBinaries{Etcd: filepath.Join(bin, "etcd"), APIServer: filepath.Join(bin, "kube-apiserver"), Kubectl: filepath.Join(bin, "kubectl")}
+	ldflags := "-s -w -X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
+	builds := []struct{ out, module, pkg string }{
+		{b.Etcd, "etcd", "go.etcd.io/etcd/server/v3"},
+		{b.APIServer, "legacy", "k8s.io/kubernetes/cmd/kube-apiserver"},
+		{b.Kubectl, "legacy", "k8s.io/kubernetes/cmd/kubectl"},
+	}
+	for _, bd := range builds {
+		if _, err := os.Stat(bd.out); err == nil {
+			continue
+		}
+		cmd := exec.Command("go", "build", "-mod=mod", "-ldflags", ldflags, "-o", bd.out, bd.pkg)
+		cmd.Dir = filepath.Join(dir, bd.module)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("build %s: %w\n%s", bd.pkg, err, out)
+		}
+	}
+	return b, nil
+}
+
+// APIServer is etcd plus kube-apiserver running inside a namespace, on its
+// loopback, with RBAC authorization and a static admin token.
+type APIServer struct {
+	NS         *netns.NS
+	Dir        string
+	URL        string
+	AdminToken string
+	CAFile     string
+	bins       *ClusterBinaries
+	etcd, api  *exec.Cmd
+}
+
+// StartAPIServer starts etcd and kube-apiserver in ns and waits until the
+// API server is ready. They are stopped when the test ends.
+func StartAPIServer(t netns.T, ns *netns.NS, bins *ClusterBinaries) *APIServer {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "nftproxy-apiserver-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	s := &APIServer{NS: ns, Dir: dir, URL: "https://127.0.0.1:6443", AdminToken: "admin-token-for-e2e", bins: bins,
+		CAFile: filepath.Join(dir, "certs", "apiserver.crt")}
+	if err := writeServiceAccountKeys(dir); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "tokens.csv"), []byte(s.AdminToken+`,admin,admin,"system:masters"`+"\n"), 0o600)
+	s.startEtcd(t)
+	s.Start(t)
+	t.Cleanup(func() { s.Stop(); s.stopEtcd() })
+	return s
+}
+
+func (s *APIServer) startEtcd(t netns.T) {
+	s.etcd = s.NS.Command(s.bins.Etcd, "--name", "default", "--data-dir", filepath.Join(s.Dir, "etcd"),
+		"--listen-client-urls", "http://127.0.0.1:2379", "--advertise-client-urls", "http://127.0.0.1:2379",
+		"--listen-peer-urls", "http://127.0.0.1:2380", "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
+		"--initial-cluster", "default=http://127.0.0.1:2380", "--unsafe-no-fsync", "--log-level", "error")
+	s.etcd.Stdout, s.etcd.Stderr = logFile(s.Dir, "etcd.log"), logFile(s.Dir, "etcd.log")
+	if err := s.etcd.Start(); err != nil {
+		t.Fatalf("start etcd: %v", err)
+	}
+}
+
+func (s *APIServer) stopEtcd() {
+	if s.etcd != nil && s.etcd.Process != nil {
+		_ = s.etcd.Process.Kill()
+		_ = s.etcd.Wait()
+	}
+}
+
+func logFile(dir, name string) *os.File {
+	f, _ := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	return f
+}
+
+// Start starts kube-apiserver (again) and waits until it is ready.
+func (s *APIServer) Start(t netns.T) {
+	t.Helper()
+	s.api = s.NS.Command(s.bins.APIServer,
+		"--etcd-servers", "http://127.0.0.1:2379", "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+		"--secure-port", "6443", "--cert-dir", filepath.Join(s.Dir, "certs"), "--endpoint-reconciler-type", "none",
+		"--service-cluster-ip-range", ServiceCIDR,
+		"--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file", filepath.Join(s.Dir, "sa.pub"),
+		"--service-account-signing-key-file", filepath.Join(s.Dir, "sa.key"),
+		"--token-auth-file", filepath.Join(s.Dir, "tokens.csv"),
+		"--authorization-mode", "RBAC", "--disable-admission-plugins", "ServiceAccount")
+	s.api.Stdout, s.api.Stderr = logFile(s.Dir, "apiserver.log"), logFile(s.Dir, "apiserver.log")
+	if err := s.api.Start(); err != nil {
+		t.Fatalf("start kube-apiserver: %v", err)
+	}
+	deadline := time.Now().Add(90 * time.Second)
+	for !s.ready() {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(s.Dir, "apiserver.log"))
+			if len(log) > 4000 {
+				log = log[len(log)-4000:]
+			}
+			t.Fatalf("kube-apiserver not ready within 90 s:\n%s", log)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Stop stops kube-apiserver (etcd keeps running).
+func (s *APIServer) Stop() {
+	if s.api != nil && s.api.Process != nil {
+		_ = s.api.Process.Kill()
+		_ = s.api.Wait()
+		s.api = nil
+	}
+}
+
+func (s *APIServer) dial(ctx context.Context, network, addr string) (c net.Conn, err error) {
+	err = s.NS.Do(func() error {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
+}
+
+func (s *APIServer) ready() bool {
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: s.dial,
+		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // #nosec: a throwaway test server
+	req, _ := http.NewRequest("GET", s.URL+"/readyz", nil)
+	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
+	resp, err := client.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == 200
+}
+
+// Config returns a client configuration with token, dialing from the
+// server's namespace.
+func (s *APIServer) Config(token string) *rest.Config {
+	return &rest.Config{Host: s.URL, BearerToken: token, Dial: s.dial, TLSClientConfig: rest.TLSClientConfig{CAFile: s.CAFile}, QPS: 50, Burst: 100}
+}
+
+// Admin returns a clientset with the admin token.
+func (s *APIServer) Admin(t netns.T) kubernetes.Interface {
+	c, err := kubernetes.NewForConfig(s.Config(s.AdminToken))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// Kubeconfig writes a kubeconfig for token and returns its path.
+func (s *APIServer) Kubeconfig(name, token string) string {
+	path := filepath.Join(s.Dir, name+".kubeconfig")
+	os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: e2e
+  cluster:
+    server: %s
+    certificate-authority: %s
+users:
+- name: %s
+  user:
+    token: %s
+contexts:
+- name: e2e
+  context: {cluster: e2e, user: %s}
+current-context: e2e
+`, s.URL, s.CAFile, name, token, name)), 0o600)
+	return path
+}
+
+// Kubectl runs kubectl in the server's namespace with the admin token.
+func (s *APIServer) Kubectl(args ...string) (string, error) {
+	return s.NS.Run(s.bins.Kubectl, append([]string{"--kubeconfig", s.Kubeconfig("admin", s.AdminToken)}, args...)...)
+}
+
+func writeServiceAccountKeys(dir string) error {
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		return err
+	}
+	pub, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644)
+}

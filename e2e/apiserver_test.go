@@ -1,0 +1,231 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/nftproxy/nftproxy/e2e/netns"
+)
+
+// daemonCluster is a topology whose node runs etcd, kube-apiserver and the
+// nftproxy daemon, which talks to the API server with the ServiceAccount
+// token of deploy/base's least-privilege ClusterRole.
+type daemonCluster struct {
+	*Topology
+	api        *APIServer
+	admin      kubernetes.Interface
+	daemon     *exec.Cmd
+	kubeconfig string
+}
+
+func newDaemonCluster(t *testing.T) *daemonCluster {
+	bins, err := BuildClusterBinaries(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := NewTopology(t, echoBinary)
+	c := &daemonCluster{Topology: tp}
+	c.api = StartAPIServer(t, tp.Node, bins)
+	c.admin = c.api.Admin(t)
+	ctx := context.Background()
+	if out, err := c.api.Kubectl("apply", "-f", "../deploy/base/serviceaccount.yaml", "-f", "../deploy/base/rbac.yaml"); err != nil {
+		t.Fatalf("apply RBAC: %v\n%s", err, out)
+	}
+	tok, err := c.admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "nftproxy",
+		&authv1.TokenRequest{Spec: authv1.TokenRequestSpec{ExpirationSeconds: ptrTo(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for the nftproxy ServiceAccount: %v", err)
+	}
+	c.kubeconfig = c.api.Kubeconfig("nftproxy", tok.Status.Token)
+	node := testNode()
+	node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: NodeIP}}
+	if _, err := c.admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// startDaemon runs nftproxy in the node namespace against the API server.
+func (c *daemonCluster) startDaemon(t *testing.T, extra ...string) {
+	args := append([]string{"--kubeconfig", c.kubeconfig, "--hostname-override", LocalNode, "--cluster-cidr", ClusterCIDR,
+		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256",
+		"--iptables-min-sync-period", "100ms", "--iptables-sync-period", "10s"}, extra...)
+	c.daemon = c.Node.Command(nftproxyBinary, args...)
+	c.daemon.Stdout, c.daemon.Stderr = logFile(c.api.Dir, "nftproxy.log"), logFile(c.api.Dir, "nftproxy.log")
+	if err := c.daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.daemon.Process.Kill(); _ = c.daemon.Wait() })
+}
+
+// eventually retries f until it returns nil, for up to limit.
+func eventually(t *testing.T, what string, limit time.Duration, f func() error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	var err error
+	for time.Since(start) < limit {
+		if err = f(); err == nil {
+			return time.Since(start)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %v: %v", what, limit, err)
+	return 0
+}
+
+func servedBy(ns func() (Reply, error), want ...string) func() error {
+	return func() error {
+		seen := map[string]bool{}
+		for i := 0; i < 10*len(want); i++ {
+			r, err := ns()
+			if err != nil {
+				return err
+			}
+			seen[r.Server] = true
+		}
+		for _, w := range want {
+			if !seen[w] {
+				return errorf("answered by %v, want %v", seen, want)
+			}
+		}
+		if len(seen) != len(want) {
+			return errorf("answered by %v, want only %v", seen, want)
+		}
+		return nil
+	}
+}
+
+type testError string
+
+func (e testError) Error() string { return string(e) }
+
+func errorf(format string, args ...any) error { return testError(fmt.Sprintf(format, args...)) }
+
+func TestDaemonAgainstRealAPIServer(t *testing.T) {
+	netns.RequireRoot(t)
+	c := newDaemonCluster(t)
+	ctx := context.Background()
+
+	t.Run("deploy manifests pass server-side dry-run", func(t *testing.T) {
+		if out, err := c.api.Kubectl("apply", "-k", "../deploy/base", "--dry-run=server"); err != nil {
+			t.Errorf("kubectl apply -k deploy/base --dry-run=server: %v\n%s", err, out)
+		}
+	})
+	t.Run("the ServiceAccount has exactly the ClusterRole's permissions", func(t *testing.T) {
+		sa := "system:serviceaccount:kube-system:nftproxy"
+		for _, check := range []struct {
+			verb, resource string
+			want           string
+		}{
+			{"list", "services", "yes"}, {"watch", "services", "yes"},
+			{"list", "endpointslices.discovery.k8s.io", "yes"}, {"watch", "endpointslices.discovery.k8s.io", "yes"},
+			{"list", "nodes", "yes"}, {"watch", "nodes", "yes"},
+			{"create", "events", "yes"}, {"create", "events.events.k8s.io", "yes"},
+			{"get", "nodes", "no"}, {"get", "secrets", "no"}, {"list", "pods", "no"}, {"create", "services", "no"},
+			{"update", "endpointslices.discovery.k8s.io", "no"}, {"delete", "events", "no"}, {"list", "configmaps", "no"},
+		} {
+			out, _ := c.api.Kubectl("auth", "can-i", check.verb, check.resource, "--as", sa, "-A")
+			if got := strings.TrimSpace(out); got != check.want {
+				t.Errorf("can-i %s %s = %q, want %q", check.verb, check.resource, got, check.want)
+			}
+		}
+	})
+
+	c.AddPod("ep1", PodIP(1), []int{8080}, nil)
+	c.AddPod("ep2", PodIP(2), []int{8080}, nil)
+	client := c.AddPod("client", PodIP(100), nil, nil)
+	c.startDaemon(t)
+
+	svc := ClusterIPService("web", "api", "10.96.0.77", httpPort)
+	if _, err := c.admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.admin.CoreV1().Services("web").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setSlice := func(ips ...string) {
+		t.Helper()
+		sl := Slice("web", "api", "api-1", []PortSpec{httpPort}, ips...)
+		sl.Annotations = map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": time.Now().UTC().Format(time.RFC3339Nano)}
+		if _, err := c.admin.DiscoveryV1().EndpointSlices("web").Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
+			if _, err := c.admin.DiscoveryV1().EndpointSlices("web").Create(ctx, sl, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	request := func() (Reply, error) { return TCPRequest(client.NS, "10.96.0.77:80", time.Second) }
+
+	setSlice(PodIP(1))
+	d := eventually(t, "first endpoint programmed", 30*time.Second, servedBy(request, "ep1"))
+	t.Logf("Service and EndpointSlice created with client-go: traffic after %v", d)
+	setSlice(PodIP(1), PodIP(2))
+	d = eventually(t, "scale up", 10*time.Second, servedBy(request, "ep1", "ep2"))
+	t.Logf("scale up followed after %v", d)
+	setSlice(PodIP(2))
+	d = eventually(t, "scale down", 10*time.Second, servedBy(request, "ep2"))
+	t.Logf("scale down followed after %v", d)
+
+	metrics := httpGet(t, c.Node, "http://127.0.0.1:10249/metrics")
+	if m := regexp.MustCompile(`kubeproxy_network_programming_duration_seconds_count\{ip_family="IPv4"\} (\d+)`).FindStringSubmatch(metrics); m == nil || m[1] == "0" {
+		t.Errorf("network_programming_duration_seconds not populated:\n%s", grepLines(metrics, "network_programming"))
+	}
+	if hz := httpGet(t, c.Node, "http://127.0.0.1:10256/healthz"); !strings.Contains(hz, `"healthy":true`) || !strings.Contains(hz, `"nodeEligible":true`) {
+		t.Errorf("/healthz: %s", hz)
+	}
+
+	// An EndpointSlice without a service label cannot be programmed: an
+	// Event says so.
+	orphan := Slice("web", "api", "orphan", []PortSpec{httpPort}, PodIP(1))
+	orphan.Labels = map[string]string{"app": "x"}
+	if _, err := c.admin.DiscoveryV1().EndpointSlices("web").Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "event for the orphan slice", 10*time.Second, func() error {
+		evs, err := c.admin.EventsV1().Events("web").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "orphan" && e.Reason == "FailedToProgram" {
+				return nil
+			}
+		}
+		return errorf("no FailedToProgram event among %d", len(evs.Items))
+	})
+
+	if err := c.admin.CoreV1().Services("web").Delete(ctx, "api", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.admin.DiscoveryV1().EndpointSlices("web").Delete(ctx, "api-1", metav1.DeleteOptions{})
+	eventually(t, "deletion", 10*time.Second, func() error {
+		table := c.Node.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+		if strings.Contains(table, "10.96.0.77") || strings.Contains(table, "web/api:http") {
+			return errorf("service still programmed")
+		}
+		return nil
+	})
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
