@@ -19,6 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/proxier"
+	"github.com/nftproxy/nftproxy/proxier/cleanup"
 	"github.com/nftproxy/nftproxy/proxier/conntrack"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
 	"github.com/nftproxy/nftproxy/proxier/model"
@@ -95,6 +96,7 @@ func runLoop(ctx context.Context, opts *options) error {
 	if err := netns.Do(opts.netns, func() error { return conntrack.Apply(opts.conntrackSettings()) }); err != nil {
 		klog.ErrorS(err, "Could not apply all conntrack settings")
 	}
+	removeLegacyRules(opts.netns)
 	mux := metricsMux(p.Metrics, st.dp, opts.proxyMode)
 	mux.Handle("/healthz", d.health.HealthzHandler())
 	mux.Handle("/livez", d.health.LivezHandler())
@@ -128,6 +130,26 @@ func (o *options) conntrackSettings() conntrack.Settings {
 	k := o.kp
 	return conntrack.Settings{MaxPerCore: k.conntrackMaxPerCore, Min: k.conntrackMin, TCPEstablishedTimeout: k.conntrackTCPEstablished,
 		TCPCloseWait: k.conntrackTCPCloseWait, UDPTimeout: k.conntrackUDPTimeout, UDPStreamTimeout: k.conntrackUDPStream, TCPBeLiberal: o.conntrackTCPLiberal}
+}
+
+// removeLegacyRules deletes the iptables-mode rules of the kube-proxy this
+// node ran before, in both iptables backends, and kube-proxy's nftables
+// mode tables: they would shadow or double-handle nftproxy's rules.
+func removeLegacyRules(nsPath string) {
+	_ = netns.Do(nsPath, func() error {
+		nft, err := cleanup.CleanupNFT()
+		if err != nil {
+			klog.ErrorS(err, "Could not remove kube-proxy's iptables-nft rules")
+		}
+		legacy, err := cleanup.CleanupLegacy()
+		if err != nil {
+			klog.ErrorS(err, "Could not remove kube-proxy's legacy iptables rules")
+		}
+		if nft.Chains+nft.Rules+legacy.Chains+legacy.Rules > 0 {
+			klog.InfoS("Removed the previous kube-proxy's rules", "nftChains", nft.Chains, "nftJumps", nft.Rules, "legacyChains", legacy.Chains, "legacyRules", legacy.Rules)
+		}
+		return nil
+	})
 }
 
 // newClient builds a clientset from --kubeconfig and --master, or from the

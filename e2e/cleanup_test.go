@@ -1,0 +1,67 @@
+//go:build linux
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestStartupRemovesLegacyKubeProxyRules loads a real kube-proxy iptables
+// ruleset (captured from kube-proxy v1.37.2) into both iptables backends,
+// with foreign chains beside it, starts the nftproxy daemon and checks that
+// kube-proxy's chains and jumps are gone from both backends and everything
+// else is still there.
+func TestStartupRemovesLegacyKubeProxyRules(t *testing.T) {
+	ns := nodeNamespace(t, "nfp-cleanup")
+	save, err := os.ReadFile("testdata/kube-proxy-legacy.save")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, restore := range []string{"iptables-legacy-restore", "iptables-nft-restore"} {
+		cmd := ns.Command(restore)
+		cmd.Stdin = strings.NewReader(string(save))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", restore, err, out)
+		}
+	}
+	before := ns.MustRun(t, "iptables-legacy-save")
+	if !strings.Contains(before, "KUBE-SVC-") || !strings.Contains(ns.MustRun(t, "iptables-nft-save"), "KUBE-SVC-") {
+		t.Fatal("the legacy ruleset did not load")
+	}
+
+	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.50", httpPort))
+	cmd := exec.Command(nftproxyBinary, "--objects", objects, "--netns", ns.Path(), "--metrics-bind-address", "0", "--healthz-bind-address", "0")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if out, _ := ns.Run("nft", "list", "table", "ip", "nftproxy"); strings.Contains(out, "10.96.0.50") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("nftproxy did not program its table")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	for _, saveCmd := range []string{"iptables-legacy-save", "iptables-nft-save"} {
+		after := ns.MustRun(t, saveCmd)
+		for _, gone := range []string{"KUBE-SVC-", "KUBE-SEP-", "KUBE-EXT-", ":KUBE-SERVICES", "-j KUBE-SERVICES", ":KUBE-NODEPORTS", "-j KUBE-POSTROUTING", ":KUBE-FORWARD", "-j KUBE-PROXY-FIREWALL", "-j KUBE-EXTERNAL-SERVICES"} {
+			if strings.Contains(after, gone) {
+				t.Errorf("%s still shows %q:\n%s", saveCmd, gone, after)
+			}
+		}
+		for _, kept := range []string{"-A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER", "-A DOCKER -i docker0 -j RETURN", "-A FORWARD -j CNI-FORWARD",
+			"-A CNI-FORWARD -s 10.244.0.0/16 -j ACCEPT", ":KUBE-FIREWALL", "-A INPUT -j KUBE-FIREWALL"} {
+			if !strings.Contains(after, kept) {
+				t.Errorf("%s lost %q:\n%s", saveCmd, kept, after)
+			}
+		}
+	}
+}
