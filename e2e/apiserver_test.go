@@ -207,6 +207,33 @@ func TestDaemonAgainstRealAPIServer(t *testing.T) {
 		return errorf("no FailedToProgram event among %d", len(evs.Items))
 	})
 
+	if cz := httpGet(t, c.Node, "http://127.0.0.1:10249/configz"); !strings.Contains(cz, `"kubeproxy.config.k8s.io"`) || !strings.Contains(cz, `"clusterCIDR":"`+ClusterCIDR+`"`) {
+		t.Errorf("/configz: %s", cz)
+	}
+	if m := regexp.MustCompile(`nftproxy_table_objects\{ip_family="IPv4",kind="chains"\} (\d+)`).FindStringSubmatch(metrics); m == nil || m[1] == "0" {
+		t.Errorf("nftproxy_table_objects not set:\n%s", grepLines(metrics, "table_objects"))
+	}
+
+	// The API server goes away for longer than the health timeout (twice
+	// the 10 s sync period): the rules stay, traffic flows, and, as with
+	// kube-proxy, /healthz stays healthy because no update is waiting.
+	c.api.Stop()
+	stopped := time.Now()
+	for time.Since(stopped) < 22*time.Second {
+		if _, err := request(); err != nil {
+			t.Fatalf("%v after the API server stopped: %v", time.Since(stopped).Round(time.Second), err)
+		}
+		time.Sleep(2 * time.Second)
+	}
+	if hz := httpGet(t, c.Node, "http://127.0.0.1:10256/healthz"); !strings.Contains(hz, `"healthy":true`) {
+		t.Errorf("/healthz with the API server gone but rules in sync: %s", hz)
+	}
+	c.api.Start(t)
+	returned := time.Now()
+	setSlice(PodIP(1), PodIP(2))
+	d = eventually(t, "change after the API server returned", 60*time.Second, servedBy(request, "ep1", "ep2"))
+	t.Logf("API server back after %v down; a change made then was applied after %v", returned.Sub(stopped).Round(time.Second), d)
+
 	if err := c.admin.CoreV1().Services("web").Delete(ctx, "api", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

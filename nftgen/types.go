@@ -268,3 +268,32 @@ func (r *Ruleset) serviceKeys() []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// ObjectCounts are the nftables objects of a fragment, by kind.
+type ObjectCounts struct {
+	Chains, Rules, Elements, Sets int
+}
+
+// Add adds o to c.
+func (c *ObjectCounts) Add(o ObjectCounts, sign int) {
+	c.Chains += sign * o.Chains
+	c.Rules += sign * o.Rules
+	c.Elements += sign * o.Elements
+	c.Sets += sign * o.Sets
+}
+
+// Objects counts the fragment's chains, rules, map elements and sets.
+func (f *Fragment) Objects() ObjectCounts {
+	var c ObjectCounts
+	if f == nil {
+		return c
+	}
+	c.Chains, c.Sets = len(f.Chains), len(f.Sets)
+	for _, ch := range f.Chains {
+		c.Rules += len(ch.Rules)
+	}
+	for _, els := range f.Elements {
+		c.Elements += len(els)
+	}
+	return c
+}

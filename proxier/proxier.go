@@ -129,6 +129,10 @@ func (p *Proxier) record(res SyncResult, start time.Time) {
 		}
 		m.SyncOperations.WithLabelValues(fam, kind).Observe(float64(res.FamilyOps[f]))
 		m.LastSyncTimestamp.WithLabelValues(fam).SetToCurrentTime()
+		o := p.Syncer.Objects(f)
+		for kind, n := range map[string]int{"chains": o.Chains, "rules": o.Rules, "map_elements": o.Elements, "sets": o.Sets} {
+			m.TableObjects.WithLabelValues(fam, kind).Set(float64(n))
+		}
 		for _, table := range []string{"nat", "filter"} {
 			m.RulesTotal.WithLabelValues(table, fam).Set(float64(p.Syncer.RuleCounts(f)[table]))
 			m.RulesLast.WithLabelValues(table, fam).Set(float64(p.Syncer.LastRuleCounts(f)[table]))

@@ -49,6 +49,8 @@ type familyState struct {
 	// applied, kept up to date from the fragments each sync replaces;
 	// lastCounts those of the fragments the last sync wrote.
 	counts, lastCounts compat.Counts
+	// objects counts the table's nftables objects, kept like counts.
+	objects nftgen.ObjectCounts
 	// owners maps an IP, protocol and port to the fragment key that owns
 	// it, whatever map it is in, so that two Services claiming the same
 	// one can neither break the transaction nor shadow each other.
@@ -198,6 +200,10 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (*nftgen.Transac
 		}
 		fs.lastCounts = compat.Counts{}
 		fs.lastCounts.Add(fs.counts)
+		fs.objects = rs.Top.Objects()
+		for _, f := range rs.Services {
+			fs.objects.Add(f.Objects(), 1)
+		}
 	}
 	return nftgen.PlanFull(rs, inv), commit, nil
 }
@@ -236,6 +242,8 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 		for key, f := range updates {
 			fs.counts.Sub(compat.CountFragment(fs.applied.Services[key]))
 			fs.counts.Add(compat.CountFragment(f))
+			fs.objects.Add(fs.applied.Services[key].Objects(), -1)
+			fs.objects.Add(f.Objects(), 1)
 			if !fs.applied.Services[key].Equal(f) {
 				fs.lastCounts.Add(compat.CountFragment(f))
 			}
@@ -307,6 +315,15 @@ func (s *Syncer) LastRuleCounts(f nftgen.Family) compat.Counts {
 		out.Add(fs.lastCounts)
 	}
 	return out
+}
+
+// Objects returns the nftables objects of family f's table after the last
+// successful sync.
+func (s *Syncer) Objects(f nftgen.Family) nftgen.ObjectCounts {
+	if fs := s.families[f]; fs != nil {
+		return fs.objects
+	}
+	return nftgen.ObjectCounts{}
 }
 
 // Families returns the families the syncer programs.

@@ -279,3 +279,31 @@ func validateMode(mode string) error {
 	}
 	return usageError{fmt.Errorf("--proxy-mode %q is not supported: nftproxy implements iptables-mode semantics on nftables and accepts \"iptables\" or \"nftables\"", mode)}
 }
+
+// effectiveConfig returns the configuration in effect, as kube-proxy's
+// /configz shows it.
+func (o *options) effectiveConfig() *proxyv1alpha1.KubeProxyConfiguration {
+	bit := int32(o.masqueradeBit)
+	localhost := o.localhostNodePorts
+	cfg := &proxyv1alpha1.KubeProxyConfiguration{
+		TypeMeta:           metav1.TypeMeta{APIVersion: "kubeproxy.config.k8s.io/v1alpha1", Kind: "KubeProxyConfiguration"},
+		HostnameOverride:   o.hostnameOverride,
+		BindAddress:        o.kp.bindAddress,
+		HealthzBindAddress: o.kp.healthzBindAddress,
+		MetricsBindAddress: o.metricsBindAddress,
+		Mode:               proxyv1alpha1.ProxyMode(o.proxyMode),
+		ClusterCIDR:        o.clusterCIDR,
+		NodePortAddresses:  o.nodePortAddresses,
+		DetectLocalMode:    proxyv1alpha1.LocalMode(o.kp.detectLocalMode),
+		FeatureGates:       o.kp.featureGates,
+		ConfigSyncPeriod:   metav1.Duration{Duration: o.kp.configSyncPeriod},
+		IPTables: proxyv1alpha1.KubeProxyIPTablesConfiguration{MasqueradeBit: &bit, MasqueradeAll: o.masqueradeAll, LocalhostNodePorts: &localhost,
+			SyncPeriod: metav1.Duration{Duration: o.syncPeriod}, MinSyncPeriod: metav1.Duration{Duration: o.minSyncPeriod}},
+		Conntrack: proxyv1alpha1.KubeProxyConntrackConfiguration{MaxPerCore: &o.kp.conntrackMaxPerCore, Min: &o.kp.conntrackMin,
+			TCPEstablishedTimeout: &metav1.Duration{Duration: o.kp.conntrackTCPEstablished}, TCPCloseWaitTimeout: &metav1.Duration{Duration: o.kp.conntrackTCPCloseWait},
+			TCPBeLiberal: o.conntrackTCPLiberal, UDPTimeout: metav1.Duration{Duration: o.kp.conntrackUDPTimeout}, UDPStreamTimeout: metav1.Duration{Duration: o.kp.conntrackUDPStream}},
+	}
+	cfg.ClientConnection.Kubeconfig = o.kp.kubeconfig
+	cfg.ClientConnection.QPS, cfg.ClientConnection.Burst = o.kp.kubeAPIQPS, o.kp.kubeAPIBurst
+	return cfg
+}

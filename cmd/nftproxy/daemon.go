@@ -97,7 +97,7 @@ func runLoop(ctx context.Context, opts *options) error {
 		klog.ErrorS(err, "Could not apply all conntrack settings")
 	}
 	removeLegacyRules(opts.netns)
-	mux := metricsMux(p.Metrics, st.dp, opts.proxyMode)
+	mux := metricsMux(p.Metrics, st.dp, opts.proxyMode, opts.effectiveConfig())
 	mux.Handle("/healthz", d.health.HealthzHandler())
 	mux.Handle("/livez", d.health.LivezHandler())
 	serve(ctx, opts.netns, opts.metricsBindAddress, mux)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,8 +18,13 @@ import (
 )
 
 // metricsMux serves kube-proxy's metrics endpoints plus the compat view.
-func metricsMux(m *metrics.Metrics, dp *nftgen.Netlink, proxyMode string) *http.ServeMux {
+// configz is the effective configuration for /configz.
+func metricsMux(m *metrics.Metrics, dp *nftgen.Netlink, proxyMode string, configz any) *http.ServeMux {
 	mux := http.NewServeMux()
+	mux.HandleFunc("/configz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"kubeproxy.config.k8s.io": configz})
+	})
 	mux.Handle("/metrics", m.Handler())
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
