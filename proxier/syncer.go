@@ -326,6 +326,20 @@ func (s *Syncer) Objects(f nftgen.Family) nftgen.ObjectCounts {
 	return nftgen.ObjectCounts{}
 }
 
+// ElementCounts returns the number of elements of each named map that the
+// last successful sync left in family f's table.
+func (s *Syncer) ElementCounts(f nftgen.Family) map[string]int {
+	fs := s.families[f]
+	if fs == nil || fs.applied == nil {
+		return nil
+	}
+	out := map[string]int{}
+	for _, m := range fs.applied.Maps {
+		out[m.Name] = len(fs.applied.Elements(m.Name))
+	}
+	return out
+}
+
 // Families returns the families the syncer programs.
 func (s *Syncer) Families() []nftgen.Family {
 	var out []nftgen.Family

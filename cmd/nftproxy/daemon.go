@@ -104,6 +104,7 @@ func runLoop(ctx context.Context, opts *options) error {
 	serve(ctx, opts.netns, opts.kp.healthzBindAddress, d.health.Mux())
 
 	d.runner = runner.New(func(r runner.Reason) error { return d.sync(ctx, r) }, opts.minSyncPeriod, opts.syncPeriod, nil)
+	go d.watchDrift(ctx)
 	if client != nil {
 		broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
 		broadcaster.StartRecordingToSink(ctx.Done())
@@ -215,6 +216,53 @@ func (d *daemon) sync(ctx context.Context, reason runner.Reason) error {
 		klog.ErrorS(err, "Sync failed; retrying with backoff, the next sync rewrites the table")
 	}
 	return err
+}
+
+// watchDrift repairs changes other processes make to nftproxy's tables at
+// once, with a full resync, instead of waiting for the periodic one.
+func (d *daemon) watchDrift(ctx context.Context) {
+	changes, err := d.st.dp.Watch(ctx)
+	if err != nil {
+		klog.ErrorS(err, "Cannot watch nftables for drift; relying on the periodic resync")
+		return
+	}
+	for ch := range changes {
+		reason := "table changed"
+		if !ch.Ours {
+			if !d.mapsChanged() {
+				continue
+			}
+			reason = "map elements changed"
+		}
+		klog.InfoS("Repairing nftproxy's table changed by another process", "process", ch.Process, "change", ch.What)
+		d.p.Metrics.DriftRepairs.WithLabelValues(reason).Inc()
+		if err := d.sync(ctx, runner.Periodic); err != nil {
+			d.runner.Run() // retried with backoff
+		}
+	}
+}
+
+// mapsChanged compares the element counts of nftproxy's maps in the kernel
+// with what the last sync applied.
+func (d *daemon) mapsChanged() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, f := range d.p.Syncer.Families() {
+		want := d.p.Syncer.ElementCounts(f)
+		if want == nil {
+			continue
+		}
+		got, err := d.st.dp.ElementCounts(f)
+		if err != nil {
+			return true
+		}
+		for m, n := range want {
+			if got[m] != n {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // changed records a change and asks for a sync.

@@ -1,0 +1,95 @@
+//go:build linux
+
+package e2e
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestTamperingIsRepairedWithinASecond tampers with nftproxy's table in
+// four ways while the daemon runs (with a 1-minute periodic resync, so only
+// the netlink monitor can explain a fast repair) and checks that each is
+// repaired within 1 s, counted and logged, and that another table is never
+// touched.
+func TestTamperingIsRepairedWithinASecond(t *testing.T) {
+	tp := NewTopology(t, echoBinary)
+	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
+	foreign := "table inet other-tool {\n\tchain input {\n\t\ttype filter hook input priority 0; policy accept;\n\t\ttcp dport 22 accept\n\t}\n}\n"
+	f := filepath.Join(t.TempDir(), "other.nft")
+	os.WriteFile(f, []byte(foreign), 0o644)
+	tp.Node.MustRun(t, "nft", "-f", f)
+	otherBefore := tp.Node.MustRun(t, "nft", "list", "table", "inet", "other-tool")
+
+	dir := t.TempDir()
+	objects := writeObjects(t, dir, ClusterIPService("demo", "web", "10.96.0.60", httpPort),
+		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
+	logPath := filepath.Join(dir, "nftproxy.log")
+	logf, _ := os.Create(logPath)
+	cmd := exec.Command(nftproxyBinary, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+		"--iptables-sync-period", "1m", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+
+	list := func() string { out, _ := tp.Node.Run("nft", "list", "table", "ip", "nftproxy"); return out }
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(list(), "10.96.0.60") {
+		if time.Now().After(deadline) {
+			t.Fatal("nftproxy did not program its table")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	baseline := list()
+
+	tampers := []struct {
+		name string
+		args []string
+	}{
+		{"table deleted", []string{"delete", "table", "ip", "nftproxy"}},
+		{"chain flushed", []string{"flush", "chain", "ip", "nftproxy", "KUBE-SERVICES"}},
+		{"map element removed", []string{"delete", "element", "ip", "nftproxy", "service-ips", "{ 10.96.0.60 . tcp . 80 }"}},
+		{"foreign rule inserted", []string{"insert", "rule", "ip", "nftproxy", "KUBE-SERVICES", "ip", "daddr", "10.96.0.60", "drop"}},
+	}
+	for _, tm := range tampers {
+		tp.Node.MustRun(t, "nft", tm.args...)
+		start := time.Now()
+		for list() != baseline {
+			if time.Since(start) > time.Second {
+				t.Fatalf("%s: not repaired within 1 s:\n%s", tm.name, list())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Logf("%s: repaired after %v", tm.name, time.Since(start).Round(time.Millisecond))
+		if _, err := TCPRequest(tp.External, "10.96.0.60:80", timeout); err != nil {
+			t.Errorf("%s: traffic after repair: %v", tm.name, err)
+		}
+	}
+	metrics := httpGet(t, tp.Node, "http://127.0.0.1:10249/metrics")
+	total := 0
+	for _, m := range regexp.MustCompile(`nftproxy_drift_repairs_total\{reason="[^"]+"\} (\d+)`).FindAllStringSubmatch(metrics, -1) {
+		n := 0
+		for _, c := range m[1] {
+			n = n*10 + int(c-'0')
+		}
+		total += n
+	}
+	if total < len(tampers) {
+		t.Errorf("nftproxy_drift_repairs_total = %d, want at least %d:\n%s", total, len(tampers), grepLines(metrics, "drift"))
+	}
+	logs, _ := os.ReadFile(logPath)
+	if n := strings.Count(string(logs), "Repairing nftproxy's table changed by another process"); n < len(tampers) {
+		t.Errorf("%d repair log lines, want %d", n, len(tampers))
+	}
+	if got := tp.Node.MustRun(t, "nft", "list", "table", "inet", "other-tool"); got != otherBefore {
+		t.Errorf("another table was touched:\n%s", got)
+	}
+}
