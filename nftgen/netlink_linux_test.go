@@ -197,3 +197,34 @@ func TestReadBackEqualsApplied(t *testing.T) {
 		}
 	}
 }
+
+// TestRejectedTransactionChangesNothing sends an update whose last
+// operation the kernel rejects: the earlier operations of the same batch
+// must not take effect either.
+func TestRejectedTransactionChangesNothing(t *testing.T) {
+	netns.RequireRoot(t)
+	ctx := context.Background()
+	ns := netns.New(t, "nfp-atomic")
+	dp, f, err := NewNetlinkInNamespace(ns.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	g := testGenerator("10.244.0.0/16")
+	a := testPort("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080")
+	applied := g.Ruleset([]model.ServicePortState{a})
+	if err := dp.Apply(ctx, PlanFull(applied, nil)); err != nil {
+		t.Fatal(err)
+	}
+	before := ns.MustRun(t, "nft", "list", "ruleset")
+	b := testPort("ns1", "b", 80, "10.96.0.11", "10.244.0.3:8080", "10.244.0.4:8080")
+	tx := PlanUpdate(applied, map[string]*Fragment{ServiceKey(b.Name): g.Service(&b), ServiceKey(a.Name): nil})
+	tx.Ops = append(tx.Ops, Op{Kind: OpDeleteChain, Name: "no-such-chain"})
+	err = dp.Apply(ctx, tx)
+	if err == nil || !IsNotFound(err) {
+		t.Fatalf("injected failure: %v, want ENOENT", err)
+	}
+	if after := ns.MustRun(t, "nft", "list", "ruleset"); after != before {
+		t.Errorf("a rejected transaction changed the kernel (%d ops):\nbefore:\n%s\nafter:\n%s", len(tx.Ops), before, after)
+	}
+}

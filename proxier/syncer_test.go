@@ -11,8 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/nftproxy/nftproxy/compat"
 	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
@@ -191,4 +194,31 @@ func TestRuleCountsFollowIncrementalSyncs(t *testing.T) {
 	f.store.DeleteService(types.NamespacedName{Namespace: "ns", Name: "a"})
 	f.sync(t)
 	check("after deleting a Service")
+}
+
+// TestFailedSyncIsCountedAndRetriedInFull checks the failure metric and
+// that the sync after a failure rewrites the table.
+func TestFailedSyncIsCountedAndRetriedInFull(t *testing.T) {
+	f := newFixture(t)
+	p := NewProxier(f.store, f.syncer, model.Node{Name: "n"})
+	p.Metrics = metrics.New()
+	f.store.SetService(svc("a", "10.96.0.1"))
+	if _, err := p.Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.store.SetEndpointSlice(slice("a", "10.0.0.1"))
+	f.fake.FailNext = errors.New("kernel says no")
+	if _, err := p.Sync(context.Background()); err == nil {
+		t.Fatal("no error")
+	}
+	if got := testutil.ToFloat64(p.Metrics.SyncFailures.WithLabelValues("IPv4")); got != 1 {
+		t.Errorf("sync failures = %v, want 1", got)
+	}
+	res, err := p.Sync(context.Background())
+	if err != nil || !res.Full {
+		t.Errorf("retry: %+v %v, want a full sync", res, err)
+	}
+	if !strings.Contains(f.fake.Dump(nftgen.FamilyIPv4), "10.0.0.1") {
+		t.Error("the change was lost with the failed sync")
+	}
 }
