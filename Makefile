@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: all build test unit demo image clean
+.PHONY: all build test unit fuzz demo image clean
 
 all: build
 
@@ -19,6 +19,14 @@ test:
 	@fmt="$$(gofmt -l .)"; if [ -n "$$fmt" ]; then echo "gofmt needed:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -count=1 -v ./...
+	$(MAKE) fuzz FUZZTIME=10s
+
+# Fuzz targets (the generation one applies every ruleset to a kernel in a
+# namespace of its own when run as root). Seeds are in the test files.
+FUZZTIME ?= 1m
+fuzz:
+	$(GO) test ./proxier/model -run '^$$' -fuzz FuzzModel -fuzztime $(FUZZTIME)
+	$(GO) test ./nftgen -run '^$$' -fuzz FuzzGenerate -fuzztime $(FUZZTIME)
 
 # Unit tests only; no root, no kernel.
 unit:

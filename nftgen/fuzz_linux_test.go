@@ -1,0 +1,47 @@
+//go:build linux
+
+package nftgen
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+// TestMain sets up the fuzz target's kernel check when running as root: a
+// network namespace of its own, removed when the tests end.
+func TestMain(m *testing.M) {
+	var cleanup func()
+	if os.Geteuid() == 0 {
+		name := "nfp-fuzz-" + itoa(os.Getpid())
+		if exec.Command("ip", "netns", "add", name).Run() == nil {
+			cleanup = func() { _ = exec.Command("ip", "netns", "del", name).Run() }
+			if dp, f, err := NewNetlinkInNamespace("/run/netns/" + name); err == nil {
+				fuzzKernel = func(t *testing.T, rs *Ruleset) {
+					ctx := context.Background()
+					if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
+						t.Fatalf("the kernel rejected a generated ruleset: %v\n%s", err, rs.Text())
+					}
+					if err := dp.DeleteTable(ctx, rs.Family); err != nil {
+						t.Fatal(err)
+					}
+				}
+				defer f.Close()
+			}
+		}
+	}
+	code := m.Run()
+	if cleanup != nil {
+		cleanup()
+	}
+	os.Exit(code)
+}
+
+func itoa(n int) string {
+	b := []byte{}
+	for ; n > 0; n /= 10 {
+		b = append([]byte{byte('0' + n%10)}, b...)
+	}
+	return string(b)
+}
