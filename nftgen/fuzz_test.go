@@ -68,4 +68,3 @@ func FuzzGenerate(f *testing.F) {
 		}
 	})
 }
-
