@@ -286,7 +286,22 @@ func (s *Syncer) fragments(fs *familyState, nn types.NamespacedName) map[string]
 	states, problems := s.store.State(nn)
 	s.report(problems)
 	out := map[string]*nftgen.Fragment{}
+	nodeIPs := fs.gen.Config().NodeIPs
 	for i := range states {
+		// An external IP that is this node's own address would capture
+		// the node's port for every client: skip that address.
+		if len(nodeIPs) > 0 {
+			kept := states[i].ExternalIPs[:0:0]
+			for j, ip := range states[i].ExternalIPs {
+				if slices.Contains(nodeIPs, ip) {
+					s.report([]model.Problem{{Kind: "Service", Object: nn, Field: fmt.Sprintf("spec.externalIPs[%d]", j),
+						Reason: fmt.Sprintf("%s is this node's own address; not programmed, it would capture the node's port %d", ip, states[i].Port)}})
+					continue
+				}
+				kept = append(kept, ip)
+			}
+			states[i].ExternalIPs = kept
+		}
 		if f := fs.gen.Service(&states[i]); f != nil {
 			out[nftgen.ServiceKey(states[i].Name)] = f
 		}

@@ -53,9 +53,13 @@ type daemon struct {
 	runner *runner.Runner
 	events events.EventRecorder
 
-	mu       sync.Mutex
-	reported map[string]bool
-	labels   map[string]string
+	mu     sync.Mutex
+	labels map[string]string
+
+	// reportedMu guards reported. It is separate from mu because problems
+	// are reported during syncs, which hold mu.
+	reportedMu sync.Mutex
+	reported   map[string]bool
 }
 
 // runLoop runs nftproxy as a daemon. On SIGTERM it exits and leaves the
@@ -342,10 +346,10 @@ func (d *daemon) SetNode(node *v1.Node) {
 // problem logs an object that cannot be programmed, and records an Event
 // on it, once per distinct problem.
 func (d *daemon) problem(p model.Problem) {
-	d.mu.Lock()
+	d.reportedMu.Lock()
 	seen := d.reported[p.Error()]
 	d.reported[p.Error()] = true
-	d.mu.Unlock()
+	d.reportedMu.Unlock()
 	if seen {
 		return
 	}

@@ -1,0 +1,134 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+)
+
+// hostileObjects returns Services and EndpointSlices that nftproxy must
+// skip (in part or in whole) with a clear log line, and the substrings the
+// log lines must contain.
+func hostileObjects(podIP string) (objs []any, wantLogs []string) {
+	hp := []PortSpec{httpPort}
+	long63 := strings.Repeat("n", 63)
+	add := func(o ...any) { objs = append(objs, o...) }
+
+	add(ClusterIPService("bad", "malformed-ip", "10.96.300.1", hp...))
+	wantLogs = append(wantLogs, `spec.clusterIPs[0]" reason="invalid IP address \"10.96.300.1\""`)
+
+	mismatched := SliceOf("bad", "wrong-family", "wrong-family-1", hp, EP{IP: "fd00::1"})
+	mismatched.AddressType = discovery.AddressTypeIPv4
+	add(ClusterIPService("bad", "wrong-family", "10.96.200.1", hp...), mismatched)
+	wantLogs = append(wantLogs, `IPv6 address \"fd00::1\" in a slice of type IPv4`)
+
+	add(ClusterIPService("bad", "ports", "10.96.200.2", PortSpec{Name: "zero", Protocol: v1.ProtocolTCP, Port: 0}, PortSpec{Name: "big", Protocol: v1.ProtocolTCP, Port: 65536}))
+	wantLogs = append(wantLogs, "port 0 is outside 1..65535", "port 65536 is outside 1..65535")
+
+	add(ClusterIPService("bad", "icmp", "10.96.200.3", PortSpec{Name: "ping", Protocol: "ICMP", Port: 1}))
+	wantLogs = append(wantLogs, `unsupported protocol \"ICMP\"`)
+
+	nodePort := With(ClusterIPService("bad", "nodeport", "10.96.200.4", hp...), NodePorts(70000))
+	add(nodePort)
+	wantLogs = append(wantLogs, "port 70000 is outside 0..65535")
+
+	add(With(ClusterIPService("bad", "node-ip", "10.96.200.5", hp...), ExternalIPs(NodeIP, "198.51.100.5")),
+		SliceOf("bad", "node-ip", "node-ip-1", hp, EP{IP: podIP}))
+	wantLogs = append(wantLogs, "192.0.2.1 is this node's own address")
+
+	unlabeled := SliceOf("bad", "x", "no-label", hp, EP{IP: podIP})
+	unlabeled.Labels = nil
+	add(unlabeled)
+	wantLogs = append(wantLogs, `no kubernetes.io/service-name label`)
+
+	// Valid but extreme: names at the length limit, duplicates across
+	// slices, 10,000 endpoints in one slice. These are programmed.
+	add(ClusterIPService(long63, long63, "10.96.200.6", PortSpec{Name: strings.Repeat("p", 15), Protocol: v1.ProtocolTCP, Port: 80, Target: 8080}),
+		SliceOf(long63, long63, "long-1", []PortSpec{{Name: strings.Repeat("p", 15), Protocol: v1.ProtocolTCP, Port: 80, Target: 8080}}, EP{IP: podIP}))
+	add(ClusterIPService("bad", "dups", "10.96.200.7", hp...),
+		SliceOf("bad", "dups", "dups-1", hp, EP{IP: podIP}), SliceOf("bad", "dups", "dups-2", hp, EP{IP: podIP}))
+	huge := SliceOf("bad", "huge", "huge-1", hp)
+	for i := 0; i < 10000; i++ {
+		ready := true
+		node := RemoteNode
+		huge.Endpoints = append(huge.Endpoints, discovery.Endpoint{Addresses: []string{fmt.Sprintf("10.100.%d.%d", i/250, i%250+1)},
+			Conditions: discovery.EndpointConditions{Ready: &ready}, NodeName: &node})
+	}
+	add(ClusterIPService("bad", "huge", "10.96.200.8", hp...), huge)
+	return objs, wantLogs
+}
+
+// TestHostileObjectsFromFile feeds the hostile corpus, mixed with 999 good
+// Services, through the objects-file source: every bad object is skipped
+// with a clear log line, and all 999 good Services carry traffic.
+func TestHostileObjectsFromFile(t *testing.T) {
+	tp := NewTopology(t, echoBinary)
+	ep := tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
+	objs := []any{testNode()}
+	for i := 0; i < 999; i++ {
+		name := fmt.Sprintf("good%d", i)
+		objs = append(objs, ClusterIPService("good", name, fmt.Sprintf("10.98.%d.%d", i/250, i%250+1), httpPort),
+			Slice("good", name, name+"-1", []PortSpec{httpPort}, ep.IP.String()))
+	}
+	bad, wantLogs := hostileObjects(ep.IP.String())
+	objs = append(objs, bad...)
+	dir := t.TempDir()
+	objects := writeObjects(t, dir, objs...)
+	logPath := filepath.Join(dir, "nftproxy.log")
+	logf, _ := os.Create(logPath)
+	cmd := exec.Command(nftproxyBinary, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+		"--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := TCPRequest(tp.External, "10.98.3.249:80", 300*time.Millisecond); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logPath)
+			t.Fatalf("good Services not programmed within 60 s:\n%s", log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	failed := 0
+	for i := 0; i < 999; i++ {
+		if r, err := TCPRequest(tp.External, fmt.Sprintf("10.98.%d.%d:80", i/250, i%250+1), timeout); err != nil || r.Server != "ep1" {
+			failed++
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of the 999 good Services do not carry traffic", failed)
+	}
+	for _, vip := range []string{"10.96.200.6:80", "10.96.200.7:80", "198.51.100.5:80"} {
+		if _, err := TCPRequest(tp.External, vip, timeout); err != nil {
+			t.Errorf("extreme but valid Service %s: %v", vip, err)
+		}
+	}
+	log, _ := os.ReadFile(logPath)
+	for _, want := range wantLogs {
+		if !strings.Contains(string(log), want) {
+			t.Errorf("no log line containing %q", want)
+		}
+	}
+	table := tp.Node.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+	if strings.Contains(table, "192.0.2.1 . tcp . 80") {
+		t.Error("the external IP equal to the node IP was programmed")
+	}
+	if !strings.Contains(table, "numgen random mod 10000") {
+		t.Error("the Service with 10,000 endpoints was not programmed")
+	}
+	t.Logf("999 good Services carry traffic; %d hostile objects logged and skipped", len(wantLogs))
+}
