@@ -67,9 +67,10 @@ type daemon struct {
 func runLoop(ctx context.Context, opts *options) error {
 	d := &daemon{opts: opts, reported: map[string]bool{}}
 	var client kubernetes.Interface
+	connErrors := make(chan struct{}, 1)
 	if opts.objects == "" {
 		var err error
-		if client, err = newClient(opts); err != nil {
+		if client, err = newClient(opts, connErrors); err != nil {
 			return err
 		}
 		node, err := waitForNode(ctx, client, opts.nodeName())
@@ -114,13 +115,17 @@ func runLoop(ctx context.Context, opts *options) error {
 		broadcaster.StartRecordingToSink(ctx.Done())
 		defer broadcaster.Shutdown()
 		d.events = broadcaster.NewRecorder(scheme.Scheme, "kube-proxy")
-		synced := source.Start(ctx, client, opts.nodeName(), opts.kp.configSyncPeriod, d)
-		for !synced() {
+		synced := make(chan struct{}, 1)
+		go source.Run(ctx, client, opts.nodeName(), opts.kp.configSyncPeriod, d, func() {
 			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(50 * time.Millisecond):
+			case synced <- struct{}{}:
+			default:
 			}
+		}, connErrors)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-synced:
 		}
 		klog.InfoS("Informers synced; programming rules")
 	} else {
@@ -159,7 +164,7 @@ func removeLegacyRules(nsPath string) {
 
 // newClient builds a clientset from --kubeconfig and --master, or from the
 // pod's service account.
-func newClient(opts *options) (kubernetes.Interface, error) {
+func newClient(opts *options, connErrors chan struct{}) (kubernetes.Interface, error) {
 	var cfg *rest.Config
 	var err error
 	if opts.kp.kubeconfig == "" && opts.kp.master == "" {
@@ -176,6 +181,7 @@ func newClient(opts *options) (kubernetes.Interface, error) {
 	if opts.netns != "" {
 		cfg.Dial = netnsDialer(opts.netns)
 	}
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &source.ErrorSignal{Next: rt, C: connErrors} })
 	return kubernetes.NewForConfig(cfg)
 }
 
@@ -312,6 +318,30 @@ func (d *daemon) SetEndpointSlice(sl *discovery.EndpointSlice) {
 	d.changed(true)
 }
 
+// Replace implements source.Replacer: the store holds exactly these
+// objects afterwards. Unchanged Services cost a comparison, not a write.
+func (d *daemon) Replace(services []*v1.Service, slices []*discovery.EndpointSlice) {
+	d.mu.Lock()
+	keep := map[types.NamespacedName]bool{}
+	for _, svc := range services {
+		keep[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = true
+	}
+	for _, nn := range d.p.Store.ServiceNames() {
+		if !keep[nn] {
+			d.p.Store.DeleteService(nn)
+		}
+	}
+	for _, svc := range services {
+		d.p.Store.SetService(svc)
+	}
+	problems := d.p.Store.ReplaceEndpointSlices(slices)
+	d.mu.Unlock()
+	for _, p := range problems {
+		d.problem(p)
+	}
+	d.changed(true)
+}
+
 // DeleteEndpointSlice implements source.Sink.
 func (d *daemon) DeleteEndpointSlice(namespace, name string) {
 	d.mu.Lock()
@@ -414,5 +444,3 @@ func modTime(path string) time.Time {
 	}
 	return st.ModTime()
 }
-
-var _ http.Handler = (*http.ServeMux)(nil)

@@ -6,6 +6,7 @@ package source
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 )
 
 // LabelServiceProxyName marks Services (and their slices) that another
@@ -43,14 +45,133 @@ func Selector() string {
 	return labels.NewSelector().Add(*noProxyName, *noHeadless).String()
 }
 
+// Replacer receives, after (re)starting the informers, the complete lists
+// they synced, so that objects deleted while the API server was away are
+// removed.
+type Replacer interface {
+	Replace(services []*v1.Service, slices []*discovery.EndpointSlice)
+}
+
+// Run keeps informers running until ctx ends. When a watch fails (the API
+// server went away, or the watch expired with 410 Gone), it polls the API
+// server's /readyz and, once it answers, restarts the informers with a
+// fresh list instead of waiting out client-go's reflector backoff (up to
+// 30 s), then hands the lists to sink. Rules are never dropped meanwhile:
+// the sink keeps the last known state. synced is called after each
+// successful (re)start.
+//
+// connErrors, if not nil, signals failed requests to the API server (see
+// ErrorSignal); client-go's reflector retries refused connections on its
+// own without reporting them, so this is how an outage is noticed.
+func Run(ctx context.Context, client kubernetes.Interface, nodeName string, resync time.Duration, sink interface {
+	Sink
+	Replacer
+}, synced func(), connErrors <-chan struct{}) {
+	for ctx.Err() == nil {
+		ictx, cancel := context.WithCancel(ctx)
+		broken := make(chan struct{}, 1)
+		onError := func(_ context.Context, _ *cache.Reflector, err error) {
+			klog.FromContext(ctx).V(2).Info("Watch failed", "err", err)
+			select {
+			case broken <- struct{}{}:
+			default:
+			}
+		}
+		svcs, slices, hasSynced := start(ictx, client, nodeName, resync, sink, onError)
+		for !hasSynced() {
+			select {
+			case <-ctx.Done():
+				cancel()
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		sink.Replace(listOf[*v1.Service](svcs), listOf[*discovery.EndpointSlice](slices))
+		synced()
+		// Drain errors from before and during the list.
+		for drained := false; !drained; {
+			select {
+			case <-connErrors:
+			default:
+				drained = true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			cancel()
+			return
+		case <-broken:
+		case <-connErrors:
+		}
+		if ready(ctx, client) {
+			// A passing error (a watch timing out, a 410 Gone): the
+			// informers relist on their own.
+			cancel()
+			continue
+		}
+		klog.FromContext(ctx).Info("Lost the API server; rules stay, waiting for it to come back")
+		for !ready(ctx, client) {
+			select {
+			case <-ctx.Done():
+				cancel()
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+		klog.FromContext(ctx).Info("API server is back; relisting")
+		cancel()
+	}
+}
+
+// ErrorSignal wraps a RoundTripper and signals on C, without blocking,
+// every request that fails to get an answer.
+type ErrorSignal struct {
+	Next http.RoundTripper
+	C    chan struct{}
+}
+
+// RoundTrip implements http.RoundTripper.
+func (e *ErrorSignal) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := e.Next.RoundTrip(req)
+	if err != nil {
+		select {
+		case e.C <- struct{}{}:
+		default:
+		}
+	}
+	return resp, err
+}
+
+func ready(ctx context.Context, client kubernetes.Interface) bool {
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return client.Discovery().RESTClient().Get().AbsPath("/readyz").Do(rctx).Error() == nil
+}
+
+func listOf[T any](inf cache.SharedIndexInformer) []T {
+	var out []T
+	for _, o := range inf.GetStore().List() {
+		if t, ok := o.(T); ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // Start starts the informers and returns a function that reports whether
 // all of them have synced. Informers keep their cache when the API server
 // goes away and relist when their watch expires, so the sink keeps the last
 // known state.
 func Start(ctx context.Context, client kubernetes.Interface, nodeName string, resync time.Duration, sink Sink) func() bool {
+	_, _, hasSynced := start(ctx, client, nodeName, resync, sink, nil)
+	return hasSynced
+}
+
+func start(ctx context.Context, client kubernetes.Interface, nodeName string, resync time.Duration, sink Sink,
+	onError cache.WatchErrorHandlerWithContext) (svcs, slices cache.SharedIndexInformer, hasSynced func() bool) {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, resync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Selector() }))
-	svcs := factory.Core().V1().Services().Informer()
+	svcs = factory.Core().V1().Services().Informer()
 	_, _ = svcs.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { sink.SetService(obj.(*v1.Service)) },
 		UpdateFunc: func(_, obj any) { sink.SetService(obj.(*v1.Service)) },
@@ -60,7 +181,7 @@ func Start(ctx context.Context, client kubernetes.Interface, nodeName string, re
 			}
 		},
 	})
-	slices := factory.Discovery().V1().EndpointSlices().Informer()
+	slices = factory.Discovery().V1().EndpointSlices().Informer()
 	_, _ = slices.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { sink.SetEndpointSlice(obj.(*discovery.EndpointSlice)) },
 		UpdateFunc: func(_, obj any) { sink.SetEndpointSlice(obj.(*discovery.EndpointSlice)) },
@@ -80,9 +201,14 @@ func Start(ctx context.Context, client kubernetes.Interface, nodeName string, re
 		UpdateFunc: func(_, obj any) { sink.SetNode(obj.(*v1.Node)) },
 		DeleteFunc: func(any) { sink.SetNode(nil) },
 	})
+	if onError != nil {
+		for _, inf := range []cache.SharedIndexInformer{svcs, slices, nodes} {
+			_ = inf.SetWatchErrorHandlerWithContext(onError)
+		}
+	}
 	factory.Start(ctx.Done())
 	nodeFactory.Start(ctx.Done())
-	return func() bool { return svcs.HasSynced() && slices.HasSynced() && nodes.HasSynced() }
+	return svcs, slices, func() bool { return svcs.HasSynced() && slices.HasSynced() && nodes.HasSynced() }
 }
 
 func unwrap[T any](obj any) (T, bool) {
