@@ -178,7 +178,7 @@ func (s *APIServer) ready() bool {
 // Config returns a client configuration with token, dialing from the
 // server's namespace.
 func (s *APIServer) Config(token string) *rest.Config {
-	return &rest.Config{Host: s.URL, BearerToken: token, Dial: s.dial, TLSClientConfig: rest.TLSClientConfig{CAFile: s.CAFile}, QPS: 50, Burst: 100}
+	return &rest.Config{Host: s.URL, BearerToken: token, Dial: s.dial, TLSClientConfig: rest.TLSClientConfig{CAFile: s.CAFile}, QPS: 1000, Burst: 2000}
 }
 
 // Admin returns a clientset with the admin token.

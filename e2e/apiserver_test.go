@@ -15,6 +15,7 @@ import (
 
 	authv1 "k8s.io/api/authentication/v1"
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
@@ -240,6 +241,8 @@ func TestDaemonAgainstRealAPIServer(t *testing.T) {
 		t.Errorf("a change after the API server returned took %v, want at most 2 s; daemon log:\n%s", d, grepLines(string(log), "API server"))
 	}
 
+	t.Run("hostile objects through the API server", func(t *testing.T) { hostileThroughAPI(t, c, client.NS) })
+
 	if err := c.admin.CoreV1().Services("web").Delete(ctx, "api", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -261,4 +264,75 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// hostileThroughAPI sends the hostile corpus through the API server. What
+// validation rejects never reaches nftproxy; what it admits is skipped by
+// nftproxy with an Event, while 999 good Services carry traffic.
+func hostileThroughAPI(t *testing.T, c *daemonCluster, from *netns.NS) {
+	ctx := context.Background()
+	bad, _ := hostileObjects(PodIP(1))
+	rejected, admitted := 0, 0
+	for _, o := range bad {
+		var err error
+		switch o := o.(type) {
+		case *v1.Service:
+			ensureNamespace(ctx, c.admin, o.Namespace)
+			_, err = c.admin.CoreV1().Services(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *discovery.EndpointSlice:
+			ensureNamespace(ctx, c.admin, o.Namespace)
+			_, err = c.admin.DiscoveryV1().EndpointSlices(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		}
+		if err != nil {
+			rejected++
+		} else {
+			admitted++
+		}
+	}
+	t.Logf("API validation rejected %d hostile objects and admitted %d", rejected, admitted)
+	if rejected == 0 || admitted == 0 {
+		t.Errorf("expected both rejected and admitted objects, got %d and %d", rejected, admitted)
+	}
+	ensureNamespace(ctx, c.admin, "good")
+	const good = 999
+	vip := func(i int) string { return fmt.Sprintf("10.98.%d.%d", 10+i/250, i%250+1) }
+	for i := 0; i < good; i++ {
+		name := fmt.Sprintf("good%d", i)
+		if _, err := c.admin.CoreV1().Services("good").Create(ctx, ClusterIPService("good", name, vip(i), httpPort), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.admin.DiscoveryV1().EndpointSlices("good").Create(ctx, Slice("good", name, name+"-1", []PortSpec{httpPort}, PodIP(1)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "999 good Services programmed and carrying traffic", 60*time.Second, func() error {
+		for i := 0; i < good; i++ {
+			if _, err := TCPRequest(from, vip(i)+":80", time.Second); err != nil {
+				return errorf("good%d: %v", i, err)
+			}
+		}
+		return nil
+	})
+	eventually(t, "Events for the admitted hostile objects", 15*time.Second, func() error {
+		want := map[string]bool{"no-label": false, "node-ip": false}
+		evs, err := c.admin.EventsV1().Events("bad").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if _, ok := want[e.Regarding.Name]; ok && e.Reason == "FailedToProgram" {
+				want[e.Regarding.Name] = true
+			}
+		}
+		for name, seen := range want {
+			if !seen {
+				return errorf("no FailedToProgram event for %s", name)
+			}
+		}
+		return nil
+	})
+}
+
+func ensureNamespace(ctx context.Context, c kubernetes.Interface, name string) {
+	_, _ = c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 }
