@@ -31,6 +31,7 @@ type daemonCluster struct {
 	admin      kubernetes.Interface
 	daemon     *exec.Cmd
 	kubeconfig string
+	token      string
 }
 
 func newDaemonCluster(t *testing.T) *daemonCluster {
@@ -51,7 +52,8 @@ func newDaemonCluster(t *testing.T) *daemonCluster {
 	if err != nil {
 		t.Fatalf("token for the nftproxy ServiceAccount: %v", err)
 	}
-	c.kubeconfig = c.api.Kubeconfig("nftproxy", tok.Status.Token)
+	c.token = tok.Status.Token
+	c.kubeconfig = c.api.Kubeconfig("nftproxy", c.token)
 	node := testNode()
 	node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: NodeIP}}
 	if _, err := c.admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {

@@ -63,7 +63,6 @@ var noEffect = map[string]string{
 	"pod-bridge-interface":            "only --detect-local-mode ClusterCIDR and NodeCIDR are implemented",
 	"pod-interface-name-prefix":       "only --detect-local-mode ClusterCIDR and NodeCIDR are implemented",
 	"oom-score-adj":                   "set the container's OOM score in the pod spec",
-	"kube-api-content-type":           "nftproxy always uses protobuf",
 	"healthz-port":                    "deprecated; use --healthz-bind-address",
 	"metrics-port":                    "deprecated; use --metrics-bind-address",
 }
@@ -165,6 +164,9 @@ func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
 	k := &o.kp
 	k.kubeconfig = cfg.ClientConnection.Kubeconfig
 	k.kubeAPIQPS, k.kubeAPIBurst = cfg.ClientConnection.QPS, cfg.ClientConnection.Burst
+	if cfg.ClientConnection.ContentType != "" {
+		k.kubeAPIContentType = cfg.ClientConnection.ContentType
+	}
 	k.bindAddress, k.healthzBindAddress = cfg.BindAddress, cfg.HealthzBindAddress
 	o.metricsBindAddress = cfg.MetricsBindAddress
 	k.featureGates = cfg.FeatureGates

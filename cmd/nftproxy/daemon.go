@@ -176,7 +176,7 @@ func newClient(opts *options, connErrors chan struct{}) (kubernetes.Interface, e
 		return nil, usageError{fmt.Errorf("API server configuration: %w", err)}
 	}
 	cfg.QPS, cfg.Burst = opts.kp.kubeAPIQPS, int(opts.kp.kubeAPIBurst)
-	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.ContentType = opts.kp.kubeAPIContentType
 	cfg.UserAgent = "nftproxy"
 	if opts.netns != "" {
 		cfg.Dial = netnsDialer(opts.netns)

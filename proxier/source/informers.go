@@ -71,7 +71,7 @@ func Run(ctx context.Context, client kubernetes.Interface, nodeName string, resy
 		ictx, cancel := context.WithCancel(ctx)
 		broken := make(chan struct{}, 1)
 		onError := func(_ context.Context, _ *cache.Reflector, err error) {
-			klog.FromContext(ctx).V(2).Info("Watch failed", "err", err)
+			klog.FromContext(ctx).Info("Watch ended with an error; relisting without touching the rules", "err", err)
 			select {
 			case broken <- struct{}{}:
 			default:
