@@ -164,3 +164,23 @@ func TestDriftShowsInSaveAndDiff(t *testing.T) {
 	}
 	t.Logf("diff after tampering:\n%s", report)
 }
+
+// httpGetAny fetches url from inside ns and returns the body whatever the
+// status code.
+func httpGetAny(t *testing.T, ns *netns.NS, url string) string {
+	t.Helper()
+	addr := strings.TrimPrefix(url, "http://")
+	addr = addr[:strings.Index(addr, "/")]
+	conn, err := DialTCP(ns, addr, 2*time.Second)
+	if err != nil {
+		return ""
+	}
+	client := &http.Client{Transport: &http.Transport{DialContext: oneConn(conn)}, Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}

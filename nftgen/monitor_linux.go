@@ -44,7 +44,7 @@ func (n *Netlink) Watch(ctx context.Context) (<-chan Change, error) {
 		go func() { <-ctx.Done(); _ = mon.Close() }()
 		for evs := range events {
 			gen, _ := evs.GeneratedBy.Data.(*nftables.Gen)
-			if gen == nil || gen.ProcPID == self {
+			if gen == nil || gen.ProcPID == self || ownThread(gen.ProcPID) {
 				continue
 			}
 			if ch, ok := classify(evs.Changes); ok {
@@ -58,6 +58,13 @@ func (n *Netlink) Watch(ctx context.Context) (<-chan Change, error) {
 		}
 	}()
 	return out, nil
+}
+
+// ownThread reports whether tid is a thread of this process: the kernel
+// names the committing thread, and Go commits from any of its threads.
+func ownThread(tid uint32) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
+	return err == nil
 }
 
 func classify(changes []*nftables.MonitorEvent) (Change, bool) {

@@ -246,6 +246,9 @@ func (d *daemon) watchDrift(ctx context.Context) {
 		}
 		klog.InfoS("Repairing nftproxy's table changed by another process", "process", ch.Process, "change", ch.What)
 		d.p.Metrics.DriftRepairs.WithLabelValues(reason).Inc()
+		for _, f := range d.p.Syncer.Families() {
+			d.health.QueuedUpdate(familyName(f))
+		}
 		if err := d.sync(ctx, runner.Periodic); err != nil {
 			d.runner.Run() // retried with backoff
 		}
