@@ -30,6 +30,38 @@ type legacyScenario struct {
 	ipv6              bool
 }
 
+// scenarioFlagNames names a scenario's settings on one command line.
+type scenarioFlagNames struct {
+	clusterCIDR, masqueradeAll, masqueradeBit, nodePortAddresses, localhostNodePorts string
+}
+
+var (
+	oracleFlagNames   = scenarioFlagNames{"-cluster-cidr", "-masquerade-all", "-masquerade-bit", "-nodeport-addresses", "-localhost-nodeports"}
+	nftproxyFlagNames = scenarioFlagNames{"--cluster-cidr", "--masquerade-all", "--iptables-masquerade-bit", "--nodeport-addresses", "--iptables-localhost-nodeports"}
+)
+
+// flags returns the scenario's non-default settings as command-line flags
+// with the given names.
+func (sc legacyScenario) flags(names scenarioFlagNames) []string {
+	var out []string
+	if sc.clusterCIDR != "" {
+		out = append(out, names.clusterCIDR, sc.clusterCIDR)
+	}
+	if sc.masqueradeAll {
+		out = append(out, names.masqueradeAll)
+	}
+	if sc.masqueradeBit != 0 {
+		out = append(out, names.masqueradeBit, fmt.Sprint(sc.masqueradeBit))
+	}
+	if sc.nodePortAddresses != "" {
+		out = append(out, names.nodePortAddresses, sc.nodePortAddresses)
+	}
+	if sc.noLocalhost {
+		out = append(out, names.localhostNodePorts+"=false")
+	}
+	return out
+}
+
 // buildOracle builds kube-proxy's iptables proxier (the e2e/legacy module,
 // k8s.io/kubernetes v1.37.2) and a PATH directory in which iptables is
 // iptables-legacy.
@@ -148,21 +180,7 @@ func TestCompatMatchesKubeProxyIptablesMode(t *testing.T) {
 			if sc.ipv6 {
 				args = append(args, "-family", "IPv6", "-node-ip", "2001:db8:9::1")
 			}
-			if sc.clusterCIDR != "" {
-				args = append(args, "-cluster-cidr", sc.clusterCIDR)
-			}
-			if sc.masqueradeAll {
-				args = append(args, "-masquerade-all")
-			}
-			if sc.masqueradeBit != 0 {
-				args = append(args, "-masquerade-bit", fmt.Sprint(sc.masqueradeBit))
-			}
-			if sc.nodePortAddresses != "" {
-				args = append(args, "-nodeport-addresses", sc.nodePortAddresses)
-			}
-			if sc.noLocalhost {
-				args = append(args, "-localhost-nodeports=false")
-			}
+			args = append(args, sc.flags(oracleFlagNames)...)
 			cmd := legacyNS.Command(oracle, args...)
 			cmd.Env = append(os.Environ(), "PATH="+pathDir+":"+os.Getenv("PATH"))
 			if out, err := cmd.CombinedOutput(); err != nil {
@@ -177,21 +195,7 @@ func TestCompatMatchesKubeProxyIptablesMode(t *testing.T) {
 
 			nftNS := nodeNamespace(t, "nfp-compat")
 			flags := []string{"--objects", objects, "--netns", nftNS.Path(), "--hostname-override", LocalNode}
-			if sc.clusterCIDR != "" {
-				flags = append(flags, "--cluster-cidr", sc.clusterCIDR)
-			}
-			if sc.masqueradeAll {
-				flags = append(flags, "--masquerade-all")
-			}
-			if sc.masqueradeBit != 0 {
-				flags = append(flags, "--iptables-masquerade-bit", fmt.Sprint(sc.masqueradeBit))
-			}
-			if sc.nodePortAddresses != "" {
-				flags = append(flags, "--nodeport-addresses", sc.nodePortAddresses)
-			}
-			if sc.noLocalhost {
-				flags = append(flags, "--iptables-localhost-nodeports=false")
-			}
+			flags = append(flags, sc.flags(nftproxyFlagNames)...)
 			if out, err := exec.Command(nftproxyBinary, append([]string{"sync"}, flags...)...).CombinedOutput(); err != nil {
 				t.Fatalf("nftproxy sync: %v\n%s", err, out)
 			}

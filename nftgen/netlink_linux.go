@@ -243,18 +243,28 @@ func (w *batchWriter) addRule(op Op) error {
 	return nil
 }
 
-// Inventory implements Dataplane.
-func (n *Netlink) Inventory(_ context.Context, f Family) (*Inventory, error) {
+// ownTable returns a connection and the family's nftproxy table, or a nil
+// table and no error when it does not exist.
+func (n *Netlink) ownTable(f Family) (*nftables.Conn, *nftables.Table, error) {
 	c, err := n.conn()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	table, err := c.ListTableOfFamily(TableName, tableFamily(f))
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil, nil
+			return c, nil, nil
 		}
-		return nil, fmt.Errorf("list table %s %s: %w", f, TableName, err)
+		return nil, nil, fmt.Errorf("list table %s %s: %w", f, TableName, err)
+	}
+	return c, table, nil
+}
+
+// Inventory implements Dataplane.
+func (n *Netlink) Inventory(_ context.Context, f Family) (*Inventory, error) {
+	c, table, err := n.ownTable(f)
+	if table == nil || err != nil {
+		return nil, err
 	}
 	chains, err := c.ListChainsOfTableFamily(tableFamily(f))
 	if err != nil {

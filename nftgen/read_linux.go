@@ -5,7 +5,6 @@ package nftgen
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 
@@ -20,16 +19,9 @@ import (
 // a TableState; nil and no error when the table does not exist. It lists
 // the whole table, so it is for the compat view and tools, not for syncs.
 func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
-	c, err := n.conn()
-	if err != nil {
+	c, table, err := n.ownTable(f)
+	if table == nil || err != nil {
 		return nil, err
-	}
-	table, err := c.ListTableOfFamily(TableName, tableFamily(f))
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("list table %s %s: %w", f, TableName, err)
 	}
 	st := &TableState{Family: f}
 	sets, err := c.GetSets(table)
