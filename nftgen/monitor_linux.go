@@ -123,7 +123,7 @@ func (n *Netlink) ElementCounts(f Family) (map[string]int, error) {
 	}
 	out := map[string]int{}
 	for _, s := range sets {
-		if s.Anonymous || !s.IsMap {
+		if s.Anonymous || !s.IsMap || isEndpointMap(s.Name) {
 			continue
 		}
 		els, err := c.GetSetElements(s)

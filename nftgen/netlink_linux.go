@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/google/nftables"
@@ -25,10 +26,20 @@ type Netlink struct {
 	netnsFd int
 	// Stats of the last Apply.
 	lastMessages int
+	// endpointMaps names, per family and chain, the endpoint map that the
+	// chain's numgen rule uses in the kernel (see endpointMapName).
+	endpointMaps map[Family]map[string]string
+	// endpointMapSeq makes endpoint map names unique across commits and
+	// processes.
+	endpointMapSeq uint64
 }
 
 // NewNetlink returns a Dataplane for the current network namespace.
-func NewNetlink() *Netlink { return &Netlink{netnsFd: -1} }
+func NewNetlink() *Netlink { return newNetlink(-1) }
+
+func newNetlink(fd int) *Netlink {
+	return &Netlink{netnsFd: fd, endpointMaps: map[Family]map[string]string{}, endpointMapSeq: uint64(time.Now().UnixNano())}
+}
 
 // NewNetlinkInNamespace returns a Dataplane for the network namespace at
 // path (e.g. /run/netns/NAME). The caller keeps the returned file open for
@@ -38,7 +49,7 @@ func NewNetlinkInNamespace(path string) (*Netlink, *os.File, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("open network namespace: %w", err)
 	}
-	return &Netlink{netnsFd: int(f.Fd())}, f, nil
+	return newNetlink(int(f.Fd())), f, nil
 }
 
 func (n *Netlink) conn() (*nftables.Conn, error) {
@@ -74,7 +85,14 @@ func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
 		return err
 	}
 	table := &nftables.Table{Name: TableName, Family: tableFamily(tx.Family)}
-	w := &batchWriter{conn: c, table: table, family: tx.Family}
+	w := &batchWriter{conn: c, table: table, family: tx.Family, n: n, created: map[string]string{}, deleted: map[string]bool{}}
+	// A full sync deletes every set it does not want, old endpoint maps
+	// included; other syncs delete the endpoint maps of the chains they
+	// flush or delete, which this Netlink remembers from earlier commits.
+	full := tx.Ops[0].Kind == OpAddTable
+	if !full {
+		w.known = n.endpointMaps[tx.Family]
+	}
 	for i := 0; i < len(tx.Ops); {
 		j, err := w.write(tx.Ops, i)
 		if err != nil {
@@ -86,8 +104,34 @@ func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
 	if err := c.Flush(); err != nil {
 		return fmt.Errorf("commit %d operations to table %s %s: %w", len(tx.Ops), tx.Family, TableName, err)
 	}
+	known := w.known
+	if known == nil {
+		known = map[string]string{}
+		n.endpointMaps[tx.Family] = known
+	}
+	for _, chain := range w.unbound {
+		delete(known, chain)
+	}
+	for chain, name := range w.created {
+		known[chain] = name
+	}
 	return nil
 }
+
+// endpointMapPrefix starts the names of the maps from which numgen picks an
+// endpoint. They are named rather than anonymous: binding an anonymous set
+// makes the kernel walk the whole batch, which is quadratic in the number
+// of Services on a full sync.
+const endpointMapPrefix = "endpoints."
+
+// endpointMapName names a new endpoint map for chain; seq makes it unique,
+// so a replacement can be created in the batch that deletes the old one.
+func endpointMapName(chain string, seq uint64) string {
+	return fmt.Sprintf("%s%x.%s", endpointMapPrefix, seq, chain)
+}
+
+// isEndpointMap tells whether a set of the table is an endpoint map.
+func isEndpointMap(name string) bool { return strings.HasPrefix(name, endpointMapPrefix) }
 
 // batchWriter queues operations on a Conn.
 type batchWriter struct {
@@ -95,6 +139,27 @@ type batchWriter struct {
 	table    *nftables.Table
 	family   Family
 	messages int
+	n        *Netlink
+	// created maps chains to the endpoint maps created for them in this
+	// batch; unbound lists the chains flushed or deleted, whose previous
+	// endpoint maps are no longer used; deleted holds the sets deleted.
+	created map[string]string
+	unbound []string
+	deleted map[string]bool
+	// known maps chains to their endpoint maps in the kernel before this
+	// batch (nil on a full sync).
+	known map[string]string
+}
+
+// unbind records that chain's rules are gone and deletes the endpoint map
+// they used, before anything can delete the chains its elements jump to.
+func (w *batchWriter) unbind(chain string) {
+	w.unbound = append(w.unbound, chain)
+	if name, ok := w.known[chain]; ok && !w.deleted[name] {
+		w.conn.DelSet(&nftables.Set{Table: w.table, Name: name})
+		w.deleted[name] = true
+		w.messages++
+	}
 }
 
 func (w *batchWriter) chain(name string) *nftables.Chain {
@@ -151,8 +216,10 @@ func (w *batchWriter) write(ops []Op, i int) (int, error) {
 		w.conn.AddChain(ch)
 	case OpFlushChain:
 		w.conn.FlushChain(w.chain(op.Name))
+		w.unbind(op.Name)
 	case OpDeleteChain:
 		w.conn.DelChain(w.chain(op.Name))
+		w.unbind(op.Name)
 	case OpAddRule:
 		if err := w.addRule(op); err != nil {
 			return i, err
@@ -165,6 +232,7 @@ func (w *batchWriter) write(ops []Op, i int) (int, error) {
 		w.conn.FlushSet(w.serviceMap(op.Name, nil))
 	case OpDeleteMap, OpDeleteSet:
 		w.conn.DelSet(&nftables.Set{Table: w.table, Name: op.Name})
+		w.deleted[op.Name] = true
 	case OpAddSet:
 		set := &nftables.Set{
 			Table:      w.table,
@@ -207,14 +275,18 @@ func (w *batchWriter) write(ops []Op, i int) (int, error) {
 func (w *batchWriter) addRule(op Op) error {
 	var anonErr error
 	b := &exprBuilder{family: w.family, addAnon: func(m anonVmap) (string, uint32) {
-		set := &nftables.Set{
-			Table:     w.table,
-			Anonymous: true,
-			Constant:  true,
-			IsMap:     true,
-			KeyType:   nftables.TypeInteger,
-			DataType:  nftables.TypeVerdict,
+		if prev, ok := w.created[op.Name]; ok {
+			anonErr = fmt.Errorf("chain %s has a second numgen rule (endpoint map %s)", op.Name, prev)
 		}
+		w.n.endpointMapSeq++
+		set := &nftables.Set{
+			Table:    w.table,
+			Name:     endpointMapName(op.Name, w.n.endpointMapSeq),
+			IsMap:    true,
+			KeyType:  nftables.TypeInteger,
+			DataType: nftables.TypeVerdict,
+		}
+		w.created[op.Name] = set.Name
 		elems := make([]nftables.SetElement, len(m.Targets))
 		for i, t := range m.Targets {
 			elems[i] = nftables.SetElement{Key: native32(uint32(i)), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: t}}

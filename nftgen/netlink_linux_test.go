@@ -42,7 +42,8 @@ func TestNetlinkApply(t *testing.T) {
 	for _, want := range []string{
 		"10.96.0.10 . tcp . 80 comment \"ns1/a:p80 cluster IP\" : goto " + ServiceChainName(a.Name),
 		"10.96.0.11 . tcp . 53 comment \"ns1/b:p53 has no endpoints\" : goto reject-chain",
-		"numgen random mod 3 vmap { 0 comment \"ns1/a:p80 -> 10.244.0.2:8080\" : goto " + EndpointChainName(a.Name, "10.244.0.2:8080"),
+		"numgen random mod 3 vmap @" + endpointMapPrefix,
+		"0 comment \"ns1/a:p80 -> 10.244.0.2:8080\" : goto " + EndpointChainName(a.Name, "10.244.0.2:8080"),
 		"ip saddr != 10.244.0.0/16 jump KUBE-MARK-MASQ",
 		"dnat to 10.244.0.3:8080",
 		"meta mark set meta mark | 0x00004000",
@@ -66,6 +67,9 @@ func TestNetlinkApply(t *testing.T) {
 	if !strings.Contains(list, "numgen random mod 4") || strings.Contains(list, "10.96.0.11") {
 		t.Errorf("after update, want mod 4 and no 10.96.0.11:\n%s", list)
 	}
+	if n := strings.Count(list, "map "+endpointMapPrefix); n != 1 {
+		t.Errorf("after update, %d endpoint maps, want 1 (the old one deleted):\n%s", n, list)
+	}
 
 	// Deleting a removes its chains.
 	updates = map[string]*Fragment{ServiceKey(a.Name): nil}
@@ -80,6 +84,11 @@ func TestNetlinkApply(t *testing.T) {
 	for _, c := range inv.Chains {
 		if strings.HasPrefix(c, "KUBE-SVC-") || strings.HasPrefix(c, "KUBE-SEP-") {
 			t.Errorf("chain %s left after deleting the service", c)
+		}
+	}
+	for _, name := range inv.Sets {
+		if isEndpointMap(name) {
+			t.Errorf("endpoint map %s left after deleting the service", name)
 		}
 	}
 	if err := dp.DeleteTable(ctx, FamilyIPv4); err != nil {

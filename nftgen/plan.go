@@ -159,11 +159,12 @@ func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
 			add(Op{Kind: OpAddElement, Name: m.Name, Element: &e})
 		}
 	}
-	for _, name := range strayChains {
-		add(Op{Kind: OpDeleteChain, Name: name})
-	}
+	// Maps go first: their elements may still jump to stray chains.
 	for _, name := range strayMaps {
 		add(Op{Kind: OpDeleteSet, Name: name})
+	}
+	for _, name := range strayChains {
+		add(Op{Kind: OpDeleteChain, Name: name})
 	}
 	return tx
 }
