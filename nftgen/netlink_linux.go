@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"strings"
 	"time"
@@ -122,12 +123,14 @@ func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
 // endpoint. They are named rather than anonymous: binding an anonymous set
 // makes the kernel walk the whole batch, which is quadratic in the number
 // of Services on a full sync.
-const endpointMapPrefix = "endpoints."
+const endpointMapPrefix = "ep."
 
-// endpointMapName names a new endpoint map for chain; seq makes it unique,
-// so a replacement can be created in the batch that deletes the old one.
-func endpointMapName(chain string, seq uint64) string {
-	return fmt.Sprintf("%s%x.%s", endpointMapPrefix, seq, chain)
+// endpointMapName names a new endpoint map; seq makes it unique, so a
+// replacement can be created in the batch that deletes the old one. The
+// name is short and its fastest-changing digits come first, because the
+// kernel finds a set by comparing its name with every set of the table.
+func endpointMapName(seq uint64) string {
+	return fmt.Sprintf("%s%016x", endpointMapPrefix, bits.ReverseBytes64(seq))
 }
 
 // isEndpointMap tells whether a set of the table is an endpoint map.
@@ -281,9 +284,9 @@ func (w *batchWriter) addRule(op Op) error {
 		w.n.endpointMapSeq++
 		set := &nftables.Set{
 			Table:    w.table,
-			Name:     endpointMapName(op.Name, w.n.endpointMapSeq),
+			Name:     endpointMapName(w.n.endpointMapSeq),
 			IsMap:    true,
-			KeyType:  nftables.TypeInteger,
+			KeyType:  nftables.TypeMark,
 			DataType: nftables.TypeVerdict,
 		}
 		w.created[op.Name] = set.Name
