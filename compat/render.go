@@ -86,8 +86,13 @@ func Build(st *nftgen.TableState) []*Table {
 				user = append(user, c)
 			}
 		}
+		seen := make(map[string]bool, len(user))
+		for _, c := range user {
+			seen[c] = true
+		}
 		for _, c := range b.emptyChains[name] {
-			if !slices.Contains(user, c) {
+			if !seen[c] {
+				seen[c] = true
 				user = append(user, c)
 			}
 		}

@@ -95,3 +95,9 @@ func TestCountFragmentsMatchesRender(t *testing.T) {
 		t.Errorf("counted %v, rendered %v", got, want)
 	}
 }
+
+func TestQuoteEscapesLikeIptablesSave(t *testing.T) {
+	if got, want := quote(`ns/a"b\c:p`), `"ns/a\"b\\c:p"`; got != want {
+		t.Errorf("quote = %s, want %s", got, want)
+	}
+}

@@ -32,7 +32,17 @@ func (r *iptRule) comment(c string) {
 // quote quotes a comment as iptables-save does: always, escaping quotes
 // and backslashes.
 func quote(s string) string {
-	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+	var b strings.Builder
+	b.Grow(len(s) + 2)
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' || s[i] == '"' {
+			b.WriteByte('\\')
+		}
+		b.WriteByte(s[i])
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // String renders the rule without the "-A CHAIN" prefix.

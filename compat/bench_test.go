@@ -1,0 +1,34 @@
+package compat
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/model"
+)
+
+// BenchmarkRender renders the iptables-save view of 1,000 Services × 10
+// endpoints from a table state, as `nftproxy save` does after reading the
+// kernel.
+func BenchmarkRender(b *testing.B) {
+	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, MasqueradeBit: 14,
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: model.Node{Name: "node-a"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ports := make([]model.ServicePortState, 1000)
+	for i := range ports {
+		eps := make([]string, 10)
+		for e := range eps {
+			eps[e] = fmt.Sprintf("10.244.%d.%d", (i*10+e)>>8, (i*10+e)&0xff)
+		}
+		ports[i] = port(fmt.Sprintf("svc-%d", i), fmt.Sprintf("10.96.%d.%d", i>>8, i&0xff), eps...)
+	}
+	st := g.Ruleset(ports).State()
+	b.ReportAllocs()
+	for b.Loop() {
+		Render(Build(st), Options{})
+	}
+}
