@@ -17,7 +17,8 @@ type Unknown struct{ Desc string }
 
 func (u Unknown) nft(Family) string { return "# unknown: " + u.Desc }
 
-// anonLookup resolves an anonymous verdict map by name: it returns the goto
+// anonLookup resolves a numgen verdict map (an endpoint map, or an
+// anonymous map written by other tools) by name: it returns the goto
 // targets indexed by the map's integer keys, and the elements' comments.
 type anonLookup func(name string) (targets, comments []string, ok bool)
 

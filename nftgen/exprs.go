@@ -18,15 +18,17 @@ const (
 	regVerdict = 0
 )
 
-// anonVmap is an anonymous, constant verdict map keyed by a 32-bit integer
-// in host byte order, as "numgen ... vmap { ... }" needs.
+// anonVmap is the verdict map of one "numgen ... vmap { ... }" rule, keyed
+// by a 32-bit integer in host byte order. The rule text shows it inline;
+// the netlink layer declares it as a named endpoint map (see
+// endpointMapPrefix).
 type anonVmap struct {
 	Targets  []string
 	Comments []string
 }
 
 // exprBuilder turns statements into netlink expressions. addAnon is called
-// for each anonymous map a rule needs; it must declare the map in the same
+// for each numgen map a rule needs; it must declare the map in the same
 // batch and return the name and ID that the lookup should reference.
 type exprBuilder struct {
 	family  Family
