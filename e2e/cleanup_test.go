@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -34,11 +33,7 @@ func TestStartupRemovesLegacyKubeProxyRules(t *testing.T) {
 	}
 
 	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.50", httpPort))
-	cmd := exec.Command(nftproxyBinary, "--objects", objects, "--netns", ns.Path(), "--metrics-bind-address", "0", "--healthz-bind-address", "0")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	startNftproxy(t, "", "--objects", objects, "--netns", ns.Path(), "--metrics-bind-address", "0", "--healthz-bind-address", "0")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if out, _ := ns.Run("nft", "list", "table", "ip", "nftproxy"); strings.Contains(out, "10.96.0.50") {

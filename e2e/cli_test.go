@@ -42,11 +42,8 @@ func TestCLISyncAndCleanupLeaveOtherTablesAlone(t *testing.T) {
 	tp := NewTopology(t, echoBinary)
 	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
 	tp.AddPod("ep2", PodIP(2), []int{8080}, nil)
-	foreign := "table inet cni-plugin {\n\tchain forward {\n\t\ttype filter hook forward priority 0; policy accept;\n\t\tct state established accept\n\t}\n}\n"
-	f := filepath.Join(t.TempDir(), "foreign.nft")
-	os.WriteFile(f, []byte(foreign), 0o644)
-	tp.Node.MustRun(t, "nft", "-f", f)
-	foreignBefore := tp.Node.MustRun(t, "nft", "list", "table", "inet", "cni-plugin")
+	foreignBefore := loadForeignTable(t, tp.Node, "inet", "cni-plugin",
+		"table inet cni-plugin {\n\tchain forward {\n\t\ttype filter hook forward priority 0; policy accept;\n\t\tct state established accept\n\t}\n}\n")
 
 	objects := writeObjects(t, t.TempDir(),
 		ClusterIPService("demo", "web", "10.96.0.30", httpPort),
@@ -126,12 +123,8 @@ func TestRunLoopFollowsFileAndRepairsDrift(t *testing.T) {
 	dir := t.TempDir()
 	svc := ClusterIPService("demo", "web", "10.96.0.31", httpPort)
 	objects := writeObjects(t, dir, svc, Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
-	cmd := exec.Command(nftproxyBinary, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+	cmd := startNftproxy(t, "", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
 		"--iptables-sync-period", "1s", "--iptables-min-sync-period", "100ms")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
 	waitFor := func(what string, limit time.Duration, ok func() bool) time.Duration {
 		t.Helper()
@@ -201,11 +194,7 @@ func TestCLILocalPolicyHealthCheckAndLocalhostNodePort(t *testing.T) {
 	svc := With(ClusterIPService("demo", "web", "10.96.0.90", httpPort), LoadBalancer(""), NodePorts(30090), ExternalLocal(32090))
 	slice := SliceOf("demo", "web", "web-1", []PortSpec{httpPort}, EP{IP: a1.IP.String(), Node: LocalNode}, EP{IP: b1.IP.String(), Node: RemoteNode})
 	objects := writeObjects(t, t.TempDir(), node, svc, slice)
-	cmd := exec.Command(nftproxyBinary, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR, "--hostname-override", LocalNode)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	startNftproxy(t, "", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR, "--hostname-override", LocalNode)
 
 	deadline := time.Now().Add(5 * time.Second)
 	for {

@@ -4,8 +4,6 @@ package e2e
 
 import (
 	"bufio"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,26 +16,18 @@ import (
 	"github.com/nftproxy/nftproxy/e2e/netns"
 )
 
-// httpGet fetches url from inside ns.
+// httpGet fetches url from inside ns and fails the test unless it
+// answers 200.
 func httpGet(t *testing.T, ns *netns.NS, url string) string {
 	t.Helper()
-	addr := strings.TrimPrefix(url, "http://")
-	addr = addr[:strings.Index(addr, "/")]
-	conn, err := DialTCP(ns, addr, 2*time.Second)
+	code, body, err := httpGetStatus(ns, url)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}
-	client := &http.Client{Transport: &http.Transport{DialContext: oneConn(conn)}, Timeout: 5 * time.Second}
-	resp, err := client.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
+	if code != 200 {
+		t.Fatalf("GET %s: %d %s", url, code, body)
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != 200 {
-		t.Fatalf("GET %s: %d %s", url, resp.StatusCode, b)
-	}
-	return string(b)
+	return body
 }
 
 func countRules(save string) int {
@@ -73,12 +63,8 @@ func TestRulesMetricAndHTTPCompatView(t *testing.T) {
 		objs = append(objs, sc.objects...)
 	}
 	objects := writeObjects(t, t.TempDir(), objs...)
-	cmd := exec.Command(nftproxyBinary, "--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode,
+	startNftproxy(t, "", "--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode,
 		"--cluster-cidr", ClusterCIDR, "--metrics-bind-address", "127.0.0.1:10249")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
 	metricRe := regexp.MustCompile(`(?m)^kubeproxy_sync_proxy_rules_iptables_total\{ip_family="IPv4",table="(nat|filter)"\} (\d+)$`)
 	var metrics string
@@ -163,24 +149,4 @@ func TestDriftShowsInSaveAndDiff(t *testing.T) {
 		t.Errorf("diff report does not show exactly the tampering:\n%s", report)
 	}
 	t.Logf("diff after tampering:\n%s", report)
-}
-
-// httpGetAny fetches url from inside ns and returns the body whatever the
-// status code.
-func httpGetAny(t *testing.T, ns *netns.NS, url string) string {
-	t.Helper()
-	addr := strings.TrimPrefix(url, "http://")
-	addr = addr[:strings.Index(addr, "/")]
-	conn, err := DialTCP(ns, addr, 2*time.Second)
-	if err != nil {
-		return ""
-	}
-	client := &http.Client{Transport: &http.Transport{DialContext: oneConn(conn)}, Timeout: 5 * time.Second}
-	resp, err := client.Get(url)
-	if err != nil {
-		return ""
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return string(b)
 }

@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,14 +83,8 @@ func TestHostileObjectsFromFile(t *testing.T) {
 	dir := t.TempDir()
 	objects := writeObjects(t, dir, objs...)
 	logPath := filepath.Join(dir, "nftproxy.log")
-	logf, _ := os.Create(logPath)
-	cmd := exec.Command(nftproxyBinary, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+	startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
 		"--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		if _, err := TCPRequest(tp.External, "10.98.3.249:80", 300*time.Millisecond); err == nil {

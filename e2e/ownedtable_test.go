@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"os/exec"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -23,24 +21,17 @@ func TestKernelRejectionsTurnHealthStale(t *testing.T) {
 	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
 	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.66", httpPort),
 		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
-	cmd := exec.Command(nftproxyBinary, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+	startNftproxy(t, "", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
 		"--iptables-sync-period", "2s", "--iptables-min-sync-period", "100ms",
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	eventually(t, "programmed", 10*time.Second, func() error { _, err := TCPRequest(tp.External, "10.96.0.66:80", 300*time.Millisecond); return err })
+	metrics := func() string {
+		_, body, _ := httpGetStatus(tp.Node, "http://127.0.0.1:10249/metrics")
+		return body
+	}
 	healthz := func() int {
-		c, err := DialTCP(tp.Node, "127.0.0.1:10256", time.Second)
-		if err != nil {
-			return 0
-		}
-		c.Close()
-		if strings.Contains(httpGetAny(t, tp.Node, "http://127.0.0.1:10256/healthz"), `"healthy":true`) {
-			return 200
-		}
-		return 503
+		code, _, _ := httpGetStatus(tp.Node, "http://127.0.0.1:10256/healthz")
+		return code
 	}
 	if code := healthz(); code != 200 {
 		t.Fatalf("healthz before: %d", code)
@@ -69,7 +60,7 @@ func TestKernelRejectionsTurnHealthStale(t *testing.T) {
 	if d < 3*time.Second {
 		t.Errorf("healthz went stale after %v, before the 4 s threshold", d)
 	}
-	m := regexp.MustCompile(`kubeproxy_sync_proxy_rules_nftables_sync_failures_total\{ip_family="IPv4"\} (\d+)`).FindStringSubmatch(httpGetAny(t, tp.Node, "http://127.0.0.1:10249/metrics"))
+	m := regexp.MustCompile(`kubeproxy_sync_proxy_rules_nftables_sync_failures_total\{ip_family="IPv4"\} (\d+)`).FindStringSubmatch(metrics())
 	failures := 0
 	if m != nil {
 		failures, _ = strconv.Atoi(m[1])

@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -20,24 +19,15 @@ import (
 func TestTamperingIsRepairedWithinASecond(t *testing.T) {
 	tp := NewTopology(t, echoBinary)
 	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
-	foreign := "table inet other-tool {\n\tchain input {\n\t\ttype filter hook input priority 0; policy accept;\n\t\ttcp dport 22 accept\n\t}\n}\n"
-	f := filepath.Join(t.TempDir(), "other.nft")
-	os.WriteFile(f, []byte(foreign), 0o644)
-	tp.Node.MustRun(t, "nft", "-f", f)
-	otherBefore := tp.Node.MustRun(t, "nft", "list", "table", "inet", "other-tool")
+	otherBefore := loadForeignTable(t, tp.Node, "inet", "other-tool",
+		"table inet other-tool {\n\tchain input {\n\t\ttype filter hook input priority 0; policy accept;\n\t\ttcp dport 22 accept\n\t}\n}\n")
 
 	dir := t.TempDir()
 	objects := writeObjects(t, dir, ClusterIPService("demo", "web", "10.96.0.60", httpPort),
 		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
 	logPath := filepath.Join(dir, "nftproxy.log")
-	logf, _ := os.Create(logPath)
-	cmd := exec.Command(nftproxyBinary, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+	startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
 		"--iptables-sync-period", "1m", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0")
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 
 	list := func() string { out, _ := tp.Node.Run("nft", "list", "table", "ip", "nftproxy"); return out }
 	deadline := time.Now().Add(10 * time.Second)

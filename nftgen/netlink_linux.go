@@ -86,7 +86,7 @@ func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
 		return err
 	}
 	table := &nftables.Table{Name: TableName, Family: tableFamily(tx.Family)}
-	w := &batchWriter{conn: c, table: table, family: tx.Family, n: n, created: map[string]string{}, deleted: map[string]bool{}}
+	w := &batchWriter{conn: c, table: table, family: tx.Family, n: n, created: map[string]string{}, unbound: map[string]bool{}}
 	// A full sync deletes every set it does not want, old endpoint maps
 	// included; other syncs delete the endpoint maps of the chains they
 	// flush or delete, which this Netlink remembers from earlier commits.
@@ -110,7 +110,7 @@ func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
 		known = map[string]string{}
 		n.endpointMaps[tx.Family] = known
 	}
-	for _, chain := range w.unbound {
+	for chain := range w.unbound {
 		delete(known, chain)
 	}
 	for chain, name := range w.created {
@@ -144,11 +144,10 @@ type batchWriter struct {
 	messages int
 	n        *Netlink
 	// created maps chains to the endpoint maps created for them in this
-	// batch; unbound lists the chains flushed or deleted, whose previous
-	// endpoint maps are no longer used; deleted holds the sets deleted.
+	// batch; unbound holds the chains flushed or deleted, whose previous
+	// endpoint maps are gone.
 	created map[string]string
-	unbound []string
-	deleted map[string]bool
+	unbound map[string]bool
 	// known maps chains to their endpoint maps in the kernel before this
 	// batch (nil on a full sync).
 	known map[string]string
@@ -157,10 +156,12 @@ type batchWriter struct {
 // unbind records that chain's rules are gone and deletes the endpoint map
 // they used, before anything can delete the chains its elements jump to.
 func (w *batchWriter) unbind(chain string) {
-	w.unbound = append(w.unbound, chain)
-	if name, ok := w.known[chain]; ok && !w.deleted[name] {
+	if w.unbound[chain] {
+		return
+	}
+	w.unbound[chain] = true
+	if name, ok := w.known[chain]; ok {
 		w.conn.DelSet(&nftables.Set{Table: w.table, Name: name})
-		w.deleted[name] = true
 		w.messages++
 	}
 }
@@ -235,7 +236,6 @@ func (w *batchWriter) write(ops []Op, i int) (int, error) {
 		w.conn.FlushSet(w.serviceMap(op.Name, nil))
 	case OpDeleteMap, OpDeleteSet:
 		w.conn.DelSet(&nftables.Set{Table: w.table, Name: op.Name})
-		w.deleted[op.Name] = true
 	case OpAddSet:
 		set := &nftables.Set{
 			Table:      w.table,
