@@ -15,8 +15,11 @@ import (
 type Store struct {
 	services map[types.NamespacedName]*v1.Service
 	// slices maps a Service to its slices, by slice name.
-	slices  map[types.NamespacedName]map[string]*discovery.EndpointSlice
-	changed map[types.NamespacedName]struct{}
+	slices map[types.NamespacedName]map[string]*discovery.EndpointSlice
+	// sliceOwner maps a slice (namespace/name) to the Service in slices
+	// that holds it, so that replacing one slice costs O(1).
+	sliceOwner map[types.NamespacedName]types.NamespacedName
+	changed    map[types.NamespacedName]struct{}
 	// triggers are the last-change-trigger-time annotations of slice
 	// updates not yet synced, per Service.
 	triggers map[types.NamespacedName][]time.Time
@@ -30,10 +33,11 @@ const TriggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 // NewStore returns an empty Store.
 func NewStore() *Store {
 	return &Store{
-		services: map[types.NamespacedName]*v1.Service{},
-		slices:   map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
-		changed:  map[types.NamespacedName]struct{}{},
-		triggers: map[types.NamespacedName][]time.Time{},
+		services:   map[types.NamespacedName]*v1.Service{},
+		slices:     map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
+		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
+		changed:    map[types.NamespacedName]struct{}{},
+		triggers:   map[types.NamespacedName][]time.Time{},
 	}
 }
 
@@ -69,6 +73,7 @@ func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) *Problem {
 		s.slices[svc] = m
 	}
 	m[slice.Name] = slice
+	s.sliceOwner[types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}] = svc
 	s.changed[svc] = struct{}{}
 	if v := slice.Annotations[TriggerTimeAnnotation]; v != "" {
 		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
@@ -98,19 +103,19 @@ func (s *Store) DeleteEndpointSlice(namespace, name string) {
 }
 
 func (s *Store) deleteSliceNamed(namespace, name string) {
-	for svc, m := range s.slices {
-		if svc.Namespace != namespace {
-			continue
-		}
-		if _, ok := m[name]; ok {
-			delete(m, name)
-			if len(m) == 0 {
-				delete(s.slices, svc)
-			}
-			s.changed[svc] = struct{}{}
-			return
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	svc, ok := s.sliceOwner[key]
+	if !ok {
+		return
+	}
+	delete(s.sliceOwner, key)
+	if m := s.slices[svc]; m != nil {
+		delete(m, name)
+		if len(m) == 0 {
+			delete(s.slices, svc)
 		}
 	}
+	s.changed[svc] = struct{}{}
 }
 
 // TakeChanged returns the Services that changed since the last call, sorted,
@@ -176,6 +181,7 @@ func (s *Store) ReplaceEndpointSlices(slices []*discovery.EndpointSlice) []Probl
 		s.changed[svc] = struct{}{}
 	}
 	s.slices = map[types.NamespacedName]map[string]*discovery.EndpointSlice{}
+	s.sliceOwner = map[types.NamespacedName]types.NamespacedName{}
 	var problems []Problem
 	for _, sl := range slices {
 		if p := s.SetEndpointSlice(sl); p != nil {
