@@ -29,15 +29,19 @@ fuzz:
 	$(GO) test ./proxier/model -run '^$$' -fuzz FuzzModel -fuzztime $(FUZZTIME)
 	$(GO) test ./nftgen -run '^$$' -fuzz FuzzGenerate -fuzztime $(FUZZTIME)
 
-# Benchmarks: the Go benchmarks of model building, rule generation and the
-# compat rendering (1,000 Services x 10 endpoints), then, as root, the
-# control-plane scale probe through netlink at SCALE_SIZES Services. Times
-# are printed, never asserted. Not yet: the iptables side-by-side, the
-# data-plane rates, and the CSV, table and plot (issue #7).
-SCALE_SIZES ?= 1000,3000,10000
+# Benchmarks (as root): the Go benchmarks of model building, rule
+# generation and the compat rendering, then the side-by-side benchmark of
+# issue #7 (e2e TestSideBySide): nftproxy against kube-proxy's rules in
+# iptables-legacy, iptables-nft and `nft -f`, control plane and data plane,
+# at BENCH_SIZES Services x 10 endpoints. It writes results.md, results.csv
+# and results.png into e2e/results. Times are reported, never asserted.
+BENCH_SIZES ?= 100,1000,10000,30000
+BENCH_CONNS ?= 2000
+BENCH_ROUNDS ?= 5
 bench:
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./nftgen ./compat ./proxier/model
-	NFTPROXY_SCALE_SIZES=$(SCALE_SIZES) $(GO) test -count=1 -v -timeout 30m -run TestControlPlaneScale ./e2e
+	NFTPROXY_BENCH_SIZES=$(BENCH_SIZES) NFTPROXY_BENCH_CONNS=$(BENCH_CONNS) NFTPROXY_BENCH_ROUNDS=$(BENCH_ROUNDS) \
+	NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results $(GO) test -count=1 -v -timeout 40m -run TestSideBySide ./e2e
 
 # Unit tests only; no root, no kernel.
 unit:

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/bits"
 	"os"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -27,6 +29,10 @@ type Netlink struct {
 	netnsFd int
 	// Stats of the last Apply.
 	lastMessages int
+	lastBytes    int
+	// countBytes makes Apply encode each batch a second time, off the
+	// kernel, to learn its size in bytes (see CountBytes).
+	countBytes bool
 	// endpointMaps names, per family and chain, the endpoint map that the
 	// chain's numgen rule uses in the kernel (see endpointMapName).
 	endpointMaps map[Family]map[string]string
@@ -76,15 +82,72 @@ func tableFamily(f Family) nftables.TableFamily {
 // (excluding the batch begin and end markers).
 func (n *Netlink) LastMessages() int { return n.lastMessages }
 
+// LastBytes returns the size in bytes of the netlink messages of the last
+// Apply, or 0 unless CountBytes is on.
+func (n *Netlink) LastBytes() int { return n.lastBytes }
+
+// CountBytes turns on counting the bytes of each batch for LastBytes. It
+// costs a second encoding of every batch and is meant for benchmarks.
+func (n *Netlink) CountBytes(on bool) { n.countBytes = on }
+
 // Apply implements Dataplane.
 func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
 	if tx.Empty() {
 		return nil
 	}
+	n.lastBytes = 0
+	if n.countBytes {
+		size, err := n.encodedSize(tx)
+		if err != nil {
+			return err
+		}
+		n.lastBytes = size
+	}
 	c, err := n.conn()
 	if err != nil {
 		return err
 	}
+	return n.apply(c, tx)
+}
+
+// encodedSize encodes tx on a connection that never reaches the kernel and
+// returns the bytes of its messages, batch markers included. The endpoint
+// map bookkeeping is left as it was.
+func (n *Netlink) encodedSize(tx *Transaction) (int, error) {
+	size := 0
+	c, err := nftables.New(nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
+		for _, m := range reqs {
+			size += nlmsgAlign(nlmsgHeaderLen + len(m.Data))
+		}
+		return nil, nil
+	}))
+	if err != nil {
+		return 0, fmt.Errorf("open counting connection: %w", err)
+	}
+	saved, savedSeq := n.endpointMaps[tx.Family], n.endpointMapSeq
+	n.endpointMaps[tx.Family] = maps.Clone(saved)
+	defer func() {
+		if saved == nil {
+			delete(n.endpointMaps, tx.Family)
+		} else {
+			n.endpointMaps[tx.Family] = saved
+		}
+		n.endpointMapSeq = savedSeq
+	}()
+	if err := n.apply(c, tx); err != nil {
+		return 0, err
+	}
+	return size, nil
+}
+
+// nlmsgHeaderLen is the size of a netlink message header.
+const nlmsgHeaderLen = 16
+
+// nlmsgAlign rounds a netlink message length up to its 4-byte alignment.
+func nlmsgAlign(n int) int { return (n + 3) &^ 3 }
+
+// apply writes tx on c as one batch and commits it.
+func (n *Netlink) apply(c *nftables.Conn, tx *Transaction) error {
 	table := &nftables.Table{Name: TableName, Family: tableFamily(tx.Family)}
 	w := &batchWriter{conn: c, table: table, family: tx.Family, n: n, created: map[string]string{}, unbound: map[string]bool{}}
 	// A full sync deletes every set it does not want, old endpoint maps

@@ -58,10 +58,19 @@ func TestNetlinkApply(t *testing.T) {
 
 	// Incremental: a gets a 4th endpoint, b is deleted.
 	a2 := testPort("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080", "10.244.0.5:8080")
+	// Counting bytes encodes the batch twice; the endpoint map bookkeeping
+	// must come out as if it had been encoded once (checked below).
 	updates := map[string]*Fragment{ServiceKey(a.Name): g.Service(&a2), ServiceKey(b.Name): nil}
+	dp.CountBytes(true)
 	if err := dp.Apply(ctx, PlanUpdate(applied, updates)); err != nil {
 		t.Fatalf("incremental sync: %v", err)
 	}
+	// Every message has a 16-byte header and a 4-byte nfgenmsg; the batch
+	// markers add two more.
+	if msgs, bytes := dp.LastMessages(), dp.LastBytes(); msgs == 0 || bytes < 20*(msgs+2) {
+		t.Errorf("incremental sync: %d messages in %d bytes", msgs, bytes)
+	}
+	dp.CountBytes(false)
 	applied.Commit(updates)
 	list = ns.MustRun(t, "nft", "list", "table", "ip", TableName)
 	if !strings.Contains(list, "numgen random mod 4") || strings.Contains(list, "10.96.0.11") {

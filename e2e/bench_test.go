@@ -1,0 +1,404 @@
+//go:build linux
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nftproxy/nftproxy/e2e/benchreport"
+	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/nftgen"
+)
+
+// benchConfig is the side-by-side benchmark's configuration, from the
+// environment (make bench sets it; make test runs the short form).
+type benchConfig struct {
+	sizes       []int
+	out         string
+	conns       int
+	rounds      int
+	loadTimeout time.Duration
+}
+
+func loadBenchConfig(t *testing.T) benchConfig {
+	cfg := benchConfig{sizes: []int{100, 1000}, out: t.TempDir(), conns: 300, rounds: 3, loadTimeout: 150 * time.Second}
+	if v := os.Getenv("NFTPROXY_BENCH_SIZES"); v != "" {
+		cfg.sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				t.Fatalf("NFTPROXY_BENCH_SIZES: bad size %q", f)
+			}
+			cfg.sizes = append(cfg.sizes, n)
+		}
+	}
+	if v := os.Getenv("NFTPROXY_BENCH_OUT"); v != "" {
+		cfg.out = v
+	}
+	for env, p := range map[string]*int{"NFTPROXY_BENCH_CONNS": &cfg.conns, "NFTPROXY_BENCH_ROUNDS": &cfg.rounds} {
+		if v := os.Getenv(env); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				t.Fatalf("%s: bad number %q", env, v)
+			}
+			*p = n
+		}
+	}
+	if v := os.Getenv("NFTPROXY_BENCH_LOAD_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			t.Fatalf("NFTPROXY_BENCH_LOAD_TIMEOUT: %v", err)
+		}
+		cfg.loadTimeout = d
+	}
+	return cfg
+}
+
+// TestSideBySide is the benchmark of issue #7. For each size N it programs
+// N Services x 10 endpoints with nftproxy (cold sync, then one Service
+// added, changed, deleted), loads the compat view of the same rules with
+// iptables-legacy-restore and iptables-nft-restore and the same ruleset as
+// text with `nft -f`, and then measures new TCP connections through one
+// ClusterIP for nftproxy, both iptables backends and no rules at all, in
+// rounds that alternate between them. It writes results.csv, results.md and
+// results.png to NFTPROXY_BENCH_OUT. It asserts that every step works and
+// every connection succeeds, never how fast.
+func TestSideBySide(t *testing.T) {
+	netns.RequireRoot(t)
+	cfg := loadBenchConfig(t)
+	bin := t.TempDir()
+	probe, err := BuildBinary(bin, "github.com/nftproxy/nftproxy/e2e/scaleprobe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := &benchreport.Results{Machine: machineDetails(cfg)}
+	for _, n := range cfg.sizes {
+		t.Run(strconv.Itoa(n), func(t *testing.T) { benchSize(t, cfg, probe, res, n) })
+	}
+	res.Derive()
+	if err := res.WriteFiles(cfg.out); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("results in %s:\n%s", cfg.out, res.Markdown())
+}
+
+// benchNet is a client, a node and a server namespace. The client
+// (192.0.2.2) routes everything via the node; the node routes the scale
+// endpoints (10.128.0.0/9) to the server, which answers from whichever of
+// them the test adds.
+type benchNet struct {
+	name                 string
+	client, node, server *netns.NS
+}
+
+func newBenchNet(t *testing.T, name string) *benchNet {
+	b := &benchNet{name: name, client: netns.New(t, "nfb-c"), node: netns.New(t, "nfb-n"), server: netns.New(t, "nfb-s")}
+	b.node.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	b.node.MustRun(t, "ip", "link", "add", "c0", "type", "veth", "peer", "name", "eth0", "netns", b.client.Name)
+	b.node.MustRun(t, "ip", "link", "add", "s0", "type", "veth", "peer", "name", "eth0", "netns", b.server.Name)
+	b.node.MustRun(t, "ip", "addr", "add", "192.0.2.1/24", "dev", "c0")
+	b.node.MustRun(t, "ip", "addr", "add", "10.255.0.1/24", "dev", "s0")
+	b.node.MustRun(t, "ip", "link", "set", "c0", "up")
+	b.node.MustRun(t, "ip", "link", "set", "s0", "up")
+	b.node.MustRun(t, "ip", "route", "add", "10.128.0.0/9", "via", "10.255.0.2")
+	b.client.MustRun(t, "ip", "addr", "add", "192.0.2.2/24", "dev", "eth0")
+	b.client.MustRun(t, "ip", "link", "set", "eth0", "up")
+	b.client.MustRun(t, "ip", "route", "add", "default", "via", "192.0.2.1")
+	b.client.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_local_port_range=1024 65000")
+	b.server.MustRun(t, "ip", "addr", "add", "10.255.0.2/24", "dev", "eth0")
+	b.server.MustRun(t, "ip", "link", "set", "eth0", "up")
+	b.server.MustRun(t, "ip", "route", "add", "default", "via", "10.255.0.1")
+	return b
+}
+
+// serve makes the server answer on ips, port 8080: it reads five bytes
+// and writes them back.
+func (b *benchNet) serve(t *testing.T, ips []string) {
+	for _, ip := range ips {
+		b.server.MustRun(t, "ip", "addr", "add", ip+"/32", "dev", "eth0")
+	}
+	var l net.Listener
+	if err := b.server.Do(func() (err error) { l, err = net.Listen("tcp", ":8080"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				buf := make([]byte, 5)
+				_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+				if _, err := io.ReadFull(c, buf); err == nil {
+					_, _ = c.Write(buf)
+				}
+			}()
+		}
+	}()
+}
+
+// connRate opens count connections from the client to addr one after the
+// other (connect, send five bytes, read them back, close) and returns
+// connections per second.
+func (b *benchNet) connRate(addr string, count int) (float64, error) {
+	var elapsed time.Duration
+	err := b.client.Do(func() error {
+		buf := make([]byte, 5)
+		start := time.Now()
+		for i := range count {
+			c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+			if err != nil {
+				return fmt.Errorf("connection %d to %s: %w", i, addr, err)
+			}
+			_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+			_, err = c.Write([]byte("ping\n"))
+			if err == nil {
+				_, err = io.ReadFull(c, buf)
+			}
+			c.Close()
+			if err != nil {
+				return fmt.Errorf("connection %d to %s: %w", i, addr, err)
+			}
+		}
+		elapsed = time.Since(start)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", b.name, err)
+	}
+	return float64(count) / elapsed.Seconds(), nil
+}
+
+// probeStep is one step of scaleprobe's output.
+type probeStep struct {
+	Seconds  float64
+	Messages int
+	Bytes    int
+	Full     bool
+}
+
+// probeReport is scaleprobe's output.
+type probeReport struct {
+	Cold, Add, Change, Delete probeStep
+	PeakRSSMiB                float64 `json:"peak_rss_mib"`
+}
+
+// loadResult is what loading rules as text cost.
+type loadResult struct {
+	seconds  float64
+	rssMiB   float64
+	timedOut bool
+}
+
+// loadText runs name with args in ns, stdin from file, within timeout.
+func loadText(ns *netns.NS, timeout time.Duration, file, name string, args ...string) (loadResult, error) {
+	in, err := os.Open(file)
+	if err != nil {
+		return loadResult{}, err
+	}
+	defer in.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name, name}, args...)...)
+	cmd.Stdin = in
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	start := time.Now()
+	err = cmd.Run()
+	r := loadResult{seconds: time.Since(start).Seconds()}
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			r.rssMiB = float64(ru.Maxrss) / 1024
+		}
+	}
+	if ctx.Err() != nil {
+		r.timedOut, r.seconds = true, timeout.Seconds()
+		return r, nil
+	}
+	if err != nil {
+		return r, fmt.Errorf("%s: %w: %s", name, err, out.Bytes())
+	}
+	return r, nil
+}
+
+// serviceRuleRE finds the KUBE-SERVICES rules of scale Services' cluster
+// IPs; destinationRE finds the cluster IP in one.
+var (
+	serviceRuleRE = regexp.MustCompile(`(?m)^-A KUBE-SERVICES .*"scale/svc-(\d+):http cluster IP".*$`)
+	destinationRE = regexp.MustCompile(` -d (\S+)/32 `)
+)
+
+func benchSize(t *testing.T, cfg benchConfig, probe string, res *benchreport.Results, n int) {
+	dir := t.TempDir()
+	cp, dp := benchreport.ControlPlane, benchreport.DataPlane
+
+	// nftproxy: cold sync and one-Service changes, in a process of its own.
+	ours := newBenchNet(t, benchreport.Nftproxy)
+	nftText := filepath.Join(dir, "ruleset.nft")
+	out, err := exec.Command(probe, "-n", strconv.Itoa(n), "-netns", ours.node.Path(), "-nft", nftText).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("scaleprobe: %v: %s", err, ee.Stderr)
+		}
+		t.Fatalf("scaleprobe: %v", err)
+	}
+	var rep probeReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("scaleprobe output %q: %v", out, err)
+	}
+	t.Logf("nftproxy: %s", out)
+	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricLoad, rep.Cold.Seconds)
+	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricAdd, 1000*rep.Add.Seconds)
+	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricChange, 1000*rep.Change.Seconds)
+	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricDelete, 1000*rep.Delete.Seconds)
+	for i, step := range []probeStep{rep.Cold, rep.Add, rep.Change, rep.Delete} {
+		res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricMessages+"_"+benchreport.Steps[i], float64(step.Messages))
+		res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricBytes+"_"+benchreport.Steps[i], float64(step.Bytes))
+		if i > 0 && step.Full {
+			res.Notes = append(res.Notes, fmt.Sprintf("At %d Services, the %s step moved the endpoint count across kube-proxy's large-cluster threshold (%d endpoints), which drops or restores every endpoint comment, so it was a full sync, as in kube-proxy.",
+				n, benchreport.Steps[i], nftgen.LargeClusterEndpoints))
+		}
+	}
+	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricPeakRSS, rep.PeakRSSMiB)
+
+	// The compat view of what nftproxy programmed is kube-proxy's
+	// iptables-save; the probed Service is the last in KUBE-SERVICES.
+	save, err := ours.node.Command(nftproxyBinary, "save").Output()
+	if err != nil {
+		t.Fatalf("nftproxy save: %v", err)
+	}
+	saveFile := filepath.Join(dir, "compat.save")
+	if err := os.WriteFile(saveFile, save, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	matches := serviceRuleRE.FindAllSubmatch(save, -1)
+	if len(matches) != n {
+		t.Fatalf("compat view has %d scale Services in KUBE-SERVICES, want %d", len(matches), n)
+	}
+	last := matches[len(matches)-1]
+	probed, _ := strconv.Atoi(string(last[1]))
+	clusterIP := ScaleClusterIP(probed)
+	if d := destinationRE.FindSubmatch(last[0]); d == nil || string(d[1]) != clusterIP {
+		t.Fatalf("last KUBE-SERVICES rule %q does not match svc-%d's cluster IP %s", last[0], probed, clusterIP)
+	}
+	endpoints := ScaleEndpointIPs(probed, 10)
+
+	nets := []*benchNet{ours}
+	for _, l := range []struct{ name, tool string }{
+		{benchreport.IptablesLegacy, "iptables-legacy-restore"},
+		{benchreport.IptablesNft, "iptables-nft-restore"},
+	} {
+		b := newBenchNet(t, l.name)
+		r, err := loadText(b.node, cfg.loadTimeout, saveFile, l.tool)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %.3f s, peak RSS %.0f MiB, timed out %v", l.tool, r.seconds, r.rssMiB, r.timedOut)
+		res.Add(cp, l.name, n, benchreport.MetricLoad, r.seconds)
+		res.Add(cp, l.name, n, benchreport.MetricPeakRSS, r.rssMiB)
+		if r.timedOut {
+			res.Add(cp, l.name, n, benchreport.MetricTimedOut, 1)
+			res.Notes = append(res.Notes, fmt.Sprintf("%s of %d Services ran out of its %v; no data-plane rate for it at this size.", l.tool, n, cfg.loadTimeout))
+			continue
+		}
+		nets = append(nets, b)
+	}
+	plain := netns.New(t, "nfb-f")
+	r, err := loadText(plain, cfg.loadTimeout, nftText, "nft", "-f", "/dev/stdin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("nft -f: %.3f s, peak RSS %.0f MiB, timed out %v", r.seconds, r.rssMiB, r.timedOut)
+	res.Add(cp, benchreport.NftFile, n, benchreport.MetricLoad, r.seconds)
+	res.Add(cp, benchreport.NftFile, n, benchreport.MetricPeakRSS, r.rssMiB)
+	if r.timedOut {
+		res.Add(cp, benchreport.NftFile, n, benchreport.MetricTimedOut, 1)
+		res.Notes = append(res.Notes, fmt.Sprintf("nft -f of %d Services ran out of its %v.", n, cfg.loadTimeout))
+	}
+
+	// Data plane: the same server endpoints behind every node; rounds
+	// alternate between the dataplanes so that drift hits all alike.
+	nets = append(nets, newBenchNet(t, benchreport.NoRules))
+	addrs := map[string]string{}
+	for _, b := range nets {
+		b.serve(t, endpoints)
+		addrs[b.name] = clusterIP + ":80"
+		if b.name == benchreport.NoRules {
+			addrs[b.name] = endpoints[0] + ":8080"
+		}
+		if _, err := b.connRate(addrs[b.name], 50); err != nil { // warm-up
+			t.Fatal(err)
+		}
+	}
+	rates := map[string][]float64{}
+	for range cfg.rounds {
+		for _, b := range nets {
+			rate, err := b.connRate(addrs[b.name], cfg.conns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rates[b.name] = append(rates[b.name], rate)
+		}
+	}
+	for name, rs := range rates {
+		slices.Sort(rs)
+		res.Add(dp, name, n, benchreport.MetricRate, rs[len(rs)/2])
+		t.Logf("%s at %d Services: %.0f conn/s (rounds %v)", name, n, rs[len(rs)/2], rs)
+	}
+}
+
+// machineDetails describes the machine and the tools the benchmark ran.
+func machineDetails(cfg benchConfig) [][2]string {
+	first := func(name string, args ...string) string {
+		out, err := exec.Command(name, args...).CombinedOutput()
+		if err != nil {
+			return "unavailable: " + err.Error()
+		}
+		line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+		return line
+	}
+	grep := func(file, key string) string {
+		b, _ := os.ReadFile(file)
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == key {
+				return strings.TrimSpace(v)
+			}
+		}
+		return "unknown"
+	}
+	return [][2]string{
+		{"date", time.Now().UTC().Format(time.RFC3339)},
+		{"kernel", first("uname", "-r")},
+		{"CPU", grep("/proc/cpuinfo", "model name")},
+		{"cores", strconv.Itoa(runtime.NumCPU())},
+		{"memory", grep("/proc/meminfo", "MemTotal")},
+		{"Go", runtime.Version()},
+		{"nft", first("nft", "--version")},
+		{"iptables-legacy-restore", first("iptables-legacy-restore", "--version")},
+		{"iptables-nft-restore", first("iptables-nft-restore", "--version")},
+		{"sizes", fmt.Sprint(cfg.sizes)},
+		{"connections per round x rounds", fmt.Sprintf("%d x %d", cfg.conns, cfg.rounds)},
+		{"text load timeout", cfg.loadTimeout.String()},
+	}
+}

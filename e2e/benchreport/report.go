@@ -1,0 +1,323 @@
+// Package benchreport holds the measurements of the side-by-side benchmark
+// (nftproxy against kube-proxy's rules loaded into iptables-legacy,
+// iptables-nft and `nft -f`) and writes them as the CSV, markdown table and
+// PNG plot that make bench leaves in e2e/results.
+package benchreport
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Sections of a Results.
+const (
+	ControlPlane = "control-plane"
+	DataPlane    = "data-plane"
+)
+
+// Dataplanes compared, in the order the tables list them.
+const (
+	Nftproxy       = "nftproxy"
+	IptablesLegacy = "iptables-legacy"
+	IptablesNft    = "iptables-nft"
+	NftFile        = "nft -f"
+	NoRules        = "no rules"
+)
+
+// Metric names. Control-plane metrics of the text loaders only use
+// MetricLoad, MetricPeakRSS and MetricTimedOut.
+const (
+	MetricLoad      = "full_load_s"      // cold full sync, or loading the text
+	MetricAdd       = "add_one_ms"       // adding one Service
+	MetricChange    = "change_one_ms"    // changing one Service's endpoints
+	MetricDelete    = "delete_one_ms"    // deleting one Service
+	MetricMessages  = "messages"         // suffixed with the step: messages_cold
+	MetricBytes     = "bytes"            // suffixed with the step: bytes_cold
+	MetricPeakRSS   = "peak_rss_mib"     // of the process that programs
+	MetricTimedOut  = "timed_out"        // 1 when a load ran out of time
+	MetricRate      = "conn_per_s"       // new connections per second
+	MetricAddedCost = "added_cost_us"    // 1/rate - 1/rate(no rules)
+	MetricRateRatio = "rate_vs_nftproxy" // rate / nftproxy's rate
+)
+
+// Steps of the control-plane probe, as metric suffixes.
+var Steps = []string{"cold", "add", "change", "delete"}
+
+// Sample is one measured number.
+type Sample struct {
+	Section   string
+	Dataplane string
+	Services  int
+	Metric    string
+	Value     float64
+}
+
+// Results is everything one benchmark run measured.
+type Results struct {
+	// Machine lists the details of the machine, as name/value pairs.
+	Machine [][2]string
+	Samples []Sample
+	// Notes are remarks printed under the tables (skipped steps, say).
+	Notes []string
+}
+
+// Add records a sample.
+func (r *Results) Add(section, dataplane string, services int, metric string, v float64) {
+	r.Samples = append(r.Samples, Sample{section, dataplane, services, metric, v})
+}
+
+// Get returns a recorded sample's value.
+func (r *Results) Get(section, dataplane string, services int, metric string) (float64, bool) {
+	for _, s := range r.Samples {
+		if s.Section == section && s.Dataplane == dataplane && s.Services == services && s.Metric == metric {
+			return s.Value, true
+		}
+	}
+	return 0, false
+}
+
+// Sizes returns the numbers of Services measured in section, ascending.
+func (r *Results) Sizes(section string) []int {
+	var out []int
+	for _, s := range r.Samples {
+		if s.Section == section && !slices.Contains(out, s.Services) {
+			out = append(out, s.Services)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Derive adds the data-plane metrics computed from the rates: the added
+// cost per connection against the no-rules baseline, and each rate's ratio
+// to nftproxy's at the same size.
+func (r *Results) Derive() {
+	for _, n := range r.Sizes(DataPlane) {
+		base, okBase := r.Get(DataPlane, NoRules, n, MetricRate)
+		ours, okOurs := r.Get(DataPlane, Nftproxy, n, MetricRate)
+		for _, dp := range []string{Nftproxy, IptablesLegacy, IptablesNft} {
+			rate, ok := r.Get(DataPlane, dp, n, MetricRate)
+			if !ok || rate <= 0 {
+				continue
+			}
+			if okBase && base > 0 {
+				r.Add(DataPlane, dp, n, MetricAddedCost, 1e6*(1/rate-1/base))
+			}
+			if okOurs && ours > 0 {
+				r.Add(DataPlane, dp, n, MetricRateRatio, rate/ours)
+			}
+		}
+		if okBase && okOurs && ours > 0 {
+			r.Add(DataPlane, NoRules, n, MetricRateRatio, base/ours)
+		}
+	}
+}
+
+// WriteCSV writes every sample as a row: section, dataplane, services,
+// metric, value.
+func (r *Results) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"section", "dataplane", "services", "metric", "value"}); err != nil {
+		return err
+	}
+	for _, s := range r.Samples {
+		row := []string{s.Section, s.Dataplane, strconv.Itoa(s.Services), s.Metric, strconv.FormatFloat(s.Value, 'g', 8, 64)}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// WriteFiles writes results.csv, results.md and results.png into dir.
+func (r *Results) WriteFiles(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("results folder: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, "results.csv"))
+	if err != nil {
+		return err
+	}
+	if err := r.WriteCSV(f); err != nil {
+		f.Close()
+		return fmt.Errorf("write CSV: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(r.Markdown()), 0o644); err != nil {
+		return fmt.Errorf("write markdown: %w", err)
+	}
+	if err := r.Plot(filepath.Join(dir, "results.png")); err != nil {
+		return fmt.Errorf("plot: %w", err)
+	}
+	return nil
+}
+
+// cell formats a sample for a table: "-" when it was not measured.
+func (r *Results) cell(section, dataplane string, n int, metric, format string) string {
+	v, ok := r.Get(section, dataplane, n, metric)
+	if !ok || math.IsNaN(v) {
+		return "-"
+	}
+	if metric == MetricLoad {
+		if t, _ := r.Get(section, dataplane, n, MetricTimedOut); t == 1 {
+			return fmt.Sprintf("> %.0f (timed out)", v)
+		}
+	}
+	return fmt.Sprintf(format, v)
+}
+
+// Markdown renders the machine, the two tables, the targets and the notes.
+func (r *Results) Markdown() string {
+	var b strings.Builder
+	b.WriteString("# nftproxy side-by-side benchmark\n\n")
+	b.WriteString("Written by `make bench` (e2e TestSideBySide). Raw numbers: results.csv; plot: results.png.\n\n")
+	b.WriteString("## Machine\n\n| | |\n|---|---|\n")
+	for _, kv := range r.Machine {
+		fmt.Fprintf(&b, "| %s | %s |\n", kv[0], kv[1])
+	}
+
+	b.WriteString("\n## Control plane: N Services x 10 endpoints\n\n")
+	b.WriteString("Full load: nftproxy's cold full sync from the model to the kernel commit, or the time of the restore/`nft -f` command loading the same rules as text. Peak RSS: of the process that programs.\n\n")
+	b.WriteString("| Services | dataplane | full load (s) | add one (ms) | change one (ms) | delete one (ms) | messages cold/add/change/delete | bytes cold | peak RSS (MiB) |\n")
+	b.WriteString("|---:|---|---:|---:|---:|---:|---|---:|---:|\n")
+	for _, n := range r.Sizes(ControlPlane) {
+		for _, dp := range []string{Nftproxy, IptablesLegacy, IptablesNft, NftFile} {
+			if _, ok := r.Get(ControlPlane, dp, n, MetricLoad); !ok {
+				continue
+			}
+			var msgs []string
+			for _, s := range Steps {
+				msgs = append(msgs, r.cell(ControlPlane, dp, n, MetricMessages+"_"+s, "%.0f"))
+			}
+			msgText := strings.Join(msgs, " / ")
+			if dp != Nftproxy {
+				msgText = "-"
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, dp,
+				r.cell(ControlPlane, dp, n, MetricLoad, "%.3f"),
+				r.cell(ControlPlane, dp, n, MetricAdd, "%.1f"),
+				r.cell(ControlPlane, dp, n, MetricChange, "%.1f"),
+				r.cell(ControlPlane, dp, n, MetricDelete, "%.1f"),
+				msgText,
+				r.cell(ControlPlane, dp, n, MetricBytes+"_cold", "%.0f"),
+				r.cell(ControlPlane, dp, n, MetricPeakRSS, "%.0f"))
+		}
+	}
+
+	b.WriteString("\n## Data plane: new TCP connections through one ClusterIP\n\n")
+	b.WriteString("Client, node and server namespaces; each connection is connect, one exchange, close. The probed Service is the last one in KUBE-SERVICES. Rate: median of the rounds. Added cost: 1/rate - 1/rate(no rules), in microseconds per connection.\n\n")
+	b.WriteString("| Services | dataplane | conn/s | ratio to nftproxy | added cost (us/conn) |\n|---:|---|---:|---:|---:|\n")
+	for _, n := range r.Sizes(DataPlane) {
+		for _, dp := range []string{Nftproxy, IptablesLegacy, IptablesNft, NoRules} {
+			if _, ok := r.Get(DataPlane, dp, n, MetricRate); !ok {
+				continue
+			}
+			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s |\n", n, dp,
+				r.cell(DataPlane, dp, n, MetricRate, "%.0f"),
+				r.cell(DataPlane, dp, n, MetricRateRatio, "%.2f"),
+				r.cell(DataPlane, dp, n, MetricAddedCost, "%.1f"))
+		}
+	}
+
+	b.WriteString("\n## Targets (issue #7)\n\n| target | measured | verdict |\n|---|---|---|\n")
+	for _, t := range r.Targets() {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", t.Name, t.Measured, t.Verdict)
+	}
+	if len(r.Notes) > 0 {
+		b.WriteString("\n## Notes\n\n")
+		for _, n := range r.Notes {
+			fmt.Fprintf(&b, "- %s\n", n)
+		}
+	}
+	return b.String()
+}
+
+// Target is one of issue #7's targets, checked against the results.
+type Target struct {
+	Name     string
+	Measured string
+	// Verdict is "met", "missed" or "not measured".
+	Verdict string
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "missed"
+}
+
+// Targets checks issue #7's targets. The largest size is meant to be
+// 30,000 Services; one-Service changes are compared with 1,000 Services
+// (or the smallest size if 1,000 was not run) and connection rates with
+// the smallest size (meant to be 100). The table names the sizes used.
+func (r *Results) Targets() []Target {
+	var out []Target
+	notMeasured := func(name string) { out = append(out, Target{name, "-", "not measured"}) }
+	cp := r.Sizes(ControlPlane)
+	if len(cp) == 0 {
+		notMeasured("cold full sync of 30k Services x 10 endpoints within 3 s")
+	} else {
+		big := cp[len(cp)-1]
+		name := fmt.Sprintf("cold full sync of %d Services x 10 endpoints within 3 s", big)
+		if v, ok := r.Get(ControlPlane, Nftproxy, big, MetricLoad); ok {
+			out = append(out, Target{name, fmt.Sprintf("%.2f s", v), verdict(v <= 3)})
+		} else {
+			notMeasured(name)
+		}
+		small := cp[0]
+		if slices.Contains(cp, 1000) {
+			small = 1000
+		}
+		for _, m := range []string{MetricAdd, MetricChange, MetricDelete} {
+			name := fmt.Sprintf("%s at %d within 5 ms and at most 2x the same at %d", strings.TrimSuffix(m, "_ms"), big, small)
+			vb, okb := r.Get(ControlPlane, Nftproxy, big, m)
+			vs, oks := r.Get(ControlPlane, Nftproxy, small, m)
+			if !okb || !oks {
+				notMeasured(name)
+				continue
+			}
+			out = append(out, Target{name, fmt.Sprintf("%.1f ms (%.1fx)", vb, vb/vs), verdict(vb <= 5 && vb <= 2*vs)})
+		}
+		name = fmt.Sprintf("peak RSS at %d x 10 at most 150 MiB", big)
+		if v, ok := r.Get(ControlPlane, Nftproxy, big, MetricPeakRSS); ok {
+			out = append(out, Target{name, fmt.Sprintf("%.0f MiB", v), verdict(v <= 150)})
+		} else {
+			notMeasured(name)
+		}
+	}
+	dp := r.Sizes(DataPlane)
+	if len(dp) < 2 {
+		notMeasured("new-connection rate at 30k at least 0.9x the rate at 100")
+		notMeasured("added cost per connection at 30k at most 1/10 of iptables-legacy's")
+		return out
+	}
+	small, big := dp[0], dp[len(dp)-1]
+	name := fmt.Sprintf("new-connection rate at %d at least 0.9x the rate at %d", big, small)
+	vb, okb := r.Get(DataPlane, Nftproxy, big, MetricRate)
+	vs, oks := r.Get(DataPlane, Nftproxy, small, MetricRate)
+	if okb && oks && vs > 0 {
+		out = append(out, Target{name, fmt.Sprintf("%.0f vs %.0f conn/s (%.2fx)", vb, vs, vb/vs), verdict(vb >= 0.9*vs)})
+	} else {
+		notMeasured(name)
+	}
+	name = fmt.Sprintf("added cost per connection at %d at most 1/10 of iptables-legacy's", big)
+	ours, ok1 := r.Get(DataPlane, Nftproxy, big, MetricAddedCost)
+	legacy, ok2 := r.Get(DataPlane, IptablesLegacy, big, MetricAddedCost)
+	if ok1 && ok2 {
+		out = append(out, Target{name, fmt.Sprintf("%.1f us vs %.1f us", ours, legacy), verdict(ours <= legacy/10)})
+	} else {
+		notMeasured(name)
+	}
+	return out
+}

@@ -1,0 +1,106 @@
+package benchreport
+
+import (
+	"bytes"
+	"image/png"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func sampleResults() *Results {
+	r := &Results{Machine: [][2]string{{"cores", "2"}}}
+	for _, n := range []int{100, 30000} {
+		r.Add(ControlPlane, Nftproxy, n, MetricLoad, 0.1*float64(n)/100)
+		r.Add(ControlPlane, Nftproxy, n, MetricAdd, 2)
+		r.Add(ControlPlane, Nftproxy, n, MetricChange, 3)
+		r.Add(ControlPlane, Nftproxy, n, MetricDelete, 1)
+		r.Add(ControlPlane, Nftproxy, n, MetricPeakRSS, 100)
+		r.Add(ControlPlane, IptablesLegacy, n, MetricLoad, 0.2)
+		r.Add(DataPlane, NoRules, n, MetricRate, 10000)
+		r.Add(DataPlane, Nftproxy, n, MetricRate, 8000)
+	}
+	r.Add(ControlPlane, NftFile, 30000, MetricLoad, 120)
+	r.Add(ControlPlane, NftFile, 30000, MetricTimedOut, 1)
+	r.Add(DataPlane, IptablesLegacy, 100, MetricRate, 8000)
+	r.Add(DataPlane, IptablesLegacy, 30000, MetricRate, 2000)
+	r.Derive()
+	return r
+}
+
+func TestDeriveAddedCostAndRatios(t *testing.T) {
+	r := sampleResults()
+	// 1/8000 - 1/10000 s = 25 us; 1/2000 - 1/10000 s = 400 us.
+	for _, c := range []struct {
+		dp     string
+		metric string
+		want   float64
+	}{
+		{Nftproxy, MetricAddedCost, 25},
+		{IptablesLegacy, MetricAddedCost, 400},
+		{IptablesLegacy, MetricRateRatio, 0.25},
+		{NoRules, MetricRateRatio, 1.25},
+	} {
+		got, ok := r.Get(DataPlane, c.dp, 30000, c.metric)
+		if !ok || math.Abs(got-c.want) > 1e-9 {
+			t.Errorf("%s %s = %v, %v; want %v", c.dp, c.metric, got, ok, c.want)
+		}
+	}
+}
+
+func TestTargets(t *testing.T) {
+	got := map[string]string{}
+	for _, tg := range sampleResults().Targets() {
+		got[tg.Name] = tg.Verdict
+	}
+	want := map[string]string{
+		"cold full sync of 30000 Services x 10 endpoints within 3 s":  "missed", // 30 s
+		"add_one at 30000 within 5 ms and at most 2x the same at 100": "met",
+		"peak RSS at 30000 x 10 at most 150 MiB":                      "met",
+		"new-connection rate at 30000 at least 0.9x the rate at 100":  "met",
+		// 25 us against a tenth of 400 us.
+		"added cost per connection at 30000 at most 1/10 of iptables-legacy's": "met",
+	}
+	for name, v := range want {
+		if got[name] != v {
+			t.Errorf("target %q = %q, want %q (all: %v)", name, got[name], v, got)
+		}
+	}
+}
+
+func TestWriteFiles(t *testing.T) {
+	dir := t.TempDir()
+	r := sampleResults()
+	if err := r.WriteFiles(dir); err != nil {
+		t.Fatal(err)
+	}
+	csvText, err := os.ReadFile(filepath.Join(dir, "results.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(string(csvText), "\n"); lines != len(r.Samples)+1 {
+		t.Errorf("CSV has %d lines, want %d samples + header", lines, len(r.Samples))
+	}
+	if !strings.Contains(string(csvText), "control-plane,nft -f,30000,full_load_s,120\n") {
+		t.Errorf("CSV lacks the nft -f row:\n%s", csvText)
+	}
+	md, err := os.ReadFile(filepath.Join(dir, "results.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| cores | 2 |", "| 30000 | nft -f | > 120 (timed out) |", "| 30000 | iptables-legacy | 2000 | 0.25 | 400.0 |", "| missed |"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("markdown lacks %q:\n%s", want, md)
+		}
+	}
+	img, err := os.ReadFile(filepath.Join(dir, "results.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := png.DecodeConfig(bytes.NewReader(img))
+	if err != nil || cfg.Width < 500 || cfg.Height < 200 {
+		t.Errorf("results.png: %+v, %v", cfg, err)
+	}
+}

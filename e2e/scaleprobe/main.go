@@ -1,0 +1,168 @@
+//go:build linux
+
+// Command scaleprobe measures nftproxy's control plane at scale: it builds N
+// Services with E endpoints each, programs them into a network namespace
+// through the netlink dataplane (a cold full sync), then adds, changes and
+// deletes one Service, and prints one JSON object with the time, operations,
+// netlink messages and bytes of each step and the process's peak RSS.
+//
+// It leaves the N Services programmed, so that the caller can send traffic
+// through them. With -nft it also writes the same ruleset as nft text, for
+// loading with `nft -f`. make bench runs it through the e2e side-by-side test.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"syscall"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nftproxy/nftproxy/e2e"
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier"
+	"github.com/nftproxy/nftproxy/proxier/model"
+)
+
+// Step is the cost of one sync.
+type Step struct {
+	Seconds  float64 `json:"seconds"`
+	Ops      int     `json:"ops"`
+	Messages int     `json:"messages"`
+	Bytes    int     `json:"bytes"`
+	// Full is set when the step had to be a full sync: the change moved
+	// the endpoint count across kube-proxy's large-cluster threshold,
+	// which changes every Service's comments.
+	Full bool `json:"full"`
+}
+
+// Report is what scaleprobe prints.
+type Report struct {
+	Services   int     `json:"services"`
+	Endpoints  int     `json:"endpoints"`
+	Cold       Step    `json:"cold"`
+	Add        Step    `json:"add"`
+	Change     Step    `json:"change"`
+	Delete     Step    `json:"delete"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+}
+
+func main() {
+	n := flag.Int("n", 1000, "number of Services")
+	endpoints := flag.Int("endpoints", 10, "endpoints per Service")
+	nsPath := flag.String("netns", "", "network namespace to program (path, e.g. /run/netns/NAME); required")
+	nftOut := flag.String("nft", "", "also write the ruleset as nft text to this file")
+	flag.Parse()
+	if *nsPath == "" || *n < 1 || *endpoints < 2 {
+		fmt.Fprintln(os.Stderr, "scaleprobe: -netns is required, -n must be positive and -endpoints at least 2")
+		os.Exit(2)
+	}
+	rep, err := probe(*n, *endpoints, *nsPath, *nftOut)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scaleprobe:", err)
+		os.Exit(1)
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
+		fmt.Fprintln(os.Stderr, "scaleprobe:", err)
+		os.Exit(1)
+	}
+}
+
+func probe(n, endpoints int, nsPath, nftOut string) (*Report, error) {
+	dp, f, err := nftgen.NewNetlinkInNamespace(nsPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	dp.CountBytes(true)
+	g, err := nftgen.NewGenerator(nftgen.Config{
+		Family:        nftgen.FamilyIPv4,
+		MasqueradeBit: 14,
+		ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix(e2e.ClusterCIDR)},
+	})
+	if err != nil {
+		return nil, err
+	}
+	store := model.NewStore()
+	for i := range n {
+		svc, sl := e2e.ScaleObjects(i, endpoints)
+		store.SetService(svc)
+		if p := store.SetEndpointSlice(sl); p != nil {
+			return nil, p
+		}
+	}
+	s := proxier.NewSyncer(store, dp, g)
+	ctx := context.Background()
+	rep := &Report{Services: n, Endpoints: endpoints}
+	// endpointsBefore and endpointsAfter are the family's endpoint counts
+	// around each step; a step that crosses the large-cluster threshold
+	// must be full, any other step after the first must be incremental.
+	endpointsBefore := 0
+	sync := func(what string, endpointsAfter int) (Step, error) {
+		res, err := s.Sync(ctx)
+		if err != nil {
+			return Step{}, fmt.Errorf("%s at %d Services: %w", what, n, err)
+		}
+		large := func(total int) bool { return total > nftgen.LargeClusterEndpoints }
+		wantFull := endpointsBefore == 0 || large(endpointsBefore) != large(endpointsAfter)
+		endpointsBefore = endpointsAfter
+		if res.Full != wantFull || (!wantFull && res.Services != 1) {
+			return Step{}, fmt.Errorf("%s at %d Services: full=%v, %d Services recomputed; want full=%v", what, n, res.Full, res.Services, wantFull)
+		}
+		return Step{Seconds: res.Duration.Seconds(), Ops: res.Ops, Messages: dp.LastMessages(), Bytes: dp.LastBytes(), Full: res.Full}, nil
+	}
+	if rep.Cold, err = sync("cold full sync", n*endpoints); err != nil {
+		return nil, err
+	}
+	if got := s.ElementCounts(nftgen.FamilyIPv4)["service-ips"]; got != n {
+		return nil, fmt.Errorf("service-ips holds %d elements after the cold sync, want %d", got, n)
+	}
+	extra, extraSlice := e2e.ScaleObjects(n, endpoints)
+	store.SetService(extra)
+	store.SetEndpointSlice(extraSlice)
+	if rep.Add, err = sync("add one Service", (n+1)*endpoints); err != nil {
+		return nil, err
+	}
+	extraSlice.Endpoints = extraSlice.Endpoints[:len(extraSlice.Endpoints)-1]
+	store.SetEndpointSlice(extraSlice)
+	if rep.Change, err = sync("change one Service's endpoints", (n+1)*endpoints-1); err != nil {
+		return nil, err
+	}
+	store.DeleteEndpointSlice(extraSlice.Namespace, extraSlice.Name)
+	store.DeleteService(types.NamespacedName{Namespace: extra.Namespace, Name: extra.Name})
+	if rep.Delete, err = sync("delete one Service", n*endpoints); err != nil {
+		return nil, err
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return nil, fmt.Errorf("getrusage: %w", err)
+	}
+	rep.PeakRSSMiB = float64(ru.Maxrss) / 1024
+	// After the RSS is taken: the text of 30,000 Services is large.
+	if nftOut != "" {
+		if err := writeNft(store, g, n, nftOut); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+// writeNft writes the ruleset of the store's Services as nft text.
+func writeNft(store *model.Store, g *nftgen.Generator, n int, path string) error {
+	var states []model.ServicePortState
+	for i := range n {
+		ports, _ := store.State(types.NamespacedName{Namespace: e2e.ScaleNamespace, Name: fmt.Sprintf("svc-%d", i)})
+		states = append(states, ports...)
+	}
+	if len(states) != n {
+		return fmt.Errorf("%d service ports for %d Services", len(states), n)
+	}
+	if err := os.WriteFile(path, []byte(g.Ruleset(states).Text()), 0o644); err != nil {
+		return fmt.Errorf("write nft text: %w", err)
+	}
+	return nil
+}
