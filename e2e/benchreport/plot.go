@@ -65,7 +65,8 @@ func logScales(p *plot.Plot, y bool) {
 }
 
 // addLines adds one line per dataplane of metric against the number of
-// Services. On a log axis, values that are not positive are left out.
+// Services. Loads that timed out, and on a log axis values that are not
+// positive, are left out.
 func (r *Results) addLines(p *plot.Plot, section, metric string, dataplanes []string, logY bool) error {
 	for i, dp := range dataplanes {
 		var pts plotter.XYs
@@ -73,6 +74,9 @@ func (r *Results) addLines(p *plot.Plot, section, metric string, dataplanes []st
 			v, ok := r.Get(section, dp, n, metric)
 			if !ok || (logY && v <= 0) {
 				continue
+			}
+			if t, _ := r.Get(section, dp, n, MetricTimedOut); t == 1 {
+				continue // only a lower bound; the table shows it
 			}
 			pts = append(pts, plotter.XY{X: float64(n), Y: v})
 		}

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime/pprof"
 	"syscall"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -56,20 +57,48 @@ func main() {
 	endpoints := flag.Int("endpoints", 10, "endpoints per Service")
 	nsPath := flag.String("netns", "", "network namespace to program (path, e.g. /run/netns/NAME); required")
 	nftOut := flag.String("nft", "", "also write the ruleset as nft text to this file")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole probe to this file")
+	memProfile := flag.String("memprofile", "", "write a heap profile (allocations) to this file at the end")
 	flag.Parse()
 	if *nsPath == "" || *n < 1 || *endpoints < 2 {
 		fmt.Fprintln(os.Stderr, "scaleprobe: -netns is required, -n must be positive and -endpoints at least 2")
 		os.Exit(2)
 	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "scaleprobe: cpu profile:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	rep, err := probe(*n, *endpoints, *nsPath, *nftOut)
+	if err == nil && *memProfile != "" {
+		err = writeHeapProfile(*memProfile)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scaleprobe:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
 		fmt.Fprintln(os.Stderr, "scaleprobe:", err)
-		os.Exit(1)
 	}
+}
+
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	return f.Close()
 }
 
 func probe(n, endpoints int, nsPath, nftOut string) (*Report, error) {
