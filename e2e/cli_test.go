@@ -170,6 +170,24 @@ func TestRunLoopFollowsFileAndRepairsDrift(t *testing.T) {
 	d = waitFor("drift repaired", 5*time.Second, answeredBy("ep1", "ep2"))
 	t.Logf("deleted map element repaired after %v", d)
 
+	// Periodic syncs (every second here) only rewrite the table once it is
+	// an hour old or found drifted, as kube-proxy's iptables mode does.
+	syncCounts := func() (full, partial int) {
+		_, body, err := httpGetStatus(tp.Node, "http://127.0.0.1:10249/metrics")
+		if err != nil {
+			t.Fatalf("metrics: %v", err)
+		}
+		return metricSum(body, "kubeproxy_sync_full_proxy_rules_duration_seconds_count"),
+			metricSum(body, "kubeproxy_sync_partial_proxy_rules_duration_seconds_count")
+	}
+	full0, partial0 := syncCounts()
+	time.Sleep(3500 * time.Millisecond)
+	full1, partial1 := syncCounts()
+	t.Logf("over 3.5 s of 1 s sync periods: %d full and %d partial syncs", full1-full0, partial1-partial0)
+	if full1 != full0 || partial1-partial0 < 2 {
+		t.Errorf("idle periodic syncs: full %d -> %d, partial %d -> %d; want no full sync and at least 2 partial", full0, full1, partial0, partial1)
+	}
+
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
+	"time"
 
 	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
 )
 
 // Change is a committed nftables transaction made by another process that
@@ -21,43 +24,107 @@ type Change struct {
 	Ours bool
 	// What describes the first change.
 	What string
+	// Lost is true when the monitor fell behind and the kernel dropped
+	// notifications (ENOBUFS): any change may have been missed, so the
+	// caller should check the table. A commit of a million objects, such
+	// as nftproxy's own full sync at 30,000 Services, does this. The watch
+	// continues on a new subscription.
+	Lost bool
 }
 
 // Watch reports, until ctx ends, every transaction committed by another
 // process that touches nftproxy's tables, through a netlink monitor. This
 // is how drift is found within milliseconds instead of at the next periodic
-// resync. The channel is closed when the monitor stops.
+// resync. When the kernel drops notifications, Watch resubscribes and
+// sends a Change with Lost set. The channel is closed when ctx ends or the
+// monitor cannot be restarted.
 func (n *Netlink) Watch(ctx context.Context) (<-chan Change, error) {
-	c, err := n.conn()
+	events, closeMon, err := n.subscribe()
 	if err != nil {
 		return nil, err
 	}
-	mon := nftables.NewMonitor(nftables.WithMonitorEventBuffer(1024))
-	events, err := c.AddGenerationalMonitor(mon)
-	if err != nil {
-		return nil, fmt.Errorf("nftables monitor: %w", err)
-	}
 	out := make(chan Change, 16)
 	self := uint32(os.Getpid())
+	send := func(ch Change) bool {
+		select {
+		case out <- ch:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
 	go func() {
 		defer close(out)
-		go func() { <-ctx.Done(); _ = mon.Close() }()
-		for evs := range events {
-			gen, _ := evs.GeneratedBy.Data.(*nftables.Gen)
-			if gen == nil || gen.ProcPID == self || ownThread(gen.ProcPID) {
-				continue
-			}
-			if ch, ok := classify(evs.Changes); ok {
-				ch.Process = fmt.Sprintf("%s[%d]", gen.ProcComm, gen.ProcPID)
-				select {
-				case out <- ch:
-				case <-ctx.Done():
-					return
+		for {
+			stop := context.AfterFunc(ctx, closeMon)
+			var lost error
+			for evs := range events {
+				if evs.GeneratedBy != nil && evs.GeneratedBy.Error != nil {
+					lost = evs.GeneratedBy.Error
+					continue
 				}
+				gen, _ := evs.GeneratedBy.Data.(*nftables.Gen)
+				if gen == nil || gen.ProcPID == self || ownThread(gen.ProcPID) {
+					continue
+				}
+				if ch, ok := classify(evs.Changes); ok {
+					ch.Process = fmt.Sprintf("%s[%d]", gen.ProcComm, gen.ProcPID)
+					if !send(ch) {
+						stop()
+						return
+					}
+				}
+			}
+			stop()
+			closeMon()
+			// The monitor ended on a receive error: after a pause (so that
+			// a persistent error does not spin), subscribe again, then say
+			// that changes may have been missed.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(resubscribeDelay):
+			}
+			if events, closeMon, err = n.subscribe(); err != nil {
+				send(Change{Lost: true, What: fmt.Sprintf("monitor stopped (%v) and could not resubscribe: %v", lost, err)})
+				return
+			}
+			if !send(Change{Lost: true, What: fmt.Sprintf("monitor lost notifications: %v", lost)}) {
+				closeMon()
+				return
 			}
 		}
 	}()
 	return out, nil
+}
+
+// defaultMonitorReadBuffer is the receive buffer of the monitor's socket:
+// room for bursts of other processes' changes. nftproxy's own full sync
+// of a large table still overflows it, which Watch survives.
+const defaultMonitorReadBuffer = 4 << 20
+
+// resubscribeDelay is the pause before a monitor that stopped on an error
+// is started again.
+const resubscribeDelay = 100 * time.Millisecond
+
+// subscribe starts a generational nftables monitor on a socket of its own
+// and returns its events and a function that closes both (safe to call
+// twice). The socket is closed here rather than by the monitor, which
+// leaves it open when it stops on a receive error.
+func (n *Netlink) subscribe() (chan *nftables.MonitorEvents, func(), error) {
+	setBuffer := func(c *netlink.Conn) error { return c.SetReadBuffer(n.monitorReadBuffer) }
+	c, err := nftables.New(append(n.connOptions(), nftables.AsLasting(), nftables.WithSockOptions(setBuffer))...)
+	if err != nil {
+		return nil, nil, fmt.Errorf("open netlink: %w", err)
+	}
+	mon := nftables.NewMonitor(nftables.WithMonitorEventBuffer(1024))
+	events, err := c.AddGenerationalMonitor(mon)
+	if err != nil {
+		_ = c.CloseLasting()
+		return nil, nil, fmt.Errorf("nftables monitor: %w", err)
+	}
+	var once sync.Once
+	return events, func() { once.Do(func() { _ = mon.Close(); _ = c.CloseLasting() }) }, nil
 }
 
 // ownThread reports whether tid is a thread of this process: the kernel

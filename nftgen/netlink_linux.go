@@ -33,6 +33,8 @@ type Netlink struct {
 	// countBytes makes Apply encode each batch a second time, off the
 	// kernel, to learn its size in bytes (see CountBytes).
 	countBytes bool
+	// monitorReadBuffer is the receive buffer of Watch's socket.
+	monitorReadBuffer int
 	// endpointMaps names, per family and chain, the endpoint map that the
 	// chain's numgen rule uses in the kernel (see endpointMapName).
 	endpointMaps map[Family]map[string]string
@@ -45,7 +47,8 @@ type Netlink struct {
 func NewNetlink() *Netlink { return newNetlink(-1) }
 
 func newNetlink(fd int) *Netlink {
-	return &Netlink{netnsFd: fd, endpointMaps: map[Family]map[string]string{}, endpointMapSeq: uint64(time.Now().UnixNano())}
+	return &Netlink{netnsFd: fd, endpointMaps: map[Family]map[string]string{}, endpointMapSeq: uint64(time.Now().UnixNano()),
+		monitorReadBuffer: defaultMonitorReadBuffer}
 }
 
 // NewNetlinkInNamespace returns a Dataplane for the network namespace at
@@ -59,12 +62,17 @@ func NewNetlinkInNamespace(path string) (*Netlink, *os.File, error) {
 	return newNetlink(int(f.Fd())), f, nil
 }
 
-func (n *Netlink) conn() (*nftables.Conn, error) {
-	var opts []nftables.ConnOption
+// connOptions returns the options that put a connection into the
+// namespace this Netlink programs.
+func (n *Netlink) connOptions() []nftables.ConnOption {
 	if n.netnsFd >= 0 {
-		opts = append(opts, nftables.WithNetNSFd(n.netnsFd))
+		return []nftables.ConnOption{nftables.WithNetNSFd(n.netnsFd)}
 	}
-	c, err := nftables.New(opts...)
+	return nil
+}
+
+func (n *Netlink) conn() (*nftables.Conn, error) {
+	c, err := nftables.New(n.connOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("open netlink: %w", err)
 	}

@@ -4,9 +4,11 @@ package nftgen
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nftproxy/nftproxy/e2e/netns"
 	"github.com/nftproxy/nftproxy/proxier/model"
@@ -244,5 +246,61 @@ func TestRejectedTransactionChangesNothing(t *testing.T) {
 	}
 	if after := ns.MustRun(t, "nft", "list", "ruleset"); after != before {
 		t.Errorf("a rejected transaction changed the kernel (%d ops):\nbefore:\n%s\nafter:\n%s", len(tx.Ops), before, after)
+	}
+}
+
+// TestWatchSurvivesLostNotifications gives the monitor a tiny receive
+// buffer and commits a large table, so that the kernel drops notifications
+// (ENOBUFS), as nftproxy's own full sync of 30,000 Services does with the
+// normal buffer. Watch must report the loss and keep watching: a chain
+// flushed by another process afterwards is still reported.
+func TestWatchSurvivesLostNotifications(t *testing.T) {
+	netns.RequireRoot(t)
+	ns := netns.New(t, "nfp-mon")
+	dp, f, err := NewNetlinkInNamespace(ns.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	dp.monitorReadBuffer = 4096
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changes, err := dp.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ports []model.ServicePortState
+	for i := range 300 {
+		ports = append(ports, testPort("ns1", fmt.Sprintf("s%d", i), 80, fmt.Sprintf("10.96.%d.%d", i>>8, i&0xff),
+			fmt.Sprintf("10.244.%d.%d:8080", i>>8, i&0xff), fmt.Sprintf("10.245.%d.%d:8080", i>>8, i&0xff)))
+	}
+	rs := testGenerator("10.244.0.0/16").Ruleset(ports)
+	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
+		t.Fatal(err)
+	}
+	next := func(what string) Change {
+		t.Helper()
+		select {
+		case ch, ok := <-changes:
+			if !ok {
+				t.Fatalf("%s: the watch ended", what)
+			}
+			return ch
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: nothing within 5 s", what)
+		}
+		return Change{}
+	}
+	if ch := next("after a commit of ~5,000 objects"); !ch.Lost {
+		t.Fatalf("first change = %+v, want Lost", ch)
+	}
+	chain := ServiceChainName(ports[0].Name)
+	ns.MustRun(t, "nft", "flush", "chain", "ip", TableName, chain)
+	ch := next("after another process flushed " + chain)
+	for ch.Lost { // the same overflow may be reported more than once
+		ch = next("after another process flushed " + chain)
+	}
+	if !ch.Ours || !strings.HasPrefix(ch.Process, "nft[") {
+		t.Errorf("change = %+v, want one of nftproxy's chains changed by nft", ch)
 	}
 }

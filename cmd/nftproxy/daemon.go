@@ -55,6 +55,8 @@ type daemon struct {
 
 	mu     sync.Mutex
 	labels map[string]string
+	// lastFull is when the last full sync succeeded (guarded by mu).
+	lastFull time.Time
 
 	// reportedMu guards reported. It is separate from mu because problems
 	// are reported during syncs, which hold mu.
@@ -212,9 +214,12 @@ func (d *daemon) sync(ctx context.Context, reason runner.Reason) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if reason == runner.Periodic {
-		d.p.Syncer.RequestFullSync()
+		d.checkForPeriodicSync()
 	}
 	res, err := d.p.Sync(ctx)
+	if err == nil && res.Full {
+		d.lastFull = time.Now()
+	}
 	for _, f := range d.p.Syncer.Families() {
 		if !containsFamily(res.Failed, f) && err == nil {
 			d.health.Updated(familyName(f))
@@ -228,6 +233,28 @@ func (d *daemon) sync(ctx context.Context, reason runner.Reason) error {
 	return err
 }
 
+// fullSyncPeriod is how often a periodic sync rewrites the whole table
+// even when nothing was found to have drifted: kube-proxy's iptables mode
+// does the same once an hour (proxyutil.FullSyncPeriod). A full sync of
+// 30,000 Services is a million netlink messages, so it must not happen at
+// every sync period.
+const fullSyncPeriod = time.Hour
+
+// checkForPeriodicSync decides what a periodic sync does, with mu held: a
+// full sync when the last one is an hour old or the kernel's map elements
+// differ from what was applied; otherwise only what changed. Drift other
+// than in map elements is caught at once by watchDrift.
+func (d *daemon) checkForPeriodicSync() {
+	switch {
+	case time.Since(d.lastFull) >= fullSyncPeriod:
+		d.p.Syncer.RequestFullSync()
+	case d.mapsChangedLocked():
+		klog.InfoS("Map elements in the kernel differ from the last sync; rewriting the table")
+		d.p.Metrics.DriftRepairs.WithLabelValues("map elements changed").Inc()
+		d.p.Syncer.RequestFullSync()
+	}
+}
+
 // watchDrift repairs changes other processes make to nftproxy's tables at
 // once, with a full resync, instead of waiting for the periodic one.
 func (d *daemon) watchDrift(ctx context.Context) {
@@ -238,7 +265,12 @@ func (d *daemon) watchDrift(ctx context.Context) {
 	}
 	for ch := range changes {
 		reason := "table changed"
-		if !ch.Ours {
+		if ch.Lost {
+			// Usually nftproxy's own full sync of a large table overflowed
+			// the monitor; what can be checked cheaply is checked below.
+			klog.InfoS("nftables monitor lost notifications; checking the map elements", "detail", ch.What)
+		}
+		if ch.Lost || !ch.Ours {
 			if !d.mapsChanged() {
 				continue
 			}
@@ -249,7 +281,10 @@ func (d *daemon) watchDrift(ctx context.Context) {
 		for _, f := range d.p.Syncer.Families() {
 			d.health.QueuedUpdate(familyName(f))
 		}
-		if err := d.sync(ctx, runner.Periodic); err != nil {
+		d.mu.Lock()
+		d.p.Syncer.RequestFullSync()
+		d.mu.Unlock()
+		if err := d.sync(ctx, runner.Requested); err != nil {
 			d.runner.Run() // retried with backoff
 		}
 	}
@@ -260,6 +295,11 @@ func (d *daemon) watchDrift(ctx context.Context) {
 func (d *daemon) mapsChanged() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	return d.mapsChangedLocked()
+}
+
+// mapsChangedLocked is mapsChanged with mu held.
+func (d *daemon) mapsChangedLocked() bool {
 	for _, f := range d.p.Syncer.Families() {
 		want := d.p.Syncer.ElementCounts(f)
 		if want == nil {
