@@ -36,8 +36,8 @@ fuzz:
 # at BENCH_SIZES Services x 10 endpoints. It writes results.md, results.csv
 # and results.png into e2e/results. Times are reported, never asserted.
 BENCH_SIZES ?= 100,1000,10000,30000
-BENCH_CONNS ?= 2000
-BENCH_ROUNDS ?= 5
+BENCH_CONNS ?= 1500
+BENCH_ROUNDS ?= 7
 bench:
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./nftgen ./compat ./proxier/model
 	NFTPROXY_BENCH_SIZES=$(BENCH_SIZES) NFTPROXY_BENCH_CONNS=$(BENCH_CONNS) NFTPROXY_BENCH_ROUNDS=$(BENCH_ROUNDS) \

@@ -5,6 +5,7 @@ package nftgen
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 
@@ -19,9 +20,20 @@ import (
 // a TableState; nil and no error when the table does not exist. It lists
 // the whole table, so it is for the compat view and tools, not for syncs.
 func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
-	c, table, err := n.ownTable(f)
-	if table == nil || err != nil {
-		return nil, err
+	// One socket for the whole read: it dumps every set and every chain
+	// separately, which is hundreds of thousands of dumps at 30,000
+	// Services.
+	c, err := nftables.New(append(n.connOptions(), nftables.AsLasting())...)
+	if err != nil {
+		return nil, fmt.Errorf("open netlink: %w", err)
+	}
+	defer c.CloseLasting()
+	table, err := c.ListTableOfFamily(TableName, tableFamily(f))
+	if err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("list table %s %s: %w", f, TableName, err)
 	}
 	st := &TableState{Family: f}
 	sets, err := c.GetSets(table)

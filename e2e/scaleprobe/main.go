@@ -8,7 +8,9 @@
 //
 // It leaves the N Services programmed, so that the caller can send traffic
 // through them. With -nft it also writes the same ruleset as nft text, for
-// loading with `nft -f`. make bench runs it through the e2e side-by-side test.
+// loading with `nft -f`, and with -iptables its compat view (what `nftproxy
+// save` prints), for iptables-restore. make bench runs it through the e2e
+// side-by-side test.
 package main
 
 import (
@@ -23,6 +25,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nftproxy/nftproxy/compat"
 	"github.com/nftproxy/nftproxy/e2e"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier"
@@ -57,6 +60,7 @@ func main() {
 	endpoints := flag.Int("endpoints", 10, "endpoints per Service")
 	nsPath := flag.String("netns", "", "network namespace to program (path, e.g. /run/netns/NAME); required")
 	nftOut := flag.String("nft", "", "also write the ruleset as nft text to this file")
+	iptOut := flag.String("iptables", "", "also write the compat view of the ruleset (iptables-save text) to this file")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole probe to this file")
 	memProfile := flag.String("memprofile", "", "write a heap profile (allocations) to this file at the end")
 	flag.Parse()
@@ -75,7 +79,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rep, err := probe(*n, *endpoints, *nsPath, *nftOut)
+	rep, err := probe(*n, *endpoints, *nsPath, *nftOut, *iptOut)
 	if err == nil && *memProfile != "" {
 		err = writeHeapProfile(*memProfile)
 	}
@@ -101,7 +105,7 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
-func probe(n, endpoints int, nsPath, nftOut string) (*Report, error) {
+func probe(n, endpoints int, nsPath, nftOut, iptOut string) (*Report, error) {
 	dp, f, err := nftgen.NewNetlinkInNamespace(nsPath)
 	if err != nil {
 		return nil, err
@@ -171,17 +175,19 @@ func probe(n, endpoints int, nsPath, nftOut string) (*Report, error) {
 		return nil, fmt.Errorf("getrusage: %w", err)
 	}
 	rep.PeakRSSMiB = float64(ru.Maxrss) / 1024
-	// After the RSS is taken: the text of 30,000 Services is large.
-	if nftOut != "" {
-		if err := writeNft(store, g, n, nftOut); err != nil {
+	// After the RSS is taken: the texts of 30,000 Services are large.
+	if nftOut != "" || iptOut != "" {
+		if err := writeTexts(store, g.WithLargeCluster(n*endpoints > nftgen.LargeClusterEndpoints), n, nftOut, iptOut); err != nil {
 			return nil, err
 		}
 	}
 	return rep, nil
 }
 
-// writeNft writes the ruleset of the store's Services as nft text.
-func writeNft(store *model.Store, g *nftgen.Generator, n int, path string) error {
+// writeTexts writes the ruleset of the store's Services as nft text to
+// nftOut and its compat view to iptOut (either may be empty). The
+// generator must have the large-cluster setting the Syncer used.
+func writeTexts(store *model.Store, g *nftgen.Generator, n int, nftOut, iptOut string) error {
 	var states []model.ServicePortState
 	for i := range n {
 		ports, _ := store.State(types.NamespacedName{Namespace: e2e.ScaleNamespace, Name: fmt.Sprintf("svc-%d", i)})
@@ -190,8 +196,17 @@ func writeNft(store *model.Store, g *nftgen.Generator, n int, path string) error
 	if len(states) != n {
 		return fmt.Errorf("%d service ports for %d Services", len(states), n)
 	}
-	if err := os.WriteFile(path, []byte(g.Ruleset(states).Text()), 0o644); err != nil {
-		return fmt.Errorf("write nft text: %w", err)
+	rs := g.Ruleset(states)
+	if nftOut != "" {
+		if err := os.WriteFile(nftOut, []byte(rs.Text()), 0o644); err != nil {
+			return fmt.Errorf("write nft text: %w", err)
+		}
+	}
+	if iptOut != "" {
+		text := compat.Render(compat.Build(rs.State()), compat.Options{})
+		if err := os.WriteFile(iptOut, []byte(text), 0o644); err != nil {
+			return fmt.Errorf("write compat view: %w", err)
+		}
 	}
 	return nil
 }
