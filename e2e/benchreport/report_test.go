@@ -90,7 +90,7 @@ func TestWriteFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| cores | 2 |", "| 30000 | nft -f | > 120 (timed out) |", "| 30000 | iptables-legacy | 2000 | 0.25 | 400.0 |", "| missed |"} {
+	for _, want := range []string{"| cores | 2 |", "| 30000 | nft -f | > 120 (timed out) |", "| 30000 | iptables-legacy | 2000 | - | 0.25 | 400.0 |", "| missed |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
