@@ -59,7 +59,10 @@ func (n *Netlink) Watch(ctx context.Context) (<-chan Change, error) {
 			stop := context.AfterFunc(ctx, closeMon)
 			var lost error
 			for evs := range events {
-				if evs.GeneratedBy != nil && evs.GeneratedBy.Error != nil {
+				if evs.GeneratedBy == nil {
+					continue
+				}
+				if evs.GeneratedBy.Error != nil {
 					lost = evs.GeneratedBy.Error
 					continue
 				}

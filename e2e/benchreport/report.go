@@ -177,6 +177,18 @@ func (r *Results) cell(section, dataplane string, n int, metric, format string) 
 	return fmt.Sprintf(format, v)
 }
 
+// eachRow calls row for every size of section and every one of dataplanes
+// that has a sample of metric there: the rows of a table, in order.
+func (r *Results) eachRow(section, metric string, dataplanes []string, row func(n int, dp string)) {
+	for _, n := range r.Sizes(section) {
+		for _, dp := range dataplanes {
+			if _, ok := r.Get(section, dp, n, metric); ok {
+				row(n, dp)
+			}
+		}
+	}
+}
+
 // Markdown renders the machine, the two tables, the targets and the notes.
 func (r *Results) Markdown() string {
 	var b strings.Builder
@@ -191,45 +203,35 @@ func (r *Results) Markdown() string {
 	b.WriteString("Full load: nftproxy's cold full sync from the model to the kernel commit, or the time of the restore/`nft -f` command loading the same rules as text. Peak RSS: of the process that programs.\n\n")
 	b.WriteString("| Services | dataplane | full load (s) | add one (ms) | change one (ms) | delete one (ms) | messages cold/add/change/delete | bytes cold | peak RSS (MiB) |\n")
 	b.WriteString("|---:|---|---:|---:|---:|---:|---|---:|---:|\n")
-	for _, n := range r.Sizes(ControlPlane) {
-		for _, dp := range []string{Nftproxy, IptablesLegacy, IptablesNft, NftFile} {
-			if _, ok := r.Get(ControlPlane, dp, n, MetricLoad); !ok {
-				continue
-			}
-			var msgs []string
-			for _, s := range Steps {
-				msgs = append(msgs, r.cell(ControlPlane, dp, n, MetricMessages+"_"+s, "%.0f"))
-			}
-			msgText := strings.Join(msgs, " / ")
-			if dp != Nftproxy {
-				msgText = "-"
-			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, dp,
-				r.cell(ControlPlane, dp, n, MetricLoad, "%.3f"),
-				r.cell(ControlPlane, dp, n, MetricAdd, "%.1f"),
-				r.cell(ControlPlane, dp, n, MetricChange, "%.1f"),
-				r.cell(ControlPlane, dp, n, MetricDelete, "%.1f"),
-				msgText,
-				r.cell(ControlPlane, dp, n, MetricBytes+"_cold", "%.0f"),
-				r.cell(ControlPlane, dp, n, MetricPeakRSS, "%.0f"))
+	r.eachRow(ControlPlane, MetricLoad, []string{Nftproxy, IptablesLegacy, IptablesNft, NftFile}, func(n int, dp string) {
+		var msgs []string
+		for _, s := range Steps {
+			msgs = append(msgs, r.cell(ControlPlane, dp, n, MetricMessages+"_"+s, "%.0f"))
 		}
-	}
+		msgText := strings.Join(msgs, " / ")
+		if dp != Nftproxy {
+			msgText = "-"
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, dp,
+			r.cell(ControlPlane, dp, n, MetricLoad, "%.3f"),
+			r.cell(ControlPlane, dp, n, MetricAdd, "%.1f"),
+			r.cell(ControlPlane, dp, n, MetricChange, "%.1f"),
+			r.cell(ControlPlane, dp, n, MetricDelete, "%.1f"),
+			msgText,
+			r.cell(ControlPlane, dp, n, MetricBytes+"_cold", "%.0f"),
+			r.cell(ControlPlane, dp, n, MetricPeakRSS, "%.0f"))
+	})
 
 	b.WriteString("\n## Data plane: new TCP connections through one ClusterIP\n\n")
 	b.WriteString("Client, node and server namespaces; each connection is connect, one exchange, close. The probed Service is the last one in KUBE-SERVICES. Rate: median of the rounds. Added cost: 1/rate - 1/rate(no rules), in microseconds per connection.\n\n")
 	b.WriteString("| Services | dataplane | conn/s (median) | best round | ratio to nftproxy | added cost (us/conn) |\n|---:|---|---:|---:|---:|---:|\n")
-	for _, n := range r.Sizes(DataPlane) {
-		for _, dp := range []string{Nftproxy, IptablesLegacy, IptablesNft, NoRules} {
-			if _, ok := r.Get(DataPlane, dp, n, MetricRate); !ok {
-				continue
-			}
-			fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", n, dp,
-				r.cell(DataPlane, dp, n, MetricRate, "%.0f"),
-				r.cell(DataPlane, dp, n, MetricRateBest, "%.0f"),
-				r.cell(DataPlane, dp, n, MetricRateRatio, "%.2f"),
-				r.cell(DataPlane, dp, n, MetricAddedCost, "%.1f"))
-		}
-	}
+	r.eachRow(DataPlane, MetricRate, []string{Nftproxy, IptablesLegacy, IptablesNft, NoRules}, func(n int, dp string) {
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s |\n", n, dp,
+			r.cell(DataPlane, dp, n, MetricRate, "%.0f"),
+			r.cell(DataPlane, dp, n, MetricRateBest, "%.0f"),
+			r.cell(DataPlane, dp, n, MetricRateRatio, "%.2f"),
+			r.cell(DataPlane, dp, n, MetricAddedCost, "%.1f"))
+	})
 
 	b.WriteString("\n## Targets (issue #7)\n\n| target | measured | verdict |\n|---|---|---|\n")
 	for _, t := range r.Targets() {
