@@ -253,7 +253,7 @@ func loadText(ns *netns.NS, timeout time.Duration, file, name string, args ...st
 	defer in.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name, name}, args...)...)
+	cmd := ns.CommandContext(ctx, name, args...)
 	cmd.Stdin = in
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out

@@ -396,14 +396,24 @@ func (n *Netlink) ownTable(f Family) (*nftables.Conn, *nftables.Table, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	table, err := c.ListTableOfFamily(TableName, tableFamily(f))
+	table, err := findTable(c, f)
 	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return c, nil, nil
-		}
-		return nil, nil, fmt.Errorf("list table %s %s: %w", f, TableName, err)
+		return nil, nil, err
 	}
 	return c, table, nil
+}
+
+// findTable returns the family's nftproxy table on c, or nil and no error
+// when it does not exist.
+func findTable(c *nftables.Conn, f Family) (*nftables.Table, error) {
+	table, err := c.ListTableOfFamily(TableName, tableFamily(f))
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list table %s %s: %w", f, TableName, err)
+	}
+	return table, nil
 }
 
 // Inventory implements Dataplane.

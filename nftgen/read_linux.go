@@ -5,7 +5,6 @@ package nftgen
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
 
@@ -28,12 +27,9 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 		return nil, fmt.Errorf("open netlink: %w", err)
 	}
 	defer c.CloseLasting()
-	table, err := c.ListTableOfFamily(TableName, tableFamily(f))
-	if err != nil {
-		if errors.Is(err, unix.ENOENT) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("list table %s %s: %w", f, TableName, err)
+	table, err := findTable(c, f)
+	if table == nil || err != nil {
+		return nil, err
 	}
 	st := &TableState{Family: f}
 	sets, err := c.GetSets(table)

@@ -147,21 +147,21 @@ func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
 		b.frag.Chains = append(b.frag.Chains, b.firewallChain(fwChain, extChain, ranges, lbIPs))
 	}
 	masq := b.masqueradeRule(vip)
-	if usesClusterChain {
-		c := &Chain{Name: svcChain}
-		if internalChain == svcChain && hasInternal && masq != nil {
+	// pickChain is KUBE-SVC- or KUBE-SVL-: the masquerade mark when it is
+	// the internal traffic's chain, then the choice among eps.
+	pickChain := func(name string, eps []model.Endpoint) {
+		c := &Chain{Name: name}
+		if internalChain == name && hasInternal && masq != nil {
 			c.Rules = append(c.Rules, *masq)
 		}
-		c.Rules = append(c.Rules, b.endpointRules(cat.Cluster)...)
+		c.Rules = append(c.Rules, b.endpointRules(eps)...)
 		b.frag.Chains = append(b.frag.Chains, c)
 	}
+	if usesClusterChain {
+		pickChain(svcChain, cat.Cluster)
+	}
 	if usesLocalChain {
-		c := &Chain{Name: svlChain}
-		if internalChain == svlChain && hasInternal && masq != nil {
-			c.Rules = append(c.Rules, *masq)
-		}
-		c.Rules = append(c.Rules, b.endpointRules(cat.Local)...)
-		b.frag.Chains = append(b.frag.Chains, c)
+		pickChain(svlChain, cat.Local)
 	}
 	for _, e := range cat.Reachable {
 		b.frag.Chains = append(b.frag.Chains, b.endpointChain(e))

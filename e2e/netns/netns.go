@@ -5,6 +5,7 @@
 package netns
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -64,7 +65,12 @@ func (ns *NS) Path() string { return "/run/netns/" + ns.Name }
 
 // Command returns a command that runs inside the namespace.
 func (ns *NS) Command(name string, args ...string) *exec.Cmd {
-	return exec.Command("ip", append([]string{"netns", "exec", ns.Name, name}, args...)...)
+	return ns.CommandContext(context.Background(), name, args...)
+}
+
+// CommandContext is Command, killed when ctx ends.
+func (ns *NS) CommandContext(ctx context.Context, name string, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns.Name, name}, args...)...)
 }
 
 // Run runs a command inside the namespace and returns its combined output.

@@ -155,11 +155,7 @@ func TestEndpoints(t *testing.T) {
 			slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"}),
 			slice("b", "p80", 9090, epSpec{ip: "10.0.0.2"}),
 		})
-		var got []string
-		for _, e := range eps[p80] {
-			got = append(got, e.String())
-		}
-		if strings.Join(got, " ") != "10.0.0.1:8080 10.0.0.2:9090" {
+		if got := endpointList(eps[p80]); got != "10.0.0.1:8080 10.0.0.2:9090" {
 			t.Errorf("got %v", got)
 		}
 	})
@@ -177,11 +173,7 @@ func TestEndpoints(t *testing.T) {
 	t.Run("order is kube-proxy's string order", func(t *testing.T) {
 		eps, _ := Endpoints(svc1, []*discovery.EndpointSlice{slice("a", "p80", 80,
 			epSpec{ip: "10.0.0.2"}, epSpec{ip: "10.0.0.10"}, epSpec{ip: "10.0.0.1"})})
-		var got []string
-		for _, e := range eps[p80] {
-			got = append(got, e.String())
-		}
-		if strings.Join(got, " ") != "10.0.0.10:80 10.0.0.1:80 10.0.0.2:80" {
+		if got := endpointList(eps[p80]); got != "10.0.0.10:80 10.0.0.1:80 10.0.0.2:80" {
 			t.Errorf("got %v", got)
 		}
 	})
@@ -250,4 +242,13 @@ func TestStoreTracksChangedServices(t *testing.T) {
 	if states, _ := s.State(svc1); states != nil {
 		t.Errorf("deleted Service still has state")
 	}
+}
+
+// endpointList is the endpoints as "IP:port" separated by spaces.
+func endpointList(eps []Endpoint) string {
+	var out []string
+	for _, e := range eps {
+		out = append(out, e.String())
+	}
+	return strings.Join(out, " ")
 }
