@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: all build test unit fuzz bench demo image clean
+.PHONY: all build test unit fuzz fuzz-short e2e-binaries deps bench demo image clean
 
 all: build
 
@@ -13,21 +13,66 @@ build:
 	$(GO) build -o $(BIN)/echoserver ./e2e/echoserver
 	$(GO) build -o $(BIN)/demo ./e2e/demo
 
+# Time limits, sized for a cold, loaded 2-core machine. A step that takes
+# longer fails with a message instead of hanging CI.
+DOWNLOAD_TIMEOUT ?= 20m
+TOOL_BUILD_TIMEOUT ?= 40m
+TEST_TIMEOUT ?= 10m
+E2E_TIMEOUT ?= 45m
+
+# Go modules of the project and of the two test-tool modules (kube-proxy's
+# oracle and the cluster binaries), downloaded once into GOMODCACHE.
+deps:
+	@echo "deps: downloading Go modules (cold: several minutes, about 1.5 GB)"
+	timeout $(DOWNLOAD_TIMEOUT) $(GO) mod download
+	cd e2e/legacy && timeout $(DOWNLOAD_TIMEOUT) $(GO) mod download
+	cd e2e/etcd && timeout $(DOWNLOAD_TIMEOUT) $(GO) mod download
+
+# The test tools that take minutes to build from source: etcd,
+# kube-apiserver and kubectl (for the real API server e2e) and kube-proxy's
+# own iptables proxier (the oracle of the compat tests), into e2e/.cache/bin.
+# `go build` skips a binary that is already up to date, so a warm run costs
+# seconds; a cold one on 2 cores about 10 minutes.
+E2E_BIN := e2e/.cache/bin
+K8S_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
+e2e-binaries: deps
+	@mkdir -p $(E2E_BIN)
+	@echo "e2e-binaries: etcd (1/4)"
+	cd e2e/etcd && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/etcd go.etcd.io/etcd/server/v3
+	@echo "e2e-binaries: kube-apiserver (2/4; the longest cold build)"
+	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+	@echo "e2e-binaries: kubectl (3/4)"
+	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
+	@echo "e2e-binaries: kube-proxy iptables oracle (4/4)"
+	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/kube-proxy-oracle ./oracle
+	@echo "e2e-binaries: done"
+
 # The whole suite: formatting, vet, unit tests and, as root, the kernel and
-# end-to-end tests (they skip, saying so, when not root).
-test:
+# end-to-end tests (they skip, saying so, when not root). Seed corpora of
+# the fuzz targets run as ordinary tests here; fuzz-short then fuzzes for a
+# fixed number of inputs (a count, not a time: Go's fuzzing engine can
+# report its own time limit as a failure on a loaded machine).
+test: e2e-binaries
 	@fmt="$$(gofmt -l .)"; if [ -n "$$fmt" ]; then echo "gofmt needed:"; echo "$$fmt"; exit 1; fi
 	$(GO) vet ./...
-	$(GO) test -count=1 -v ./...
-	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x ./nftgen ./compat ./proxier/model
-	$(MAKE) fuzz FUZZTIME=10s
+	$(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/e2e$$')
+	$(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) ./e2e
+	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout $(TEST_TIMEOUT) ./nftgen ./compat ./proxier/model
+	$(MAKE) fuzz-short
 
 # Fuzz targets (the generation one applies every ruleset to a kernel in a
-# namespace of its own when run as root). Seeds are in the test files.
+# namespace of its own when run as root). Seeds are in the test files and
+# testdata/fuzz. `make fuzz FUZZTIME=10m` for long runs.
 FUZZTIME ?= 1m
 fuzz:
 	$(GO) test ./proxier/model -run '^$$' -fuzz FuzzModel -fuzztime $(FUZZTIME)
 	$(GO) test ./nftgen -run '^$$' -fuzz FuzzGenerate -fuzztime $(FUZZTIME)
+
+FUZZ_MODEL_EXECS ?= 20000x
+FUZZ_GENERATE_EXECS ?= 3000x
+fuzz-short:
+	$(GO) test ./proxier/model -run '^$$' -fuzz FuzzModel -fuzztime $(FUZZ_MODEL_EXECS) -timeout $(TEST_TIMEOUT)
+	$(GO) test ./nftgen -run '^$$' -fuzz FuzzGenerate -fuzztime $(FUZZ_GENERATE_EXECS) -timeout $(TEST_TIMEOUT)
 
 # Benchmarks (as root): the Go benchmarks of model building, rule
 # generation and the compat rendering, then the side-by-side benchmark of

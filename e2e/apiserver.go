@@ -23,40 +23,46 @@ import (
 	"github.com/nftproxy/nftproxy/e2e/netns"
 )
 
+// ToolsDir is where `make e2e-binaries` puts the test tools that take
+// minutes to build from source (etcd, kube-apiserver, kubectl and
+// kube-proxy's iptables proxier), relative to the e2e folder. git ignores it.
+const ToolsDir = ".cache/bin"
+
+// Tool returns the path of a prebuilt test tool in dir's ToolsDir, or an
+// error that says how to build it. Tests never build these themselves, so a
+// cold build cannot race a test's time limit.
+func Tool(dir, name string) (string, error) {
+	p, err := filepath.Abs(filepath.Join(dir, ToolsDir, name))
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("test tool %s is missing: run `make e2e-binaries` from the repository root first (%w)", name, err)
+	}
+	return p, nil
+}
+
 // ClusterBinaries are etcd, kube-apiserver and kubectl, built from Go
-// modules (k8s.io/kubernetes v1.37.2, etcd v3.6.16) into e2e/.cache/bin,
-// which git ignores. A cold build takes minutes; later runs reuse them.
+// modules (k8s.io/kubernetes v1.37.2, etcd v3.6.16) by `make e2e-binaries`.
 type ClusterBinaries struct {
 	Etcd, APIServer, Kubectl string
 }
 
-// BuildClusterBinaries builds whatever is missing. dir is the e2e folder.
-func BuildClusterBinaries(dir string) (*ClusterBinaries, error) {
-	bin, err := filepath.Abs(filepath.Join(dir, ".cache", "bin"))
-	if err != nil {
-		return nil, err
-	}
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		return nil, err
-	}
-	b := &ClusterBinaries{Etcd: filepath.Join(bin, "etcd"), APIServer: filepath.Join(bin, "kube-apiserver"), Kubectl: filepath.Join(bin, "kubectl")}
-	ldflags := "-s -w -X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37"
-	builds := []struct{ out, module, pkg string }{
-		{b.Etcd, "etcd", "go.etcd.io/etcd/server/v3"},
-		{b.APIServer, "legacy", "k8s.io/kubernetes/cmd/kube-apiserver"},
-		{b.Kubectl, "legacy", "k8s.io/kubernetes/cmd/kubectl"},
-	}
-	for _, bd := range builds {
-		if _, err := os.Stat(bd.out); err == nil {
-			continue
+// FindClusterBinaries returns the prebuilt cluster binaries; dir is the
+// e2e folder.
+func FindClusterBinaries(dir string) (*ClusterBinaries, error) {
+	var b ClusterBinaries
+	for _, t := range []struct {
+		path *string
+		name string
+	}{{&b.Etcd, "etcd"}, {&b.APIServer, "kube-apiserver"}, {&b.Kubectl, "kubectl"}} {
+		p, err := Tool(dir, t.name)
+		if err != nil {
+			return nil, err
 		}
-		cmd := exec.Command("go", "build", "-mod=mod", "-ldflags", ldflags, "-o", bd.out, bd.pkg)
-		cmd.Dir = filepath.Join(dir, bd.module)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("build %s: %w\n%s", bd.pkg, err, out)
-		}
+		*t.path = p
 	}
-	return b, nil
+	return &b, nil
 }
 
 // APIServer is etcd plus kube-apiserver running inside a namespace, on its

@@ -35,7 +35,7 @@ type daemonCluster struct {
 }
 
 func newDaemonCluster(t *testing.T) *daemonCluster {
-	bins, err := BuildClusterBinaries(".")
+	bins, err := FindClusterBinaries(".")
 	if err != nil {
 		t.Fatal(err)
 	}

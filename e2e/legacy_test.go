@@ -62,18 +62,16 @@ func (sc legacyScenario) flags(names scenarioFlagNames) []string {
 	return out
 }
 
-// buildOracle builds kube-proxy's iptables proxier (the e2e/legacy module,
-// k8s.io/kubernetes v1.37.2) and a PATH directory in which iptables is
-// iptables-legacy.
-func buildOracle(t *testing.T) (oracle, pathDir string) {
+// findOracle returns kube-proxy's iptables proxier (the e2e/legacy module,
+// k8s.io/kubernetes v1.37.2, built by `make e2e-binaries`) and a PATH
+// directory in which iptables is iptables-legacy.
+func findOracle(t *testing.T) (oracle, pathDir string) {
 	t.Helper()
-	dir := t.TempDir()
-	oracle = filepath.Join(dir, "oracle")
-	cmd := exec.Command("go", "build", "-mod=mod", "-o", oracle, "./oracle")
-	cmd.Dir = "legacy"
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build the kube-proxy oracle: %v\n%s", err, out)
+	oracle, err := Tool(".", "kube-proxy-oracle")
+	if err != nil {
+		t.Fatal(err)
 	}
+	dir := t.TempDir()
 	pathDir = filepath.Join(dir, "bin")
 	os.Mkdir(pathDir, 0o755)
 	for _, v := range []string{"", "6"} {
@@ -169,7 +167,7 @@ func legacyScenarios() []legacyScenario {
 // read back from nftproxy's kernel table.
 func TestCompatMatchesKubeProxyIptablesMode(t *testing.T) {
 	netns.RequireRoot(t)
-	oracle, pathDir := buildOracle(t)
+	oracle, pathDir := findOracle(t)
 	for _, sc := range legacyScenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			dir := t.TempDir()

@@ -62,12 +62,7 @@ func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
 	svcChain, svlChain, extChain, fwChain := ServiceChainName(n), LocalChainName(n), ExternalChainName(n), FirewallChainName(n)
 	externalIPs := g.familyAddrs(sp.ExternalIPs)
 	lbIPs := g.familyAddrs(sp.LoadBalancerIPs)
-	var ranges []netip.Prefix
-	for _, r := range sp.LoadBalancerSourceRanges {
-		if model.FamilyOf(r.Addr()) == g.modelFamily() {
-			ranges = append(ranges, r)
-		}
-	}
+	ranges, closed := g.sourceRanges(sp)
 
 	usesClusterChain := len(cat.Cluster) > 0 && sp.UsesClusterEndpoints()
 	usesLocalChain := len(cat.Local) > 0 && sp.UsesLocalEndpoints()
@@ -83,7 +78,7 @@ func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
 	}
 	usesExt := cat.Any && sp.ExternallyAccessible()
 	lbChain := extChain
-	usesFW := cat.Any && len(lbIPs) > 0 && len(ranges) > 0
+	usesFW := cat.Any && len(lbIPs) > 0 && (len(ranges) > 0 || closed)
 	if usesFW {
 		lbChain = fwChain
 	}
@@ -205,6 +200,25 @@ func (b *svcBuild) externalChain(ext, svc, policy string, hasExternal bool) *Cha
 		c.Rules = append(c.Rules, NewRule("", jump(policy)))
 	}
 	return c
+}
+
+// sourceRanges returns the service port's loadBalancerSourceRanges of this
+// family. A range of length 0 means every source, as no range does
+// (kube-proxy writes no firewall then). closed is true when the Service had
+// a range that did not parse and this family has none that does: nftproxy
+// then builds a firewall that lets nothing through, where kube-proxy would
+// build none and accept every source.
+func (g *Generator) sourceRanges(sp *model.ServicePortState) (ranges []netip.Prefix, closed bool) {
+	for _, r := range sp.LoadBalancerSourceRanges {
+		if model.FamilyOf(r.Addr()) != g.modelFamily() {
+			continue
+		}
+		if r.Bits() == 0 {
+			return nil, false
+		}
+		ranges = append(ranges, r)
+	}
+	return ranges, len(ranges) == 0 && sp.SourceRangesInvalid
 }
 
 // firewallChain is KUBE-FW-: let allowed sources on to KUBE-EXT-; the rest

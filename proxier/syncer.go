@@ -51,10 +51,11 @@ type familyState struct {
 	counts, lastCounts compat.Counts
 	// objects counts the table's nftables objects, kept like counts.
 	objects nftgen.ObjectCounts
-	// owners maps an IP, protocol and port to the fragment key that owns
-	// it, whatever map it is in, so that two Services claiming the same
-	// one can neither break the transaction nor shadow each other.
-	owners map[nftgen.MapKey]string
+	// owners maps an IP, protocol and port (or a node port) to the
+	// service port that owns it, whatever map it is in, so that two
+	// Services naming the same one can neither break the transaction nor
+	// shadow each other (see claim).
+	owners map[nftgen.MapKey]claim
 }
 
 // SyncResult describes one sync.
@@ -171,6 +172,48 @@ func (s *Syncer) report(problems []model.Problem) {
 	}
 }
 
+// desired builds the whole ruleset of one family, with every conflict over
+// a destination decided (see claim). It is what a full sync programs and
+// what render prints.
+func (s *Syncer) desired(fs *familyState) (*nftgen.Ruleset, map[types.NamespacedName][]string, map[nftgen.MapKey]claim) {
+	rs := &nftgen.Ruleset{Family: fs.gen.Family(), Maps: fs.gen.Maps(), Top: fs.gen.Top(), Services: map[string]*nftgen.Fragment{}}
+	var cands []*candidate
+	owners := map[nftgen.MapKey]claim{}
+	for _, nn := range s.store.ServiceNames() {
+		for _, c := range s.candidates(fs, nn) {
+			cands = append(cands, c)
+			for _, k := range destinations(c.frag) {
+				cl := c.claimOn(k)
+				if cur, ok := owners[k]; !ok || cl.beats(cur) {
+					owners[k] = cl
+				}
+			}
+		}
+	}
+	keys := map[types.NamespacedName][]string{}
+	for _, c := range cands {
+		f, lost := withoutLost(c, owners)
+		s.reportLost(c, lost)
+		rs.Services[c.claim.frag] = f
+		keys[c.svc] = append(keys[c.svc], c.claim.frag)
+	}
+	return rs, keys, owners
+}
+
+// DesiredRuleset returns the ruleset a full sync would program in family f
+// now, through the same path as Sync: conflicts, node addresses and large
+// cluster mode are decided as they are for the kernel. It is meant for a
+// Syncer that has not synced (render); problems go to OnProblem.
+func (s *Syncer) DesiredRuleset(f nftgen.Family) *nftgen.Ruleset {
+	fs := s.families[f]
+	if fs == nil {
+		return nil
+	}
+	s.countEndpoints(fs, nil)
+	rs, _, _ := s.desired(fs)
+	return rs
+}
+
 // planFull builds the whole ruleset and a transaction that installs it over
 // whatever the table holds.
 func (s *Syncer) planFull(ctx context.Context, fs *familyState) (*nftgen.Transaction, func(), error) {
@@ -178,20 +221,7 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (*nftgen.Transac
 	if err != nil {
 		return nil, nil, fmt.Errorf("inventory of %s table: %w", fs.gen.Family(), err)
 	}
-	rs := &nftgen.Ruleset{Family: fs.gen.Family(), Maps: fs.gen.Maps(), Top: fs.gen.Top(), Services: map[string]*nftgen.Fragment{}}
-	keys := map[types.NamespacedName][]string{}
-	owners := map[nftgen.MapKey]string{}
-	for _, nn := range s.store.ServiceNames() {
-		frags := s.fragments(fs, nn)
-		for key, f := range frags {
-			if s.claim(owners, nn, key, f) {
-				rs.Services[key] = f
-				keys[nn] = append(keys[nn], key)
-			} else {
-				s.retry[nn] = true
-			}
-		}
-	}
+	rs, keys, owners := s.desired(fs)
 	commit := func() {
 		fs.applied, fs.keys, fs.owners = rs, keys, owners
 		fs.counts = compat.CountFragment(rs.Top)
@@ -209,32 +239,62 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (*nftgen.Transac
 }
 
 // planUpdate computes the fragments of the changed Services and a
-// transaction that replaces only those.
+// transaction that replaces only those. A changed Service that wins a
+// destination from another Service makes that one recomputed too, so the
+// result is the same as a full sync's.
 func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*nftgen.Transaction, func()) {
 	updates := map[string]*nftgen.Fragment{}
 	newKeys := map[types.NamespacedName][]string{}
 	// The owner index is updated in place: if the transaction fails, the
 	// next sync is a full one and rebuilds it.
-	for _, nn := range changed {
+	release := func(nn types.NamespacedName) {
 		for _, key := range fs.keys[nn] {
 			updates[key] = nil
 			for _, els := range fs.applied.Services[key].Elements {
 				for _, e := range els {
-					if fs.owners[e.Key] == key {
+					if fs.owners[e.Key].frag == key {
 						delete(fs.owners, e.Key)
 					}
 				}
 			}
 		}
+		for _, key := range newKeys[nn] {
+			updates[key] = nil
+		}
+		delete(newKeys, nn)
 	}
-	for _, nn := range changed {
-		for key, f := range s.fragments(fs, nn) {
-			if s.claim(fs.owners, nn, key, f) {
-				updates[key] = f
-				newKeys[nn] = append(newKeys[nn], key)
-			} else {
-				s.retry[nn] = true
+	queued := map[types.NamespacedName]bool{}
+	work := slices.Clone(changed)
+	for _, nn := range work {
+		queued[nn] = true
+		release(nn)
+	}
+	for len(work) > 0 {
+		nn := work[0]
+		work = work[1:]
+		queued[nn] = false
+		cands := s.candidates(fs, nn)
+		for _, c := range cands {
+			for _, k := range destinations(c.frag) {
+				cl := c.claimOn(k)
+				cur, ok := fs.owners[k]
+				if ok && cur.frag != cl.frag && !cl.beats(cur) {
+					continue
+				}
+				if ok && cur.svc != nn && !queued[cur.svc] {
+					// Evicted: recompute that Service without it.
+					queued[cur.svc] = true
+					work = append(work, cur.svc)
+					release(cur.svc)
+				}
+				fs.owners[k] = cl
 			}
+		}
+		for _, c := range cands {
+			f, lost := withoutLost(c, fs.owners)
+			s.reportLost(c, lost)
+			updates[c.claim.frag] = f
+			newKeys[nn] = append(newKeys[nn], c.claim.frag)
 		}
 	}
 	commit := func() {
@@ -249,7 +309,7 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 			}
 		}
 		fs.applied.Commit(updates)
-		for _, nn := range changed {
+		for nn := range queued {
 			if len(newKeys[nn]) == 0 {
 				delete(fs.keys, nn)
 			} else {
@@ -260,32 +320,25 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 	return nftgen.PlanUpdate(fs.applied, updates), commit
 }
 
-// claim records that fragment key owns its map elements, unless another
-// fragment owns one of them already; then it reports the conflict and
-// returns false.
-func (s *Syncer) claim(owners map[nftgen.MapKey]string, nn types.NamespacedName, key string, f *nftgen.Fragment) bool {
-	for _, els := range f.Elements {
-		for _, e := range els {
-			if owner, ok := owners[e.Key]; ok && owner != key {
-				s.report([]model.Problem{{Kind: "Service", Object: nn, Reason: fmt.Sprintf("service port %s: %s %s/%d is already used by %s; skipped",
-					key, e.Key.Addr, nftgen.ProtoName(e.Key.Proto), e.Key.Port, owner)}})
-				return false
-			}
-		}
+// reportLost reports the destinations a service port lost to another
+// Service, and retries that Service on the next sync, when the other one
+// may be gone.
+func (s *Syncer) reportLost(c *candidate, lost []lostDestination) {
+	if len(lost) == 0 {
+		return
 	}
-	for _, els := range f.Elements {
-		for _, e := range els {
-			owners[e.Key] = key
-		}
+	s.retry[c.svc] = true
+	for _, l := range lost {
+		s.report([]model.Problem{l.problem(c)})
 	}
-	return true
 }
 
-// fragments computes the fragments of one Service's ports in one family.
-func (s *Syncer) fragments(fs *familyState, nn types.NamespacedName) map[string]*nftgen.Fragment {
+// candidates computes the fragments of one Service's ports in one family,
+// before conflicts with other Services are decided.
+func (s *Syncer) candidates(fs *familyState, nn types.NamespacedName) []*candidate {
 	states, problems := s.store.State(nn)
 	s.report(problems)
-	out := map[string]*nftgen.Fragment{}
+	var out []*candidate
 	nodeIPs := fs.gen.Config().NodeIPs
 	for i := range states {
 		// An external IP that is this node's own address would capture
@@ -303,7 +356,7 @@ func (s *Syncer) fragments(fs *familyState, nn types.NamespacedName) map[string]
 			states[i].ExternalIPs = kept
 		}
 		if f := fs.gen.Service(&states[i]); f != nil {
-			out[nftgen.ServiceKey(states[i].Name)] = f
+			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(states[i].Name), svc: nn}, frag: f, clusterIPs: states[i].ClusterIPs})
 		}
 	}
 	return out

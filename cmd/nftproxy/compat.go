@@ -150,10 +150,9 @@ func renderSave(st *setup, ipv6 bool, out io.Writer) {
 	if ipv6 {
 		want = nftgen.FamilyIPv6
 	}
-	states := collectStates(st.store)
-	for _, g := range st.gens {
-		if g.Family() == want {
-			fmt.Fprint(out, compat.Render(compat.Build(g.Ruleset(states).State()), compat.Options{}))
+	for _, rs := range desiredRulesets(st) {
+		if rs.Family == want {
+			fmt.Fprint(out, compat.Render(compat.Build(rs.State()), compat.Options{}))
 			return
 		}
 	}

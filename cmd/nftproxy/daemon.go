@@ -29,19 +29,6 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/source"
 )
 
-// collectStates returns every service port of the store, for rendering.
-func collectStates(store *model.Store) []model.ServicePortState {
-	var out []model.ServicePortState
-	for _, nn := range store.ServiceNames() {
-		states, problems := store.State(nn)
-		for _, p := range problems {
-			logProblem(p)
-		}
-		out = append(out, states...)
-	}
-	return out
-}
-
 // daemon keeps the rules in sync with a source (the objects file or the
 // API server). Sources write into the store under mu and ask the runner for
 // a sync; syncs take mu too.

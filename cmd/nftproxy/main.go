@@ -150,11 +150,23 @@ func runRender(opts *options, out io.Writer) error {
 	default:
 		return usageError{fmt.Errorf("--format: %q is neither nft nor iptables-save", opts.format)}
 	}
-	states := collectStates(st.store)
-	for _, g := range st.gens {
-		fmt.Fprint(out, g.Ruleset(states).Text())
+	for _, rs := range desiredRulesets(st) {
+		fmt.Fprint(out, rs.Text())
 	}
 	return nil
+}
+
+// desiredRulesets returns, per family, what `sync` would program for the
+// setup's objects: the same path as a live full sync (conflicts, node
+// addresses, large cluster mode), without a kernel.
+func desiredRulesets(st *setup) []*nftgen.Ruleset {
+	s := proxier.NewSyncer(st.store, nftgen.NewFake(), st.gens...)
+	s.OnProblem = logProblem
+	var out []*nftgen.Ruleset
+	for _, g := range st.gens {
+		out = append(out, s.DesiredRuleset(g.Family()))
+	}
+	return out
 }
 
 // dataplane opens the netlink dataplane for --netns or the current

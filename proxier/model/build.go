@@ -74,15 +74,7 @@ func ServicePorts(svc *v1.Service) ([]ServicePort, []Problem) {
 		}
 		lbIPs = append(lbIPs, a.Unmap())
 	}
-	var ranges []netip.Prefix
-	for i, s := range svc.Spec.LoadBalancerSourceRanges {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			report(fmt.Sprintf("spec.loadBalancerSourceRanges[%d]", i), "invalid CIDR %q", s)
-			continue
-		}
-		ranges = append(ranges, p.Masked())
-	}
+	ranges, rangesInvalid := parseSourceRanges(svc.Spec.LoadBalancerSourceRanges, report)
 
 	var affinity int32
 	if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
@@ -144,6 +136,7 @@ func ServicePorts(svc *v1.Service) ([]ServicePort, []Problem) {
 			ExternalIPs:              externalIPs,
 			LoadBalancerIPs:          lbIPs,
 			LoadBalancerSourceRanges: ranges,
+			SourceRangesInvalid:      rangesInvalid,
 			AffinityTimeoutSeconds:   affinity,
 			ExternalPolicyLocal:      extLocal,
 			InternalPolicyLocal:      intLocal,

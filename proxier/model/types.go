@@ -80,8 +80,14 @@ type ServicePort struct {
 	ExternalIPs []netip.Addr
 	// LoadBalancerIPs are status.loadBalancer.ingress[].ip.
 	LoadBalancerIPs []netip.Addr
-	// LoadBalancerSourceRanges are spec.loadBalancerSourceRanges.
+	// LoadBalancerSourceRanges are spec.loadBalancerSourceRanges that
+	// parse, trimmed of white space as kube-proxy trims them.
 	LoadBalancerSourceRanges []netip.Prefix
+	// SourceRangesInvalid is true when an entry of
+	// spec.loadBalancerSourceRanges could not be parsed. kube-proxy ignores
+	// such an entry, and with none left opens the load balancer IPs to
+	// every source; nftproxy fails closed instead (see FirewallClosed).
+	SourceRangesInvalid bool
 	// AffinityTimeoutSeconds is non-zero for sessionAffinity ClientIP.
 	AffinityTimeoutSeconds int32
 	// ExternalPolicyLocal is true for externalTrafficPolicy Local on a

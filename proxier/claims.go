@@ -1,0 +1,132 @@
+package proxier
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/model"
+)
+
+// claim is a service port's claim on one destination (an IP, protocol and
+// port, or a protocol and node port) of the dispatch maps. Two Services can
+// name the same destination (an external IP equal to another Service's
+// cluster IP, two Services sharing a load balancer IP and port); a verdict
+// map can hold only one of them. The conflict is decided per destination,
+// never per Service, so that a Service loses only the destination it shares
+// and keeps everything else.
+type claim struct {
+	// frag is the fragment key of the service port.
+	frag string
+	svc  types.NamespacedName
+	// rank is 0 when the destination is one of the Service's own cluster
+	// IPs and 1 otherwise. A cluster IP is allocated to one Service by the
+	// API server, so it always wins: another Service's external or load
+	// balancer IP can never take it over (the CVE-2020-8554 class).
+	rank int
+}
+
+// beats reports whether c wins the destination over o: the lower rank, then
+// the lower fragment key, so that the winner depends only on the objects,
+// not on the order in which they arrived. Ports of one Service that share a
+// health check node port resolve the same way, silently.
+func (c claim) beats(o claim) bool {
+	if c.rank != o.rank {
+		return c.rank < o.rank
+	}
+	return c.frag < o.frag
+}
+
+// candidate is a service port's fragment before its claims are decided.
+type candidate struct {
+	claim
+	frag       *nftgen.Fragment
+	clusterIPs []netip.Addr
+}
+
+func (c *candidate) claimOn(k nftgen.MapKey) claim {
+	cl := c.claim
+	cl.rank = 1
+	if k.Addr.IsValid() && slices.Contains(c.clusterIPs, k.Addr) {
+		cl.rank = 0
+	}
+	return cl
+}
+
+// destinations returns the distinct keys of a fragment's elements.
+func destinations(f *nftgen.Fragment) []nftgen.MapKey {
+	seen := map[nftgen.MapKey]bool{}
+	var out []nftgen.MapKey
+	for _, m := range sortedMapNames(f) {
+		for _, e := range f.Elements[m] {
+			if !seen[e.Key] {
+				seen[e.Key] = true
+				out = append(out, e.Key)
+			}
+		}
+	}
+	return out
+}
+
+func sortedMapNames(f *nftgen.Fragment) []string {
+	names := make([]string, 0, len(f.Elements))
+	for m := range f.Elements {
+		names = append(names, m)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// withoutLost returns f without the elements of destinations it does not
+// own, and the destinations it lost to another Service.
+func withoutLost(c *candidate, owners map[nftgen.MapKey]claim) (*nftgen.Fragment, []lostDestination) {
+	var lost []lostDestination
+	lostKey := map[nftgen.MapKey]bool{}
+	for _, k := range destinations(c.frag) {
+		if o := owners[k]; o.frag != c.claim.frag {
+			lostKey[k] = true
+			if o.svc != c.svc {
+				lost = append(lost, lostDestination{key: k, owner: o})
+			}
+		}
+	}
+	if len(lostKey) == 0 {
+		return c.frag, nil
+	}
+	out := *c.frag
+	out.Elements = map[string][]nftgen.MapElement{}
+	for m, els := range c.frag.Elements {
+		var kept []nftgen.MapElement
+		for _, e := range els {
+			if !lostKey[e.Key] {
+				kept = append(kept, e)
+			}
+		}
+		if len(kept) > 0 {
+			out.Elements[m] = kept
+		}
+	}
+	return &out, lost
+}
+
+// lostDestination is a destination a service port did not get.
+type lostDestination struct {
+	key   nftgen.MapKey
+	owner claim
+}
+
+func (l lostDestination) problem(c *candidate) model.Problem {
+	what := fmt.Sprintf("%s %s/%d", l.key.Addr, nftgen.ProtoName(l.key.Proto), l.key.Port)
+	if !l.key.Addr.IsValid() {
+		what = fmt.Sprintf("node port %s/%d", nftgen.ProtoName(l.key.Proto), l.key.Port)
+	}
+	why := "which comes first by name"
+	if l.owner.rank == 0 {
+		why = "whose cluster IP it is; a cluster IP always wins over another Service's external or load balancer IP"
+	}
+	reason := fmt.Sprintf("service port %s: %s is already used by %s, %s; only that destination is skipped", c.claim.frag, what, l.owner.frag, why)
+	return model.Problem{Kind: "Service", Object: c.svc, Reason: reason}
+}
