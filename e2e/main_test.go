@@ -71,7 +71,7 @@ func newCluster(t testing.TB, opts ...clusterOption) *cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { f.Close() })
+	t.Cleanup(func() { dp.Close(); f.Close() })
 	node := model.Node{Name: LocalNode, Labels: map[string]string{v1.LabelTopologyZone: LocalZone}}
 	var gens []*nftgen.Generator
 	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {

@@ -10,7 +10,9 @@ import (
 )
 
 // TestMain sets up the fuzz target's kernel check when running as root: a
-// network namespace of its own, removed when the tests end.
+// network namespace of its own per process (each fuzzing worker is one),
+// programmed through one lasting netlink socket and removed when the tests
+// end.
 func TestMain(m *testing.M) {
 	var cleanup func()
 	if os.Geteuid() == 0 {
@@ -18,6 +20,8 @@ func TestMain(m *testing.M) {
 		if exec.Command("ip", "netns", "add", name).Run() == nil {
 			cleanup = func() { _ = exec.Command("ip", "netns", "del", name).Run() }
 			if dp, f, err := NewNetlinkInNamespace("/run/netns/" + name); err == nil {
+				delNS := cleanup
+				cleanup = func() { dp.Close(); f.Close(); delNS() }
 				fuzzKernel = func(t *testing.T, rs *Ruleset) {
 					ctx := context.Background()
 					if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
@@ -27,7 +31,6 @@ func TestMain(m *testing.M) {
 						t.Fatal(err)
 					}
 				}
-				defer f.Close()
 			}
 		}
 	}

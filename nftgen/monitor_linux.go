@@ -181,26 +181,25 @@ func chainName(r *nftables.Rule) string {
 
 // ElementCounts returns the number of elements of each named map of the
 // family's table, for telling whether a foreign element change hit them.
-func (n *Netlink) ElementCounts(f Family) (map[string]int, error) {
-	c, err := n.conn()
-	if err != nil {
-		return nil, err
-	}
-	table := &nftables.Table{Name: TableName, Family: tableFamily(f)}
-	sets, err := c.GetSets(table)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]int{}
-	for _, s := range sets {
-		if s.Anonymous || !s.IsMap || isEndpointMap(s.Name) {
-			continue
-		}
-		els, err := c.GetSetElements(s)
+func (n *Netlink) ElementCounts(f Family) (out map[string]int, err error) {
+	err = n.withConn(func(c *nftables.Conn) error {
+		table := &nftables.Table{Name: TableName, Family: tableFamily(f)}
+		sets, err := c.GetSets(table)
 		if err != nil {
-			return nil, err
+			return err
 		}
-		out[s.Name] = len(els)
-	}
-	return out, nil
+		out = map[string]int{}
+		for _, s := range sets {
+			if s.Anonymous || !s.IsMap || isEndpointMap(s.Name) {
+				continue
+			}
+			els, err := c.GetSetElements(s)
+			if err != nil {
+				return err
+			}
+			out[s.Name] = len(els)
+		}
+		return nil
+	})
+	return out, err
 }

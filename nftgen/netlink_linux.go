@@ -10,6 +10,7 @@ import (
 	"math/bits"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/nftables"
@@ -41,6 +42,14 @@ type Netlink struct {
 	// endpointMapSeq makes endpoint map names unique across commits and
 	// processes.
 	endpointMapSeq uint64
+
+	// mu serializes the use of lasting, one netlink socket kept open for
+	// every transaction and listing. Closing an nftables socket makes the
+	// kernel wait for its deferred destruction work and an RCU grace
+	// period (nft_rcv_nl_event), so a socket per commit costs each commit
+	// that wait; on a loaded machine it stalled the fuzzer for seconds.
+	mu      sync.Mutex
+	lasting *nftables.Conn
 }
 
 // NewNetlink returns a Dataplane for the current network namespace.
@@ -71,12 +80,38 @@ func (n *Netlink) connOptions() []nftables.ConnOption {
 	return nil
 }
 
-func (n *Netlink) conn() (*nftables.Conn, error) {
-	c, err := nftables.New(n.connOptions()...)
-	if err != nil {
-		return nil, fmt.Errorf("open netlink: %w", err)
+// withConn runs fn on the lasting connection, opening it first if needed.
+// After an error the connection is closed, so that the next call starts on
+// a clean socket.
+func (n *Netlink) withConn(fn func(c *nftables.Conn) error) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.lasting == nil {
+		c, err := nftables.New(append(n.connOptions(), nftables.AsLasting())...)
+		if err != nil {
+			return fmt.Errorf("open netlink: %w", err)
+		}
+		n.lasting = c
 	}
-	return c, nil
+	err := fn(n.lasting)
+	if err != nil {
+		_ = n.lasting.CloseLasting()
+		n.lasting = nil
+	}
+	return err
+}
+
+// Close closes the netlink socket. The Netlink can still be used; the next
+// call opens a new one.
+func (n *Netlink) Close() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.lasting == nil {
+		return nil
+	}
+	err := n.lasting.CloseLasting()
+	n.lasting = nil
+	return err
 }
 
 func tableFamily(f Family) nftables.TableFamily {
@@ -111,11 +146,7 @@ func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
 		}
 		n.lastBytes = size
 	}
-	c, err := n.conn()
-	if err != nil {
-		return err
-	}
-	return n.apply(c, tx)
+	return n.withConn(func(c *nftables.Conn) error { return n.apply(c, tx) })
 }
 
 // encodedSize encodes tx on a connection that never reaches the kernel and
@@ -389,20 +420,6 @@ func (w *batchWriter) addRule(op Op) error {
 	return nil
 }
 
-// ownTable returns a connection and the family's nftproxy table, or a nil
-// table and no error when it does not exist.
-func (n *Netlink) ownTable(f Family) (*nftables.Conn, *nftables.Table, error) {
-	c, err := n.conn()
-	if err != nil {
-		return nil, nil, err
-	}
-	table, err := findTable(c, f)
-	if err != nil {
-		return nil, nil, err
-	}
-	return c, table, nil
-}
-
 // findTable returns the family's nftproxy table on c, or nil and no error
 // when it does not exist.
 func findTable(c *nftables.Conn, f Family) (*nftables.Table, error) {
@@ -417,42 +434,43 @@ func findTable(c *nftables.Conn, f Family) (*nftables.Table, error) {
 }
 
 // Inventory implements Dataplane.
-func (n *Netlink) Inventory(_ context.Context, f Family) (*Inventory, error) {
-	c, table, err := n.ownTable(f)
-	if table == nil || err != nil {
-		return nil, err
-	}
-	chains, err := c.ListChainsOfTableFamily(tableFamily(f))
-	if err != nil {
-		return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
-	}
-	inv := &Inventory{}
-	for _, ch := range chains {
-		if ch.Table.Name == TableName {
-			inv.Chains = append(inv.Chains, ch.Name)
+func (n *Netlink) Inventory(_ context.Context, f Family) (inv *Inventory, err error) {
+	err = n.withConn(func(c *nftables.Conn) error {
+		table, err := findTable(c, f)
+		if table == nil || err != nil {
+			return err
 		}
-	}
-	sets, err := c.GetSets(table)
-	if err != nil {
-		return nil, fmt.Errorf("list maps of %s %s: %w", f, TableName, err)
-	}
-	for _, s := range sets {
-		if !s.Anonymous {
-			inv.Sets = append(inv.Sets, s.Name)
+		chains, err := c.ListChainsOfTableFamily(tableFamily(f))
+		if err != nil {
+			return fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
 		}
-	}
-	return inv, nil
+		inv = &Inventory{}
+		for _, ch := range chains {
+			if ch.Table.Name == TableName {
+				inv.Chains = append(inv.Chains, ch.Name)
+			}
+		}
+		sets, err := c.GetSets(table)
+		if err != nil {
+			return fmt.Errorf("list maps of %s %s: %w", f, TableName, err)
+		}
+		for _, s := range sets {
+			if !s.Anonymous {
+				inv.Sets = append(inv.Sets, s.Name)
+			}
+		}
+		return nil
+	})
+	return inv, err
 }
 
 // DeleteTable implements Dataplane.
 func (n *Netlink) DeleteTable(_ context.Context, f Family) error {
-	c, err := n.conn()
-	if err != nil {
-		return err
-	}
-	c.DelTable(&nftables.Table{Name: TableName, Family: tableFamily(f)})
-	if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("delete table %s %s: %w", f, TableName, err)
-	}
-	return nil
+	return n.withConn(func(c *nftables.Conn) error {
+		c.DelTable(&nftables.Table{Name: TableName, Family: tableFamily(f)})
+		if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("delete table %s %s: %w", f, TableName, err)
+		}
+		return nil
+	})
 }

@@ -25,6 +25,7 @@ func TestNetlinkApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	defer dp.Close()
 	ctx := context.Background()
 	g := testGenerator("10.244.0.0/16")
 
@@ -125,6 +126,7 @@ func TestKernelAcceptsEveryFeature(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	defer dp.Close()
 	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
 		t.Fatalf("netlink full sync: %v", err)
 	}
@@ -169,6 +171,7 @@ func TestReadBackEqualsApplied(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close()
+		defer dp.Close()
 		if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
 			t.Fatal(err)
 		}
@@ -230,6 +233,7 @@ func TestRejectedTransactionChangesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	defer dp.Close()
 	g := testGenerator("10.244.0.0/16")
 	a := testPort("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080")
 	applied := g.Ruleset([]model.ServicePortState{a})
@@ -262,6 +266,7 @@ func TestWatchSurvivesLostNotifications(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	defer dp.Close()
 	dp.monitorReadBuffer = 4096
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -179,7 +179,7 @@ func dataplane(opts *options) (*nftgen.Netlink, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return dp, func() { f.Close() }, nil
+	return dp, func() { dp.Close(); f.Close() }, nil
 }
 
 func runCleanup(ctx context.Context, opts *options) error {

@@ -111,6 +111,7 @@ func probe(n, endpoints int, nsPath, nftOut, iptOut string) (*Report, error) {
 		return nil, err
 	}
 	defer f.Close()
+	defer dp.Close()
 	dp.CountBytes(true)
 	g, err := nftgen.NewGenerator(nftgen.Config{
 		Family:        nftgen.FamilyIPv4,
