@@ -366,6 +366,8 @@ func (b *builder) rule(table, chain string, r nftgen.Rule) {
 				neg = "! "
 			}
 			late = append(late, fmt.Sprintf("-m mark %s--mark %s/%s", neg, markString(s.Mask), markString(s.Mask)))
+		case nftgen.MatchRandom:
+			late = append(late, "-m statistic --mode random --probability "+probability(int(s.Mod)))
 		case nftgen.MarkOr:
 			out.target = fmt.Sprintf("-j MARK --set-xmark %s/%s", markString(s.Bits), markString(s.Bits))
 		case nftgen.MarkXor:

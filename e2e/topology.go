@@ -111,8 +111,8 @@ func (tp *Topology) link(other *netns.NS, nodeSide string) {
 }
 
 // AddPod creates a pod namespace with address ip, wires it to the node and
-// starts the echo server on the given TCP and UDP ports.
-func (tp *Topology) AddPod(name, ip string, tcpPorts, udpPorts []int) *Pod {
+// starts the echo server on the given TCP and UDP ports, with echoFlags.
+func (tp *Topology) AddPod(name, ip string, tcpPorts, udpPorts []int, echoFlags ...string) *Pod {
 	t := tp.t
 	t.Helper()
 	p := &Pod{Name: name, NS: netns.New(t, "nfp-pod"), IP: netip.MustParseAddr(ip)}
@@ -134,7 +134,7 @@ func (tp *Topology) AddPod(name, ip string, tcpPorts, udpPorts []int) *Pod {
 	p.NS.MustRun(t, "ip", "-6", "route", "add", NodePodSideIP6, "dev", "eth0")
 	p.NS.MustRun(t, "ip", "-6", "route", "add", "default", "via", NodePodSideIP6)
 
-	cmd := p.NS.Command(tp.echo, "-name", name, "-tcp", joinInts(tcpPorts), "-udp", joinInts(udpPorts))
+	cmd := p.NS.Command(tp.echo, append([]string{"-name", name, "-tcp", joinInts(tcpPorts), "-udp", joinInts(udpPorts)}, echoFlags...)...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -83,6 +83,10 @@ func (d *exprDecoder) match(es []expr.Any) (Stmt, int) {
 	case *expr.Reject:
 		return Reject{}, 1
 	case *expr.Numgen:
+		if c, ok := at(1).(*expr.Cmp); ok && e.Type == unix.NFT_NG_RANDOM && e.Offset == 0 && e.Modulus >= 2 &&
+			c.Op == expr.CmpOpEq && len(c.Data) == 4 && binary.NativeEndian.Uint32(c.Data) == 0 {
+			return MatchRandom{Mod: e.Modulus}, 2
+		}
 		if l, ok := at(1).(*expr.Lookup); ok && e.Type == unix.NFT_NG_RANDOM && d.anon != nil {
 			if targets, comments, ok := d.anon(l.SetName); ok && uint32(len(targets)) == e.Modulus {
 				return NumgenVmap{Targets: targets, Comments: comments}, 2

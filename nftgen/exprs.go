@@ -167,6 +167,14 @@ func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
 			&expr.Numgen{Register: reg1, Modulus: uint32(len(s.Targets)), Type: unix.NFT_NG_RANDOM},
 			&expr.Lookup{SourceRegister: reg1, SetName: name, SetID: id, DestRegister: regVerdict, IsDestRegSet: true},
 		}, nil
+	case MatchRandom:
+		if s.Mod < 2 {
+			return nil, fmt.Errorf("numgen random mod %d: want at least 2", s.Mod)
+		}
+		return []expr.Any{
+			&expr.Numgen{Register: reg1, Modulus: s.Mod, Type: unix.NFT_NG_RANDOM},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: native32(0)},
+		}, nil
 	case MarkOr:
 		return markSet(^s.Bits, s.Bits), nil
 	case MarkXor:

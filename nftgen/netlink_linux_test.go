@@ -45,8 +45,9 @@ func TestNetlinkApply(t *testing.T) {
 	for _, want := range []string{
 		"10.96.0.10 . tcp . 80 comment \"ns1/a:p80 cluster IP\" : goto " + ServiceChainName(a.Name),
 		"10.96.0.11 . tcp . 53 comment \"ns1/b:p53 has no endpoints\" : goto reject-chain",
-		"numgen random mod 3 vmap @" + endpointMapPrefix,
-		"0 comment \"ns1/a:p80 -> 10.244.0.2:8080\" : goto " + EndpointChainName(a.Name, "10.244.0.2:8080"),
+		"numgen random mod 3 0 goto " + EndpointChainName(a.Name, "10.244.0.2:8080") + ` comment "ns1/a:p80 -> 10.244.0.2:8080"`,
+		"numgen random mod 2 0 goto " + EndpointChainName(a.Name, "10.244.0.3:8080"),
+		"goto " + EndpointChainName(a.Name, "10.244.0.4:8080") + ` comment "ns1/a:p80 -> 10.244.0.4:8080"`,
 		"ip saddr != 10.244.0.0/16 jump KUBE-MARK-MASQ",
 		"dnat to 10.244.0.3:8080",
 		"meta mark set meta mark | 0x00004000",
@@ -59,8 +60,12 @@ func TestNetlinkApply(t *testing.T) {
 		}
 	}
 
-	// Incremental: a gets a 4th endpoint, b is deleted.
-	a2 := testPort("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080", "10.244.0.5:8080")
+	// Incremental: a grows past the cascade to a numgen map, b is deleted.
+	var many []string
+	for i := range CascadeMaxEndpoints + 1 {
+		many = append(many, fmt.Sprintf("10.244.%d.%d:8080", 1+i/250, 1+i%250))
+	}
+	a2 := testPort("ns1", "a", 80, "10.96.0.10", many...)
 	// Counting bytes encodes the batch twice; the endpoint map bookkeeping
 	// must come out as if it had been encoded once (checked below).
 	updates := map[string]*Fragment{ServiceKey(a.Name): g.Service(&a2), ServiceKey(b.Name): nil}
@@ -76,11 +81,22 @@ func TestNetlinkApply(t *testing.T) {
 	dp.CountBytes(false)
 	applied.Commit(updates)
 	list = ns.MustRun(t, "nft", "list", "table", "ip", TableName)
-	if !strings.Contains(list, "numgen random mod 4") || strings.Contains(list, "10.96.0.11") {
-		t.Errorf("after update, want mod 4 and no 10.96.0.11:\n%s", list)
+	if !strings.Contains(list, fmt.Sprintf("numgen random mod %d vmap @%s", CascadeMaxEndpoints+1, endpointMapPrefix)) || strings.Contains(list, "10.96.0.11") {
+		t.Errorf("after update, want a numgen map of %d and no 10.96.0.11:\n%s", CascadeMaxEndpoints+1, list)
 	}
 	if n := strings.Count(list, "map "+endpointMapPrefix); n != 1 {
-		t.Errorf("after update, %d endpoint maps, want 1 (the old one deleted):\n%s", n, list)
+		t.Errorf("after update, %d endpoint maps, want 1:\n%s", n, list)
+	}
+	// Back to 4 endpoints: a cascade again, and the map is gone.
+	a3 := testPort("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080", "10.244.0.5:8080")
+	updates = map[string]*Fragment{ServiceKey(a.Name): g.Service(&a3)}
+	if err := dp.Apply(ctx, PlanUpdate(applied, updates)); err != nil {
+		t.Fatalf("shrink: %v", err)
+	}
+	applied.Commit(updates)
+	list = ns.MustRun(t, "nft", "list", "table", "ip", TableName)
+	if !strings.Contains(list, "numgen random mod 4 0 goto") || strings.Contains(list, "map "+endpointMapPrefix) {
+		t.Errorf("after shrinking, want a cascade and no endpoint map:\n%s", list)
 	}
 
 	// Deleting a removes its chains.

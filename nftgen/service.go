@@ -253,6 +253,15 @@ func (b *svcBuild) epComment(s string) string {
 	return s
 }
 
+// CascadeMaxEndpoints is the most endpoints a service chain picks from with
+// a cascade of MatchRandom rules; above it, one numgen lookup in a named
+// verdict map picks in O(1). A cascade costs about (N+1)/2 rule evaluations
+// per new connection (at 100 endpoints 1.6-3.4 us, as iptables mode's own
+// statistic cascade for that Service) but needs no set, so a cold sync stays
+// linear: the kernel finds sets by name by walking the table's list of
+// sets, and only Services larger than this get one.
+const CascadeMaxEndpoints = 100
+
 // endpointRules picks one of eps: first the affinity checks, then a random
 // choice.
 func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
@@ -266,8 +275,17 @@ func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
 			rules = append(rules, NewRule(b.epComment(b.name+" -> "+e.String()), AffinityCheck{Set: affinitySet(targets[i]), Chain: targets[i]}))
 		}
 	}
-	if len(eps) == 1 {
-		return append(rules, NewRule(b.epComment(b.name+" -> "+eps[0].String()), gotoV(targets[0])))
+	if len(eps) <= CascadeMaxEndpoints {
+		// One rule per endpoint, as iptables mode: numgen random mod
+		// (N-i) == 0 picks endpoint i, the last rule takes what is left.
+		for i, e := range eps {
+			var stmts []Stmt
+			if n := len(eps) - i; n > 1 {
+				stmts = append(stmts, MatchRandom{Mod: uint32(n)})
+			}
+			rules = append(rules, NewRule(b.epComment(b.name+" -> "+e.String()), append(stmts, gotoV(targets[i]))...))
+		}
+		return rules
 	}
 	var comments []string
 	if !b.g.cfg.LargeCluster {

@@ -76,6 +76,14 @@ type NumgenVmap struct {
 	Comments []string
 }
 
+// MatchRandom matches with probability 1/Mod ("numgen random mod 3 == 0").
+// A service chain with N endpoints picks endpoint i with MatchRandom{N-i}
+// and a goto, the last one with a plain goto: each endpoint is chosen with
+// probability exactly 1/N, rule for rule as iptables mode's
+// "-m statistic --mode random --probability 1/(N-i)" cascade, and without a
+// set, whose look-up by name the kernel does by walking every set.
+type MatchRandom struct{ Mod uint32 }
+
 // MarkOr sets bits in the packet mark ("meta mark set meta mark | 0x4000").
 type MarkOr struct{ Bits uint32 }
 
@@ -142,6 +150,8 @@ func (s NumgenVmap) nft(Family) string {
 	}
 	return fmt.Sprintf("numgen random mod %d vmap { %s }", len(s.Targets), strings.Join(parts, ", "))
 }
+
+func (s MatchRandom) nft(Family) string { return fmt.Sprintf("numgen random mod %d == 0", s.Mod) }
 
 func (s MarkOr) nft(Family) string {
 	return fmt.Sprintf("meta mark set meta mark | 0x%08x", s.Bits)

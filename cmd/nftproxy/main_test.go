@@ -34,7 +34,8 @@ func TestRenderExample(t *testing.T) {
 		"table ip nftproxy {",
 		`10.96.0.10 . tcp . 80 comment "demo/echo:http cluster IP" : goto KUBE-SVC-`,
 		`10.96.0.20 . tcp . 80 comment "demo/empty:http has no endpoints" : goto reject-chain`,
-		"numgen random mod 3 vmap",
+		"numgen random mod 3 == 0 goto KUBE-SEP-",
+		"numgen random mod 2 == 0 goto KUBE-SEP-",
 		"ip saddr != 10.244.0.0/16 jump KUBE-MARK-MASQ",
 	} {
 		if !strings.Contains(out, want) {

@@ -20,13 +20,18 @@ func main() {
 	name := flag.String("name", "echo", "name to answer with")
 	tcp := flag.String("tcp", "", "comma-separated TCP ports to serve")
 	udp := flag.String("udp", "", "comma-separated UDP ports to serve")
+	portInName := flag.Bool("port-in-name", false, "answer TCP with NAME:PORT, the port the connection arrived on")
 	flag.Parse()
 	for _, p := range split(*tcp) {
 		l, err := net.Listen("tcp", ":"+p)
 		if err != nil {
 			log.Fatal(err)
 		}
-		go serveTCP(l, *name)
+		n := *name
+		if *portInName {
+			n += ":" + p
+		}
+		go serveTCP(l, n)
 	}
 	for _, p := range split(*udp) {
 		c, err := net.ListenPacket("udp", ":"+p)

@@ -1,0 +1,84 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+)
+
+// chiSquareCritical returns the chi-square value that a uniform split over
+// df+1 categories exceeds with probability 0.001 (Wilson-Hilferty).
+func chiSquareCritical(df int) float64 {
+	const z = 3.0902 // the standard normal's 0.999 quantile
+	k := float64(df)
+	h := 2 / (9 * k)
+	return k * math.Pow(1-h+z*math.Sqrt(h), 3)
+}
+
+// TestEndpointChoiceIsUniform: new TCP connections through a ClusterIP
+// spread evenly over 2, 3, 7 and CascadeMaxEndpoints endpoints, which the
+// numgen random cascade picks, and over one more, which a numgen map picks.
+// The endpoints are one pod's ports, so a hundred of them need one
+// namespace; the pod answers with the port a connection reached.
+func TestEndpointChoiceIsUniform(t *testing.T) {
+	c := newCluster(t)
+	sizes := []int{2, 3, 7, nftgen.CascadeMaxEndpoints, nftgen.CascadeMaxEndpoints + 1}
+	maxN := sizes[len(sizes)-1]
+	var ports []int
+	for i := range maxN {
+		ports = append(ports, 9000+i)
+	}
+	c.AddPod("wide", PodIP(1), ports, nil, "-port-in-name")
+	client := c.AddPod("client", PodIP(100), nil, nil)
+	for _, n := range sizes {
+		t.Run(fmt.Sprintf("%d endpoints", n), func(t *testing.T) {
+			name := fmt.Sprintf("spread-%d", n)
+			svcPort := PortSpec{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, Target: 9000}
+			c.store.SetService(ClusterIPService("demo", name, "10.96.0.10", svcPort))
+			for i := range n {
+				p := svcPort
+				p.Target = int32(9000 + i)
+				sl := Slice("demo", name, fmt.Sprintf("%s-%d", name, i), []PortSpec{p}, PodIP(1))
+				c.store.SetEndpointSlice(sl)
+			}
+			c.sync()
+			table := c.Node.MustRun(t, "nft", "list", "table", "ip", nftgen.TableName)
+			usesMap := strings.Contains(table, fmt.Sprintf("numgen random mod %d vmap @ep.", n))
+			if want := n > nftgen.CascadeMaxEndpoints; usesMap != want {
+				t.Fatalf("numgen map in use = %v, want %v", usesMap, want)
+			}
+			total := 40 * n
+			if total < 300 {
+				total = 300
+			}
+			counts := map[string]int{}
+			for i := range total {
+				r, err := TCPRequest(client.NS, "10.96.0.10:80", timeout)
+				if err != nil {
+					t.Fatalf("request %d: %v", i, err)
+				}
+				counts[r.Server]++
+			}
+			chi, crit := chiSquareUniform(counts, n, total), chiSquareCritical(n-1)
+			t.Logf("%d connections over %d endpoints (map: %v): %d answered, chi-square %.1f (p > 0.001 below %.1f)", total, n, usesMap, len(counts), chi, crit)
+			if len(counts) != n {
+				t.Errorf("%d of %d endpoints answered", len(counts), n)
+			}
+			if chi > crit {
+				t.Errorf("split is not uniform: chi-square %.1f > %.1f: %v", chi, crit, counts)
+			}
+			c.store.DeleteService(types.NamespacedName{Namespace: "demo", Name: name})
+			for i := range n {
+				c.store.DeleteEndpointSlice("demo", fmt.Sprintf("%s-%d", name, i))
+			}
+		})
+	}
+}
