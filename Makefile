@@ -68,8 +68,8 @@ fuzz:
 	$(GO) test ./proxier/model -run '^$$' -fuzz FuzzModel -fuzztime $(FUZZTIME)
 	$(GO) test ./nftgen -run '^$$' -fuzz FuzzGenerate -fuzztime $(FUZZTIME)
 
-FUZZ_MODEL_EXECS ?= 20000x
-FUZZ_GENERATE_EXECS ?= 3000x
+FUZZ_MODEL_EXECS ?= 100000x
+FUZZ_GENERATE_EXECS ?= 20000x
 fuzz-short:
 	$(GO) test ./proxier/model -run '^$$' -fuzz FuzzModel -fuzztime $(FUZZ_MODEL_EXECS) -timeout $(TEST_TIMEOUT)
 	$(GO) test ./nftgen -run '^$$' -fuzz FuzzGenerate -fuzztime $(FUZZ_GENERATE_EXECS) -timeout $(TEST_TIMEOUT)

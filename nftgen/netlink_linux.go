@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/bits"
 	"os"
 	"strings"
@@ -31,9 +30,6 @@ type Netlink struct {
 	// Stats of the last Apply.
 	lastMessages int
 	lastBytes    int
-	// countBytes makes Apply encode each batch a second time, off the
-	// kernel, to learn its size in bytes (see CountBytes).
-	countBytes bool
 	// monitorReadBuffer is the receive buffer of Watch's socket.
 	monitorReadBuffer int
 	// endpointMaps names, per family and chain, the endpoint map that the
@@ -50,6 +46,8 @@ type Netlink struct {
 	// that wait; on a loaded machine it stalled the fuzzer for seconds.
 	mu      sync.Mutex
 	lasting *nftables.Conn
+	// batches is the socket that commits transactions (see sendBatch).
+	batches *netlink.Conn
 }
 
 // NewNetlink returns a Dataplane for the current network namespace.
@@ -106,11 +104,15 @@ func (n *Netlink) withConn(fn func(c *nftables.Conn) error) error {
 func (n *Netlink) Close() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.lasting == nil {
-		return nil
+	var err error
+	if n.lasting != nil {
+		err = n.lasting.CloseLasting()
 	}
-	err := n.lasting.CloseLasting()
 	n.lasting = nil
+	if n.batches != nil {
+		err = errors.Join(err, n.batches.Close())
+		n.batches = nil
+	}
 	return err
 }
 
@@ -126,67 +128,39 @@ func tableFamily(f Family) nftables.TableFamily {
 func (n *Netlink) LastMessages() int { return n.lastMessages }
 
 // LastBytes returns the size in bytes of the netlink messages of the last
-// Apply, or 0 unless CountBytes is on.
+// Apply, batch markers included.
 func (n *Netlink) LastBytes() int { return n.lastBytes }
 
-// CountBytes turns on counting the bytes of each batch for LastBytes. It
-// costs a second encoding of every batch and is meant for benchmarks.
-func (n *Netlink) CountBytes(on bool) { n.countBytes = on }
-
-// Apply implements Dataplane.
+// Apply implements Dataplane. The batch is encoded by google/nftables and
+// sent by sendBatch, without asking the kernel to echo every rule.
 func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
 	if tx.Empty() {
 		return nil
 	}
-	n.lastBytes = 0
-	if n.countBytes {
-		size, err := n.encodedSize(tx)
-		if err != nil {
-			return err
-		}
-		n.lastBytes = size
-	}
-	return n.withConn(func(c *nftables.Conn) error { return n.apply(c, tx) })
-}
-
-// encodedSize encodes tx on a connection that never reaches the kernel and
-// returns the bytes of its messages, batch markers included. The endpoint
-// map bookkeeping is left as it was.
-func (n *Netlink) encodedSize(tx *Transaction) (int, error) {
-	size := 0
+	var batch []netlink.Message
 	c, err := nftables.New(nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
-		for _, m := range reqs {
-			size += nlmsgAlign(nlmsgHeaderLen + len(m.Data))
-		}
+		batch = append(batch, reqs...) // also called with none, to receive
 		return nil, nil
 	}))
 	if err != nil {
-		return 0, fmt.Errorf("open counting connection: %w", err)
+		return fmt.Errorf("open encoding connection: %w", err)
 	}
-	saved, savedSeq := n.endpointMaps[tx.Family], n.endpointMapSeq
-	n.endpointMaps[tx.Family] = maps.Clone(saved)
-	defer func() {
-		if saved == nil {
-			delete(n.endpointMaps, tx.Family)
-		} else {
-			n.endpointMaps[tx.Family] = saved
-		}
-		n.endpointMapSeq = savedSeq
-	}()
-	if err := n.apply(c, tx); err != nil {
-		return 0, err
+	commit, err := n.encode(c, tx)
+	if err != nil {
+		return err
 	}
-	return size, nil
+	n.lastBytes = batchBytes(batch)
+	if err := n.sendBatch(batch); err != nil {
+		return fmt.Errorf("commit %d operations to table %s %s: %w", len(tx.Ops), tx.Family, TableName, err)
+	}
+	commit()
+	return nil
 }
 
-// nlmsgHeaderLen is the size of a netlink message header.
-const nlmsgHeaderLen = 16
-
-// nlmsgAlign rounds a netlink message length up to its 4-byte alignment.
-func nlmsgAlign(n int) int { return (n + 3) &^ 3 }
-
-// apply writes tx on c as one batch and commits it.
-func (n *Netlink) apply(c *nftables.Conn, tx *Transaction) error {
+// encode writes tx on c as one batch and flushes it; c captures the batch
+// (see Apply). commit records what the batch did to the endpoint maps, once
+// the kernel has taken it.
+func (n *Netlink) encode(c *nftables.Conn, tx *Transaction) (commit func(), err error) {
 	table := &nftables.Table{Name: TableName, Family: tableFamily(tx.Family)}
 	w := &batchWriter{conn: c, table: table, family: tx.Family, n: n, created: map[string]string{}, unbound: map[string]bool{}}
 	// A full sync deletes every set it does not want, old endpoint maps
@@ -199,26 +173,27 @@ func (n *Netlink) apply(c *nftables.Conn, tx *Transaction) error {
 	for i := 0; i < len(tx.Ops); {
 		j, err := w.write(tx.Ops, i)
 		if err != nil {
-			return fmt.Errorf("encode op %d (%s): %w", i, tx.Ops[i].text(tx.Family), err)
+			return nil, fmt.Errorf("encode op %d (%s): %w", i, tx.Ops[i].text(tx.Family), err)
 		}
 		i = j
 	}
 	n.lastMessages = w.messages
 	if err := c.Flush(); err != nil {
-		return fmt.Errorf("commit %d operations to table %s %s: %w", len(tx.Ops), tx.Family, TableName, err)
+		return nil, fmt.Errorf("encode %d operations: %w", len(tx.Ops), err)
 	}
-	known := w.known
-	if known == nil {
-		known = map[string]string{}
-		n.endpointMaps[tx.Family] = known
-	}
-	for chain := range w.unbound {
-		delete(known, chain)
-	}
-	for chain, name := range w.created {
-		known[chain] = name
-	}
-	return nil
+	return func() {
+		known := w.known
+		if known == nil {
+			known = map[string]string{}
+			n.endpointMaps[tx.Family] = known
+		}
+		for chain := range w.unbound {
+			delete(known, chain)
+		}
+		for chain, name := range w.created {
+			known[chain] = name
+		}
+	}, nil
 }
 
 // endpointMapPrefix starts the names of the maps from which numgen picks an

@@ -112,7 +112,6 @@ func probe(n, endpoints int, nsPath, nftOut, iptOut string) (*Report, error) {
 	}
 	defer f.Close()
 	defer dp.Close()
-	dp.CountBytes(true)
 	g, err := nftgen.NewGenerator(nftgen.Config{
 		Family:        nftgen.FamilyIPv4,
 		MasqueradeBit: 14,
