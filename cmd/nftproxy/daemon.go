@@ -44,6 +44,9 @@ type daemon struct {
 	labels map[string]string
 	// lastFull is when the last full sync succeeded (guarded by mu).
 	lastFull time.Time
+	// legacyRemoved is true once the previous kube-proxy's rules were
+	// removed, after the first successful sync (guarded by mu).
+	legacyRemoved bool
 
 	// reportedMu guards reported. It is separate from mu because problems
 	// are reported during syncs, which hold mu.
@@ -90,7 +93,6 @@ func runLoop(ctx context.Context, opts *options) error {
 	if err := netns.Do(opts.netns, func() error { return conntrack.Apply(opts.conntrackSettings()) }); err != nil {
 		klog.ErrorS(err, "Could not apply all conntrack settings")
 	}
-	removeLegacyRules(opts.netns)
 	mux := metricsMux(p.Metrics, st.dp, opts.proxyMode, opts.effectiveConfig())
 	mux.Handle("/healthz", d.health.HealthzHandler())
 	mux.Handle("/livez", d.health.LivezHandler())
@@ -206,6 +208,14 @@ func (d *daemon) sync(ctx context.Context, reason runner.Reason) error {
 	res, err := d.p.Sync(ctx)
 	if err == nil && res.Full {
 		d.lastFull = time.Now()
+	}
+	if err == nil && !d.legacyRemoved {
+		// Make before break: the previous kube-proxy's rules go only once
+		// nftproxy's own are in place. Until then both exist; nftproxy's
+		// base chains were added last, so they run first at the same
+		// priority, and NAT keeps the first binding a packet gets.
+		removeLegacyRules(d.opts.netns)
+		d.legacyRemoved = true
 	}
 	for _, f := range d.p.Syncer.Families() {
 		if !containsFamily(res.Failed, f) && err == nil {

@@ -1,0 +1,121 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// swapServices is the number of Services of the swap test: enough that
+// kube-proxy's rules and nftproxy's first sync take a while, small enough
+// for make test.
+const swapServices = 2000
+
+// TestSwapFromKubeProxyLosesNoConnection: kube-proxy's own iptables proxier
+// (the oracle, iptables-legacy) programs the node for 2,000 Services; a
+// client opens a new connection to one of them every 5 ms; then the
+// nftproxy daemon starts on the same objects. It programs its table first
+// and removes kube-proxy's rules only after, so no connection fails.
+func TestSwapFromKubeProxyLosesNoConnection(t *testing.T) {
+	oracle, pathDir := findOracle(t)
+	tp := NewTopology(t, echoBinary)
+	var ips []string
+	for i := 1; i <= 3; i++ {
+		tp.AddPod(fmt.Sprintf("ep%d", i), PodIP(i), []int{8080}, nil)
+		ips = append(ips, PodIP(i))
+	}
+	client := tp.AddPod("client", PodIP(100), nil, nil)
+	objs := []any{testNode()}
+	for i := range swapServices - 1 {
+		name := fmt.Sprintf("svc-%d", i)
+		objs = append(objs, ClusterIPService("scale", name, fmt.Sprintf("10.97.%d.%d", i/250, i%250+1), httpPort),
+			Slice("scale", name, name+"-1", []PortSpec{httpPort}, fmt.Sprintf("10.250.%d.%d", i/250, i%250+1), fmt.Sprintf("10.251.%d.%d", i/250, i%250+1)))
+	}
+	objs = append(objs, ClusterIPService("demo", "web", "10.96.0.10", httpPort), Slice("demo", "web", "web-1", []PortSpec{httpPort}, ips...))
+	dir := t.TempDir()
+	objects := writeObjects(t, dir, objs...)
+
+	cmd := tp.Node.Command(oracle, "-objects", objects, "-hostname", LocalNode, "-node-ip", NodeIP, "-cluster-cidr", ClusterCIDR)
+	cmd.Env = append(os.Environ(), "PATH="+pathDir+":"+os.Getenv("PATH"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("kube-proxy oracle: %v\n%s", err, out)
+	}
+	if _, err := TCPRequest(client.NS, "10.96.0.10:80", timeout); err != nil {
+		t.Fatalf("kube-proxy's rules do not carry the Service: %v", err)
+	}
+
+	var sent, failed atomic.Int64
+	var firstErr atomic.Value
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		// A new connection every 5 ms, each on its own, so that a gap in
+		// the rules fails every connection that falls into it.
+		var wg sync.WaitGroup
+		defer func() { wg.Wait(); close(done) }()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			sent.Add(1)
+			wg.Go(func() {
+				if _, err := TCPRequest(client.NS, "10.96.0.10:80", 2*time.Second); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+				}
+			})
+		}
+	}()
+	defer func() {
+		select {
+		case <-stop:
+		default:
+			close(stop)
+		}
+		<-done
+	}()
+	time.Sleep(200 * time.Millisecond)
+
+	start := time.Now()
+	startNftproxy(t, filepath.Join(dir, "nftproxy.log"), "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+		"--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0")
+	var programmed, removed time.Duration
+	deadline := time.Now().Add(90 * time.Second)
+	for removed == 0 {
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(filepath.Join(dir, "nftproxy.log"))
+			t.Fatalf("swap not done after 90 s (programmed after %v):\n%s", programmed, log)
+		}
+		time.Sleep(50 * time.Millisecond)
+		if programmed == 0 {
+			if out, _ := tp.Node.Run("nft", "list", "chain", "ip", "nftproxy", "nat-prerouting"); strings.Contains(out, "KUBE-SERVICES") {
+				programmed = time.Since(start)
+			}
+			continue
+		}
+		if out, err := tp.Node.Run("iptables-legacy-save", "-t", "nat"); err == nil && !strings.Contains(out, "KUBE-SVC-") {
+			removed = time.Since(start)
+		}
+	}
+	time.Sleep(time.Second)
+	close(stop)
+	<-done
+	t.Logf("nftproxy hooked in after %v, kube-proxy's rules gone after %v; %d connections, %d failed", programmed, removed, sent.Load(), failed.Load())
+	if failed.Load() > 0 {
+		t.Errorf("%d of %d connections failed during the swap; first: %v", failed.Load(), sent.Load(), firstErr.Load())
+	}
+	if sent.Load() < 100 {
+		t.Errorf("only %d connections were tried", sent.Load())
+	}
+}
