@@ -25,6 +25,9 @@ type Fake struct {
 	LastTransaction *Transaction
 	// FailNext, if set, makes the next Apply fail with this error.
 	FailNext error
+	// BeforeApply, if set, is called with each transaction before it is
+	// applied; an error fails that Apply.
+	BeforeApply func(tx *Transaction) error
 }
 
 type fakeTable struct {
@@ -62,6 +65,11 @@ func (f *Fake) Apply(_ context.Context, tx *Transaction) error {
 	if err := f.FailNext; err != nil {
 		f.FailNext = nil
 		return err
+	}
+	if f.BeforeApply != nil {
+		if err := f.BeforeApply(tx); err != nil {
+			return err
+		}
 	}
 	var t *fakeTable
 	if old := f.tables[tx.Family]; old != nil {

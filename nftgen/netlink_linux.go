@@ -27,9 +27,8 @@ type Netlink struct {
 	// netnsFd is the network namespace to program, or -1 for the current
 	// one.
 	netnsFd int
-	// Stats of the last Apply.
-	lastMessages int
-	lastBytes    int
+	// sentMessages and sentBytes add up what Apply committed.
+	sentMessages, sentBytes int
 	// monitorReadBuffer is the receive buffer of Watch's socket.
 	monitorReadBuffer int
 	// endpointMaps names, per family and chain, the endpoint map that the
@@ -123,13 +122,10 @@ func tableFamily(f Family) nftables.TableFamily {
 	return nftables.TableFamilyIPv4
 }
 
-// LastMessages returns the number of netlink messages the last Apply sent
-// (excluding the batch begin and end markers).
-func (n *Netlink) LastMessages() int { return n.lastMessages }
-
-// LastBytes returns the size in bytes of the netlink messages of the last
-// Apply, batch markers included.
-func (n *Netlink) LastBytes() int { return n.lastBytes }
+// Sent returns the netlink messages (without batch markers) and their bytes
+// on the wire (with them) that Apply has committed since the Netlink was
+// made, for measuring.
+func (n *Netlink) Sent() (messages, bytes int) { return n.sentMessages, n.sentBytes }
 
 // Apply implements Dataplane. The batch is encoded by google/nftables and
 // sent by sendBatch, without asking the kernel to echo every rule.
@@ -149,11 +145,12 @@ func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
 	if err != nil {
 		return err
 	}
-	n.lastBytes = batchBytes(batch)
 	if err := n.sendBatch(batch); err != nil {
 		return fmt.Errorf("commit %d operations to table %s %s: %w", len(tx.Ops), tx.Family, TableName, err)
 	}
 	commit()
+	n.sentMessages += len(batch) - 2
+	n.sentBytes += batchBytes(batch)
 	return nil
 }
 
@@ -177,7 +174,6 @@ func (n *Netlink) encode(c *nftables.Conn, tx *Transaction) (commit func(), err 
 		}
 		i = j
 	}
-	n.lastMessages = w.messages
 	if err := c.Flush(); err != nil {
 		return nil, fmt.Errorf("encode %d operations: %w", len(tx.Ops), err)
 	}
@@ -218,7 +214,6 @@ type batchWriter struct {
 	conn     *nftables.Conn
 	table    *nftables.Table
 	family   Family
-	messages int
 	n        *Netlink
 	// created maps chains to the endpoint maps created for them in this
 	// batch; unbound holds the chains flushed or deleted, whose previous
@@ -239,7 +234,6 @@ func (w *batchWriter) unbind(chain string) {
 	w.unbound[chain] = true
 	if name, ok := w.known[chain]; ok {
 		w.conn.DelSet(&nftables.Set{Table: w.table, Name: name})
-		w.messages++
 	}
 }
 
@@ -343,12 +337,10 @@ func (w *batchWriter) write(ops []Op, i int) (int, error) {
 		} else {
 			err = w.conn.SetDeleteElements(set, elems)
 		}
-		w.messages++
 		return j, err
 	default:
 		return i, fmt.Errorf("unknown op %q", op.Kind)
 	}
-	w.messages++
 	return i + 1, nil
 }
 
@@ -377,7 +369,6 @@ func (w *batchWriter) addRule(op Op) error {
 		if err := w.conn.AddSet(set, elems); err != nil {
 			anonErr = err
 		}
-		w.messages += 2
 		return set.Name, set.ID
 	}}
 	exprs, err := b.ruleExprs(op.Rule)

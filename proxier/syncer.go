@@ -32,6 +32,9 @@ type Syncer struct {
 	// OnProblem is called for each object, or part of one, that cannot be
 	// programmed. It may be nil.
 	OnProblem func(model.Problem)
+	// ChunkOps is the size of the transactions of a streamed cold sync
+	// (nftgen.ChunkOps unless set).
+	ChunkOps int
 }
 
 type familyState struct {
@@ -124,16 +127,18 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 	for _, g := range s.generators {
 		fs := s.families[g.Family()]
 		s.countEndpoints(fs, changed)
-		var tx *nftgen.Transaction
+		var txs []*nftgen.Transaction
 		var commit func()
 		if fs.applied == nil {
 			res.Full = true
 			res.Changed = s.store.ServiceNames()
 			res.Services = len(res.Changed)
 			var err error
-			tx, commit, err = s.planFull(ctx, fs)
+			txs, commit, err = s.planFull(ctx, fs)
 			if err != nil {
-				firstErr = err
+				if firstErr == nil {
+					firstErr = err
+				}
 				res.Failed = append(res.Failed, g.Family())
 				continue
 			}
@@ -141,11 +146,14 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 			if !res.Full {
 				res.Changed, res.Services = changed, len(changed)
 			}
+			var tx *nftgen.Transaction
 			tx, commit = s.planUpdate(fs, changed)
+			txs = []*nftgen.Transaction{tx}
 		}
-		res.Ops += len(tx.Ops)
-		res.FamilyOps[g.Family()] = len(tx.Ops)
-		if err := s.dp.Apply(ctx, tx); err != nil {
+		ops, err := s.apply(ctx, g.Family(), res.Services, txs)
+		res.Ops += ops
+		res.FamilyOps[g.Family()] = ops
+		if err != nil {
 			fs.applied = nil // unknown now: the next sync rewrites everything
 			res.Failed = append(res.Failed, g.Family())
 			if firstErr == nil {
@@ -163,6 +171,49 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 	return res, nil
 }
 
+// apply sends txs in order and returns the operations sent. A sync of more
+// than one transaction (a streamed cold sync) stops between two when ctx
+// ends, and says at V(0) when it starts, how far it got every few seconds,
+// and when it ends.
+func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs []*nftgen.Transaction) (int, error) {
+	logger := klog.FromContext(ctx)
+	total := 0
+	for _, tx := range txs {
+		total += len(tx.Ops)
+	}
+	long := len(txs) > 1
+	start, lastLog := time.Now(), time.Now()
+	if long {
+		logger.Info("Programming a new table in chunks; it is hooked up when complete", "family", fam, "services", services, "operations", total, "transactions", len(txs))
+	}
+	sent := 0
+	for i, tx := range txs {
+		if i > 0 {
+			if err := ctx.Err(); err != nil {
+				return sent, fmt.Errorf("stopped after %d of %d transactions (the table is not hooked up yet): %w", i, len(txs), err)
+			}
+		}
+		if err := s.dp.Apply(ctx, tx); err != nil {
+			if long {
+				return sent, fmt.Errorf("transaction %d of %d: %w", i+1, len(txs), err)
+			}
+			return sent, err
+		}
+		sent += len(tx.Ops)
+		if long && time.Since(lastLog) >= progressInterval {
+			lastLog = time.Now()
+			logger.Info("Programming a new table", "family", fam, "done", fmt.Sprintf("%d/%d transactions", i+1, len(txs)), "operations", sent, "elapsed", time.Since(start).Round(time.Millisecond))
+		}
+	}
+	if long {
+		logger.Info("Programmed and hooked up a new table", "family", fam, "services", services, "operations", sent, "transactions", len(txs), "elapsed", time.Since(start).Round(time.Millisecond))
+	}
+	return sent, nil
+}
+
+// progressInterval is how often a long sync logs how far it got.
+const progressInterval = 5 * time.Second
+
 func (s *Syncer) report(problems []model.Problem) {
 	if s.OnProblem == nil {
 		return
@@ -170,196 +221,6 @@ func (s *Syncer) report(problems []model.Problem) {
 	for _, p := range problems {
 		s.OnProblem(p)
 	}
-}
-
-// desired builds the whole ruleset of one family, with every conflict over
-// a destination decided (see claim). It is what a full sync programs and
-// what render prints.
-func (s *Syncer) desired(fs *familyState) (*nftgen.Ruleset, map[types.NamespacedName][]string, map[nftgen.MapKey]claim) {
-	rs := &nftgen.Ruleset{Family: fs.gen.Family(), Maps: fs.gen.Maps(), Top: fs.gen.Top(), Services: map[string]*nftgen.Fragment{}}
-	var cands []*candidate
-	owners := map[nftgen.MapKey]claim{}
-	for _, nn := range s.store.ServiceNames() {
-		for _, c := range s.candidates(fs, nn) {
-			cands = append(cands, c)
-			for _, k := range destinations(c.frag) {
-				cl := c.claimOn(k)
-				if cur, ok := owners[k]; !ok || cl.beats(cur) {
-					owners[k] = cl
-				}
-			}
-		}
-	}
-	keys := map[types.NamespacedName][]string{}
-	for _, c := range cands {
-		f, lost := withoutLost(c, owners)
-		s.reportLost(c, lost)
-		rs.Services[c.claim.frag] = f
-		keys[c.svc] = append(keys[c.svc], c.claim.frag)
-	}
-	return rs, keys, owners
-}
-
-// DesiredRuleset returns the ruleset a full sync would program in family f
-// now, through the same path as Sync: conflicts, node addresses and large
-// cluster mode are decided as they are for the kernel. It is meant for a
-// Syncer that has not synced (render); problems go to OnProblem.
-func (s *Syncer) DesiredRuleset(f nftgen.Family) *nftgen.Ruleset {
-	fs := s.families[f]
-	if fs == nil {
-		return nil
-	}
-	s.countEndpoints(fs, nil)
-	rs, _, _ := s.desired(fs)
-	return rs
-}
-
-// planFull builds the whole ruleset and a transaction that installs it over
-// whatever the table holds.
-func (s *Syncer) planFull(ctx context.Context, fs *familyState) (*nftgen.Transaction, func(), error) {
-	inv, err := s.dp.Inventory(ctx, fs.gen.Family())
-	if err != nil {
-		return nil, nil, fmt.Errorf("inventory of %s table: %w", fs.gen.Family(), err)
-	}
-	rs, keys, owners := s.desired(fs)
-	commit := func() {
-		fs.applied, fs.keys, fs.owners = rs, keys, owners
-		fs.counts = compat.CountFragment(rs.Top)
-		for _, f := range rs.Services {
-			fs.counts.Add(compat.CountFragment(f))
-		}
-		fs.lastCounts = compat.Counts{}
-		fs.lastCounts.Add(fs.counts)
-		fs.objects = rs.Top.Objects()
-		for _, f := range rs.Services {
-			fs.objects.Add(f.Objects(), 1)
-		}
-	}
-	return nftgen.PlanFull(rs, inv), commit, nil
-}
-
-// planUpdate computes the fragments of the changed Services and a
-// transaction that replaces only those. A changed Service that wins a
-// destination from another Service makes that one recomputed too, so the
-// result is the same as a full sync's.
-func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*nftgen.Transaction, func()) {
-	updates := map[string]*nftgen.Fragment{}
-	newKeys := map[types.NamespacedName][]string{}
-	// The owner index is updated in place: if the transaction fails, the
-	// next sync is a full one and rebuilds it.
-	release := func(nn types.NamespacedName) {
-		for _, key := range fs.keys[nn] {
-			updates[key] = nil
-			for _, els := range fs.applied.Services[key].Elements {
-				for _, e := range els {
-					if fs.owners[e.Key].frag == key {
-						delete(fs.owners, e.Key)
-					}
-				}
-			}
-		}
-		for _, key := range newKeys[nn] {
-			updates[key] = nil
-		}
-		delete(newKeys, nn)
-	}
-	queued := map[types.NamespacedName]bool{}
-	work := slices.Clone(changed)
-	for _, nn := range work {
-		queued[nn] = true
-		release(nn)
-	}
-	for len(work) > 0 {
-		nn := work[0]
-		work = work[1:]
-		queued[nn] = false
-		cands := s.candidates(fs, nn)
-		for _, c := range cands {
-			for _, k := range destinations(c.frag) {
-				cl := c.claimOn(k)
-				cur, ok := fs.owners[k]
-				if ok && cur.frag != cl.frag && !cl.beats(cur) {
-					continue
-				}
-				if ok && cur.svc != nn && !queued[cur.svc] {
-					// Evicted: recompute that Service without it.
-					queued[cur.svc] = true
-					work = append(work, cur.svc)
-					release(cur.svc)
-				}
-				fs.owners[k] = cl
-			}
-		}
-		for _, c := range cands {
-			f, lost := withoutLost(c, fs.owners)
-			s.reportLost(c, lost)
-			updates[c.claim.frag] = f
-			newKeys[nn] = append(newKeys[nn], c.claim.frag)
-		}
-	}
-	commit := func() {
-		fs.lastCounts = compat.Counts{}
-		for key, f := range updates {
-			fs.counts.Sub(compat.CountFragment(fs.applied.Services[key]))
-			fs.counts.Add(compat.CountFragment(f))
-			fs.objects.Add(fs.applied.Services[key].Objects(), -1)
-			fs.objects.Add(f.Objects(), 1)
-			if !fs.applied.Services[key].Equal(f) {
-				fs.lastCounts.Add(compat.CountFragment(f))
-			}
-		}
-		fs.applied.Commit(updates)
-		for nn := range queued {
-			if len(newKeys[nn]) == 0 {
-				delete(fs.keys, nn)
-			} else {
-				fs.keys[nn] = newKeys[nn]
-			}
-		}
-	}
-	return nftgen.PlanUpdate(fs.applied, updates), commit
-}
-
-// reportLost reports the destinations a service port lost to another
-// Service, and retries that Service on the next sync, when the other one
-// may be gone.
-func (s *Syncer) reportLost(c *candidate, lost []lostDestination) {
-	if len(lost) == 0 {
-		return
-	}
-	s.retry[c.svc] = true
-	for _, l := range lost {
-		s.report([]model.Problem{l.problem(c)})
-	}
-}
-
-// candidates computes the fragments of one Service's ports in one family,
-// before conflicts with other Services are decided.
-func (s *Syncer) candidates(fs *familyState, nn types.NamespacedName) []*candidate {
-	states, problems := s.store.State(nn)
-	s.report(problems)
-	var out []*candidate
-	nodeIPs := fs.gen.Config().NodeIPs
-	for i := range states {
-		// An external IP that is this node's own address would capture
-		// the node's port for every client: skip that address.
-		if len(nodeIPs) > 0 {
-			kept := states[i].ExternalIPs[:0:0]
-			for j, ip := range states[i].ExternalIPs {
-				if slices.Contains(nodeIPs, ip) {
-					s.report([]model.Problem{{Kind: "Service", Object: nn, Field: fmt.Sprintf("spec.externalIPs[%d]", j),
-						Reason: fmt.Sprintf("%s is this node's own address; not programmed, it would capture the node's port %d", ip, states[i].Port)}})
-					continue
-				}
-				kept = append(kept, ip)
-			}
-			states[i].ExternalIPs = kept
-		}
-		if f := fs.gen.Service(&states[i]); f != nil {
-			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(states[i].Name), svc: nn}, frag: f, clusterIPs: states[i].ClusterIPs})
-		}
-	}
-	return out
 }
 
 // RuleCounts returns, per iptables table, the number of -A rules of the

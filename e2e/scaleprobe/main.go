@@ -136,7 +136,9 @@ func probe(n, endpoints int, nsPath, nftOut, iptOut string) (*Report, error) {
 	// must be full, any other step after the first must be incremental.
 	endpointsBefore := 0
 	sync := func(what string, endpointsAfter int) (Step, error) {
+		msgs0, bytes0 := dp.Sent()
 		res, err := s.Sync(ctx)
+		msgs, bytes := dp.Sent()
 		if err != nil {
 			return Step{}, fmt.Errorf("%s at %d Services: %w", what, n, err)
 		}
@@ -146,7 +148,7 @@ func probe(n, endpoints int, nsPath, nftOut, iptOut string) (*Report, error) {
 		if res.Full != wantFull || (!wantFull && res.Services != 1) {
 			return Step{}, fmt.Errorf("%s at %d Services: full=%v, %d Services recomputed; want full=%v", what, n, res.Full, res.Services, wantFull)
 		}
-		return Step{Seconds: res.Duration.Seconds(), Ops: res.Ops, Messages: dp.LastMessages(), Bytes: dp.LastBytes(), Full: res.Full}, nil
+		return Step{Seconds: res.Duration.Seconds(), Ops: res.Ops, Messages: msgs - msgs0, Bytes: bytes - bytes0, Full: res.Full}, nil
 	}
 	if rep.Cold, err = sync("cold full sync", n*endpoints); err != nil {
 		return nil, err

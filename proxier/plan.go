@@ -1,0 +1,223 @@
+package proxier
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nftproxy/nftproxy/compat"
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/model"
+)
+
+// desired builds the whole ruleset of one family, with every conflict over
+// a destination decided (see claim). It is what a full sync programs and
+// what render prints.
+func (s *Syncer) desired(fs *familyState) (*nftgen.Ruleset, map[types.NamespacedName][]string, map[nftgen.MapKey]claim) {
+	rs := &nftgen.Ruleset{Family: fs.gen.Family(), Maps: fs.gen.Maps(), Top: fs.gen.Top(), Services: map[string]*nftgen.Fragment{}}
+	var cands []*candidate
+	owners := map[nftgen.MapKey]claim{}
+	for _, nn := range s.store.ServiceNames() {
+		for _, c := range s.candidates(fs, nn) {
+			cands = append(cands, c)
+			for _, k := range destinations(c.frag) {
+				cl := c.claimOn(k)
+				if cur, ok := owners[k]; !ok || cl.beats(cur) {
+					owners[k] = cl
+				}
+			}
+		}
+	}
+	keys := map[types.NamespacedName][]string{}
+	for _, c := range cands {
+		f, lost := withoutLost(c, owners)
+		s.reportLost(c, lost)
+		rs.Services[c.claim.frag] = f
+		keys[c.svc] = append(keys[c.svc], c.claim.frag)
+	}
+	return rs, keys, owners
+}
+
+// DesiredRuleset returns the ruleset a full sync would program in family f
+// now, through the same path as Sync: conflicts, node addresses and large
+// cluster mode are decided as they are for the kernel. It is meant for a
+// Syncer that has not synced (render); problems go to OnProblem.
+func (s *Syncer) DesiredRuleset(f nftgen.Family) *nftgen.Ruleset {
+	fs := s.families[f]
+	if fs == nil {
+		return nil
+	}
+	s.countEndpoints(fs, nil)
+	rs, _, _ := s.desired(fs)
+	return rs
+}
+
+// planFull builds the whole ruleset and the transactions that install it
+// over whatever the table holds.
+func (s *Syncer) planFull(ctx context.Context, fs *familyState) ([]*nftgen.Transaction, func(), error) {
+	fam := fs.gen.Family()
+	inv, err := s.dp.Inventory(ctx, fam)
+	if err != nil {
+		return nil, nil, fmt.Errorf("inventory of %s table: %w", fam, err)
+	}
+	rs, keys, owners := s.desired(fs)
+	var txs []*nftgen.Transaction
+	if inv.Hooked(rs) {
+		// A live table is rewritten in one transaction: packets see the
+		// old rules or the new ones, never a table in between.
+		txs = []*nftgen.Transaction{nftgen.PlanFull(rs, inv)}
+	} else {
+		// Nothing hooked up yet (none, or one whose streamed sync did not
+		// finish): build it anew in chunks.
+		if inv != nil {
+			if err := s.dp.DeleteTable(ctx, fam); err != nil {
+				return nil, nil, fmt.Errorf("delete the unfinished %s table: %w", fam, err)
+			}
+		}
+		chunk := s.ChunkOps
+		if chunk <= 0 {
+			chunk = nftgen.ChunkOps
+		}
+		txs = nftgen.PlanCold(rs, chunk)
+	}
+	commit := func() {
+		fs.applied, fs.keys, fs.owners = rs, keys, owners
+		fs.counts = compat.CountFragment(rs.Top)
+		for _, f := range rs.Services {
+			fs.counts.Add(compat.CountFragment(f))
+		}
+		fs.lastCounts = compat.Counts{}
+		fs.lastCounts.Add(fs.counts)
+		fs.objects = rs.Top.Objects()
+		for _, f := range rs.Services {
+			fs.objects.Add(f.Objects(), 1)
+		}
+	}
+	return txs, commit, nil
+}
+
+// planUpdate computes the fragments of the changed Services and a
+// transaction that replaces only those. A changed Service that wins a
+// destination from another Service makes that one recomputed too, so the
+// result is the same as a full sync's.
+func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*nftgen.Transaction, func()) {
+	updates := map[string]*nftgen.Fragment{}
+	newKeys := map[types.NamespacedName][]string{}
+	// The owner index is updated in place: if the transaction fails, the
+	// next sync is a full one and rebuilds it.
+	release := func(nn types.NamespacedName) {
+		for _, key := range fs.keys[nn] {
+			updates[key] = nil
+			for _, els := range fs.applied.Services[key].Elements {
+				for _, e := range els {
+					if fs.owners[e.Key].frag == key {
+						delete(fs.owners, e.Key)
+					}
+				}
+			}
+		}
+		for _, key := range newKeys[nn] {
+			updates[key] = nil
+		}
+		delete(newKeys, nn)
+	}
+	queued := map[types.NamespacedName]bool{}
+	work := slices.Clone(changed)
+	for _, nn := range work {
+		queued[nn] = true
+		release(nn)
+	}
+	for len(work) > 0 {
+		nn := work[0]
+		work = work[1:]
+		queued[nn] = false
+		cands := s.candidates(fs, nn)
+		for _, c := range cands {
+			for _, k := range destinations(c.frag) {
+				cl := c.claimOn(k)
+				cur, ok := fs.owners[k]
+				if ok && cur.frag != cl.frag && !cl.beats(cur) {
+					continue
+				}
+				if ok && cur.svc != nn && !queued[cur.svc] {
+					// Evicted: recompute that Service without it.
+					queued[cur.svc] = true
+					work = append(work, cur.svc)
+					release(cur.svc)
+				}
+				fs.owners[k] = cl
+			}
+		}
+		for _, c := range cands {
+			f, lost := withoutLost(c, fs.owners)
+			s.reportLost(c, lost)
+			updates[c.claim.frag] = f
+			newKeys[nn] = append(newKeys[nn], c.claim.frag)
+		}
+	}
+	commit := func() {
+		fs.lastCounts = compat.Counts{}
+		for key, f := range updates {
+			fs.counts.Sub(compat.CountFragment(fs.applied.Services[key]))
+			fs.counts.Add(compat.CountFragment(f))
+			fs.objects.Add(fs.applied.Services[key].Objects(), -1)
+			fs.objects.Add(f.Objects(), 1)
+			if !fs.applied.Services[key].Equal(f) {
+				fs.lastCounts.Add(compat.CountFragment(f))
+			}
+		}
+		fs.applied.Commit(updates)
+		for nn := range queued {
+			if len(newKeys[nn]) == 0 {
+				delete(fs.keys, nn)
+			} else {
+				fs.keys[nn] = newKeys[nn]
+			}
+		}
+	}
+	return nftgen.PlanUpdate(fs.applied, updates), commit
+}
+
+// reportLost reports the destinations a service port lost to another
+// Service, and retries that Service on the next sync, when the other one
+// may be gone.
+func (s *Syncer) reportLost(c *candidate, lost []lostDestination) {
+	if len(lost) == 0 {
+		return
+	}
+	s.retry[c.svc] = true
+	for _, l := range lost {
+		s.report([]model.Problem{l.problem(c)})
+	}
+}
+
+// candidates computes the fragments of one Service's ports in one family,
+// before conflicts with other Services are decided.
+func (s *Syncer) candidates(fs *familyState, nn types.NamespacedName) []*candidate {
+	states, problems := s.store.State(nn)
+	s.report(problems)
+	var out []*candidate
+	nodeIPs := fs.gen.Config().NodeIPs
+	for i := range states {
+		// An external IP that is this node's own address would capture
+		// the node's port for every client: skip that address.
+		if len(nodeIPs) > 0 {
+			kept := states[i].ExternalIPs[:0:0]
+			for j, ip := range states[i].ExternalIPs {
+				if slices.Contains(nodeIPs, ip) {
+					s.report([]model.Problem{{Kind: "Service", Object: nn, Field: fmt.Sprintf("spec.externalIPs[%d]", j),
+						Reason: fmt.Sprintf("%s is this node's own address; not programmed, it would capture the node's port %d", ip, states[i].Port)}})
+					continue
+				}
+				kept = append(kept, ip)
+			}
+			states[i].ExternalIPs = kept
+		}
+		if f := fs.gen.Service(&states[i]); f != nil {
+			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(states[i].Name), svc: nn}, frag: f, clusterIPs: states[i].ClusterIPs})
+		}
+	}
+	return out
+}

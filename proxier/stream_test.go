@@ -1,0 +1,61 @@
+package proxier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+)
+
+// TestStreamedColdSyncStopsCleanlyAndRecovers: a cold sync of many
+// Services goes in chunks; when one chunk fails, or the context ends
+// between two, the table stays unhooked (no base chain), and the next sync
+// deletes it and builds it again, equal to a fresh one.
+func TestStreamedColdSyncStopsCleanlyAndRecovers(t *testing.T) {
+	for _, how := range []string{"chunk rejected", "context cancelled"} {
+		t.Run(how, func(t *testing.T) {
+			f := newFixture(t)
+			f.syncer.ChunkOps = 200
+			for i := range 100 {
+				name := fmt.Sprintf("s%d", i)
+				f.store.SetService(svc(name, fmt.Sprintf("10.96.1.%d", i+1)))
+				f.store.SetEndpointSlice(slice(name, fmt.Sprintf("10.0.1.%d", i+1), fmt.Sprintf("10.0.2.%d", i+1)))
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			applies := 0
+			f.fake.BeforeApply = func(tx *nftgen.Transaction) error {
+				applies++
+				if applies == 3 {
+					if how == "context cancelled" {
+						cancel()
+						return nil
+					}
+					return errors.New("kernel says no")
+				}
+				return nil
+			}
+			if _, err := f.syncer.Sync(ctx); err == nil {
+				t.Fatal("the interrupted sync reported no error")
+			}
+			dump := f.fake.Dump(nftgen.FamilyIPv4)
+			if !strings.Contains(dump, "KUBE-SVC-") || strings.Contains(dump, "type nat hook") {
+				t.Fatalf("want a partly built, unhooked table:\n%.2000s", dump)
+			}
+			if how == "context cancelled" && applies != 3 {
+				t.Errorf("%d transactions after the context ended, want none", applies-3)
+			}
+			f.fake.BeforeApply = nil
+			res, err := f.syncer.Sync(context.Background())
+			if err != nil || !res.Full {
+				t.Fatalf("recovery: %+v, %v", res, err)
+			}
+			if got, want := f.fake.Dump(nftgen.FamilyIPv4), f.fresh(t); got != want {
+				t.Errorf("recovered table differs from a fresh one")
+			}
+		})
+	}
+}
