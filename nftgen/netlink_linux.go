@@ -211,10 +211,10 @@ func isEndpointMap(name string) bool { return strings.HasPrefix(name, endpointMa
 
 // batchWriter queues operations on a Conn.
 type batchWriter struct {
-	conn     *nftables.Conn
-	table    *nftables.Table
-	family   Family
-	n        *Netlink
+	conn   *nftables.Conn
+	table  *nftables.Table
+	family Family
+	n      *Netlink
 	// created maps chains to the endpoint maps created for them in this
 	// batch; unbound holds the chains flushed or deleted, whose previous
 	// endpoint maps are gone.
