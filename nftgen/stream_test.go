@@ -3,6 +3,7 @@ package nftgen
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -30,7 +31,7 @@ func TestPlanColdBuildsTheSameTableUnhookedUntilTheEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	const maxOps = 1000
-	txs := PlanCold(rs, maxOps)
+	txs := slices.Collect(PlanCold(rs, maxOps))
 	if len(txs) < 5 {
 		t.Fatalf("%d transactions, want several", len(txs))
 	}

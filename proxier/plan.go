@@ -3,6 +3,7 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -56,33 +57,32 @@ func (s *Syncer) DesiredRuleset(f nftgen.Family) *nftgen.Ruleset {
 
 // planFull builds the whole ruleset and the transactions that install it
 // over whatever the table holds.
-func (s *Syncer) planFull(ctx context.Context, fs *familyState) ([]*nftgen.Transaction, func(), error) {
+func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func(), err error) {
 	fam := fs.gen.Family()
 	inv, err := s.dp.Inventory(ctx, fam)
 	if err != nil {
-		return nil, nil, fmt.Errorf("inventory of %s table: %w", fam, err)
+		return nil, false, nil, fmt.Errorf("inventory of %s table: %w", fam, err)
 	}
 	rs, keys, owners := s.desired(fs)
-	var txs []*nftgen.Transaction
 	if inv.Hooked(rs) {
 		// A live table is rewritten in one transaction: packets see the
 		// old rules or the new ones, never a table in between.
-		txs = []*nftgen.Transaction{nftgen.PlanFull(rs, inv)}
+		txs = slices.Values([]*nftgen.Transaction{nftgen.PlanFull(rs, inv)})
 	} else {
 		// Nothing hooked up yet (none, or one whose streamed sync did not
 		// finish): build it anew in chunks.
 		if inv != nil {
 			if err := s.dp.DeleteTable(ctx, fam); err != nil {
-				return nil, nil, fmt.Errorf("delete the unfinished %s table: %w", fam, err)
+				return nil, false, nil, fmt.Errorf("delete the unfinished %s table: %w", fam, err)
 			}
 		}
 		chunk := s.ChunkOps
 		if chunk <= 0 {
 			chunk = nftgen.ChunkOps
 		}
-		txs = nftgen.PlanCold(rs, chunk)
+		txs, streamed = nftgen.PlanCold(rs, chunk), true
 	}
-	commit := func() {
+	commit = func() {
 		fs.applied, fs.keys, fs.owners = rs, keys, owners
 		fs.counts = compat.CountFragment(rs.Top)
 		for _, f := range rs.Services {
@@ -95,7 +95,7 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) ([]*nftgen.Trans
 			fs.objects.Add(f.Objects(), 1)
 		}
 	}
-	return txs, commit, nil
+	return txs, streamed, commit, nil
 }
 
 // planUpdate computes the fragments of the changed Services and a

@@ -6,6 +6,7 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"time"
 
@@ -127,14 +128,15 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 	for _, g := range s.generators {
 		fs := s.families[g.Family()]
 		s.countEndpoints(fs, changed)
-		var txs []*nftgen.Transaction
+		var txs iter.Seq[*nftgen.Transaction]
+		var streamed bool
 		var commit func()
 		if fs.applied == nil {
 			res.Full = true
 			res.Changed = s.store.ServiceNames()
 			res.Services = len(res.Changed)
 			var err error
-			txs, commit, err = s.planFull(ctx, fs)
+			txs, streamed, commit, err = s.planFull(ctx, fs)
 			if err != nil {
 				if firstErr == nil {
 					firstErr = err
@@ -148,9 +150,9 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 			}
 			var tx *nftgen.Transaction
 			tx, commit = s.planUpdate(fs, changed)
-			txs = []*nftgen.Transaction{tx}
+			txs = slices.Values([]*nftgen.Transaction{tx})
 		}
-		ops, err := s.apply(ctx, g.Family(), res.Services, txs)
+		ops, err := s.apply(ctx, g.Family(), res.Services, txs, streamed)
 		res.Ops += ops
 		res.FamilyOps[g.Family()] = ops
 		if err != nil {
@@ -171,42 +173,38 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 	return res, nil
 }
 
-// apply sends txs in order and returns the operations sent. A sync of more
-// than one transaction (a streamed cold sync) stops between two when ctx
+// apply sends txs in order and returns the operations sent. A streamed
+// sync (a cold one, in chunks) stops between two transactions when ctx
 // ends, and says at V(0) when it starts, how far it got every few seconds,
 // and when it ends.
-func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs []*nftgen.Transaction) (int, error) {
+func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs iter.Seq[*nftgen.Transaction], streamed bool) (int, error) {
 	logger := klog.FromContext(ctx)
-	total := 0
-	for _, tx := range txs {
-		total += len(tx.Ops)
-	}
-	long := len(txs) > 1
 	start, lastLog := time.Now(), time.Now()
-	if long {
-		logger.Info("Programming a new table in chunks; it is hooked up when complete", "family", fam, "services", services, "operations", total, "transactions", len(txs))
+	if streamed {
+		logger.Info("Programming a new table in chunks; it is hooked up when complete", "family", fam, "services", services)
 	}
-	sent := 0
-	for i, tx := range txs {
-		if i > 0 {
+	sent, n := 0, 0
+	for tx := range txs {
+		if n > 0 {
 			if err := ctx.Err(); err != nil {
-				return sent, fmt.Errorf("stopped after %d of %d transactions (the table is not hooked up yet): %w", i, len(txs), err)
+				return sent, fmt.Errorf("stopped after %d transactions (the table is not hooked up yet): %w", n, err)
 			}
 		}
 		if err := s.dp.Apply(ctx, tx); err != nil {
-			if long {
-				return sent, fmt.Errorf("transaction %d of %d: %w", i+1, len(txs), err)
+			if streamed {
+				return sent, fmt.Errorf("transaction %d: %w", n+1, err)
 			}
 			return sent, err
 		}
+		n++
 		sent += len(tx.Ops)
-		if long && time.Since(lastLog) >= progressInterval {
+		if streamed && time.Since(lastLog) >= progressInterval {
 			lastLog = time.Now()
-			logger.Info("Programming a new table", "family", fam, "done", fmt.Sprintf("%d/%d transactions", i+1, len(txs)), "operations", sent, "elapsed", time.Since(start).Round(time.Millisecond))
+			logger.Info("Programming a new table", "family", fam, "transactions", n, "operations", sent, "elapsed", time.Since(start).Round(time.Millisecond))
 		}
 	}
-	if long {
-		logger.Info("Programmed and hooked up a new table", "family", fam, "services", services, "operations", sent, "transactions", len(txs), "elapsed", time.Since(start).Round(time.Millisecond))
+	if streamed {
+		logger.Info("Programmed and hooked up a new table", "family", fam, "services", services, "operations", sent, "transactions", n, "elapsed", time.Since(start).Round(time.Millisecond))
 	}
 	return sent, nil
 }
