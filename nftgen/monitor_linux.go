@@ -30,6 +30,11 @@ type Change struct {
 	// as nftproxy's own full sync at 30,000 Services, does this. The watch
 	// continues on a new subscription.
 	Lost bool
+	// Missed is true when other processes committed while nftproxy held
+	// the monitor out of the multicast group for a commit of its own (see
+	// quiet): what they changed is unknown, so the table needs a full
+	// check. Lost is set too.
+	Missed bool
 }
 
 // Watch reports, until ctx ends, every transaction committed by another
@@ -58,7 +63,22 @@ func (n *Netlink) Watch(ctx context.Context) (<-chan Change, error) {
 		for {
 			stop := context.AfterFunc(ctx, closeMon)
 			var lost error
-			for evs := range events {
+		read:
+			for {
+				var evs *nftables.MonitorEvents
+				select {
+				case what := <-n.missed:
+					if !send(Change{Lost: true, Missed: true, What: what}) {
+						stop()
+						return
+					}
+					continue
+				case e, ok := <-events:
+					if !ok {
+						break read
+					}
+					evs = e
+				}
 				if evs.GeneratedBy == nil {
 					continue
 				}
@@ -115,7 +135,8 @@ const resubscribeDelay = 100 * time.Millisecond
 // twice). The socket is closed here rather than by the monitor, which
 // leaves it open when it stops on a receive error.
 func (n *Netlink) subscribe() (chan *nftables.MonitorEvents, func(), error) {
-	setBuffer := func(c *netlink.Conn) error { return c.SetReadBuffer(n.monitorReadBuffer) }
+	var sock *netlink.Conn
+	setBuffer := func(c *netlink.Conn) error { sock = c; return c.SetReadBuffer(n.monitorReadBuffer) }
 	c, err := nftables.New(append(n.connOptions(), nftables.AsLasting(), nftables.WithSockOptions(setBuffer))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("open netlink: %w", err)
@@ -126,8 +147,21 @@ func (n *Netlink) subscribe() (chan *nftables.MonitorEvents, func(), error) {
 		_ = c.CloseLasting()
 		return nil, nil, fmt.Errorf("nftables monitor: %w", err)
 	}
+	n.monMu.Lock()
+	n.monitor = sock
+	n.monMu.Unlock()
 	var once sync.Once
-	return events, func() { once.Do(func() { _ = mon.Close(); _ = c.CloseLasting() }) }, nil
+	return events, func() {
+		once.Do(func() {
+			n.monMu.Lock()
+			if n.monitor == sock {
+				n.monitor = nil
+			}
+			n.monMu.Unlock()
+			_ = mon.Close()
+			_ = c.CloseLasting()
+		})
+	}, nil
 }
 
 // ownThread reports whether tid is a thread of this process: the kernel

@@ -47,6 +47,13 @@ type Netlink struct {
 	lasting *nftables.Conn
 	// batches is the socket that commits transactions (see sendBatch).
 	batches *netlink.Conn
+
+	// monMu guards monitor, the socket of the running drift monitor, which
+	// quiet takes out of the multicast group during a commit (and holds
+	// across the commit); missed carries what Watch must report as Lost.
+	monMu   sync.Mutex
+	monitor *netlink.Conn
+	missed  chan string
 }
 
 // NewNetlink returns a Dataplane for the current network namespace.
@@ -54,7 +61,7 @@ func NewNetlink() *Netlink { return newNetlink(-1) }
 
 func newNetlink(fd int) *Netlink {
 	return &Netlink{netnsFd: fd, endpointMaps: map[Family]map[string]string{}, endpointMapSeq: uint64(time.Now().UnixNano()),
-		monitorReadBuffer: defaultMonitorReadBuffer}
+		monitorReadBuffer: defaultMonitorReadBuffer, missed: make(chan string, 1)}
 }
 
 // NewNetlinkInNamespace returns a Dataplane for the network namespace at
@@ -145,7 +152,10 @@ func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
 	if err != nil {
 		return err
 	}
-	if err := n.sendBatch(batch); err != nil {
+	resume := n.quiet()
+	err = n.sendBatch(batch)
+	resume(err == nil)
+	if err != nil {
 		return fmt.Errorf("commit %d operations to table %s %s: %w", len(tx.Ops), tx.Family, TableName, err)
 	}
 	commit()

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -267,10 +268,10 @@ func TestRejectedTransactionChangesNothing(t *testing.T) {
 }
 
 // TestWatchSurvivesLostNotifications gives the monitor a tiny receive
-// buffer and commits a large table, so that the kernel drops notifications
-// (ENOBUFS), as nftproxy's own full sync of 30,000 Services does with the
-// normal buffer. Watch must report the loss and keep watching: a chain
-// flushed by another process afterwards is still reported.
+// buffer and lets another process commit a large table, so that the kernel
+// drops notifications (ENOBUFS). Watch must report the loss and keep
+// watching: a chain of nftproxy's flushed by another process afterwards is
+// still reported.
 func TestWatchSurvivesLostNotifications(t *testing.T) {
 	netns.RequireRoot(t)
 	ns := netns.New(t, "nfp-mon")
@@ -287,16 +288,38 @@ func TestWatchSurvivesLostNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ports []model.ServicePortState
-	for i := range 300 {
-		ports = append(ports, testPort("ns1", fmt.Sprintf("s%d", i), 80, fmt.Sprintf("10.96.%d.%d", i>>8, i&0xff),
-			fmt.Sprintf("10.244.%d.%d:8080", i>>8, i&0xff), fmt.Sprintf("10.245.%d.%d:8080", i>>8, i&0xff)))
-	}
+	ports := []model.ServicePortState{testPort("ns1", "s0", 80, "10.96.0.1", "10.244.0.1:8080")}
 	rs := testGenerator("10.244.0.0/16").Ruleset(ports)
 	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
 		t.Fatal(err)
 	}
-	next := func(what string) Change {
+	next := nextChange(t, changes)
+	var big strings.Builder
+	big.WriteString("table ip other {\n\tchain c {\n")
+	for i := range 3000 {
+		fmt.Fprintf(&big, "\t\tip daddr 10.%d.%d.1 accept\n", i>>8, i&0xff)
+	}
+	big.WriteString("\t}\n}\n")
+	file := filepath.Join(t.TempDir(), "big.nft")
+	os.WriteFile(file, []byte(big.String()), 0o644)
+	ns.MustRun(t, "nft", "-f", file)
+	if ch := next("after another process committed 3,000 rules"); !ch.Lost {
+		t.Fatalf("first change = %+v, want Lost", ch)
+	}
+	chain := ServiceChainName(ports[0].Name)
+	ns.MustRun(t, "nft", "flush", "chain", "ip", TableName, chain)
+	ch := next("after another process flushed " + chain)
+	for ch.Lost { // the same overflow may be reported more than once
+		ch = next("after another process flushed " + chain)
+	}
+	if !ch.Ours || !strings.HasPrefix(ch.Process, "nft[") {
+		t.Errorf("change = %+v, want one of nftproxy's chains changed by nft", ch)
+	}
+}
+
+// nextChange returns a function that waits up to 5 s for the next Change.
+func nextChange(t *testing.T, changes <-chan Change) func(what string) Change {
+	return func(what string) Change {
 		t.Helper()
 		select {
 		case ch, ok := <-changes:
@@ -309,16 +332,47 @@ func TestWatchSurvivesLostNotifications(t *testing.T) {
 		}
 		return Change{}
 	}
-	if ch := next("after a commit of ~5,000 objects"); !ch.Lost {
-		t.Fatalf("first change = %+v, want Lost", ch)
+}
+
+// TestOwnCommitsAreQuietAndUnseenCommitsReported: while the drift monitor
+// runs, nftproxy's own large commit makes the kernel notify nobody (the
+// monitor leaves the group for it), so nothing is reported; a commit by
+// another process inside that window is not seen as such, but the
+// generation id tells, and Watch reports it as Missed.
+func TestOwnCommitsAreQuietAndUnseenCommitsReported(t *testing.T) {
+	netns.RequireRoot(t)
+	ns := netns.New(t, "nfp-quiet")
+	dp, f, err := NewNetlinkInNamespace(ns.Path())
+	if err != nil {
+		t.Fatal(err)
 	}
-	chain := ServiceChainName(ports[0].Name)
-	ns.MustRun(t, "nft", "flush", "chain", "ip", TableName, chain)
-	ch := next("after another process flushed " + chain)
-	for ch.Lost { // the same overflow may be reported more than once
-		ch = next("after another process flushed " + chain)
+	defer f.Close()
+	defer dp.Close()
+	dp.monitorReadBuffer = 4096 // a single notification of 300 Services' objects would overflow it
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changes, err := dp.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if !ch.Ours || !strings.HasPrefix(ch.Process, "nft[") {
-		t.Errorf("change = %+v, want one of nftproxy's chains changed by nft", ch)
+	var ports []model.ServicePortState
+	for i := range 300 {
+		ports = append(ports, testPort("ns1", fmt.Sprintf("s%d", i), 80, fmt.Sprintf("10.96.%d.%d", i>>8, i&0xff),
+			fmt.Sprintf("10.244.%d.%d:8080", i>>8, i&0xff), fmt.Sprintf("10.245.%d.%d:8080", i>>8, i&0xff)))
+	}
+	rs := testGenerator("10.244.0.0/16").Ruleset(ports)
+	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case ch := <-changes:
+		t.Fatalf("nftproxy's own commit was reported: %+v", ch)
+	case <-time.After(500 * time.Millisecond):
+	}
+	resume := dp.quiet()
+	ns.MustRun(t, "nft", "add", "table", "ip", "someone-else")
+	resume(false)
+	if ch := nextChange(t, changes)("after a commit unseen by the monitor"); !ch.Missed || !ch.Lost {
+		t.Errorf("change = %+v, want Missed", ch)
 	}
 }

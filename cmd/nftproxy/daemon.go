@@ -267,7 +267,10 @@ func (d *daemon) watchDrift(ctx context.Context) {
 			// the monitor; what can be checked cheaply is checked below.
 			klog.InfoS("nftables monitor lost notifications; checking the map elements", "detail", ch.What)
 		}
-		if ch.Lost || !ch.Ours {
+		if ch.Missed {
+			klog.InfoS("Other processes committed to nftables while nftproxy committed; checking the whole table", "detail", ch.What)
+			reason = "unseen commits"
+		} else if ch.Lost || !ch.Ours {
 			if !d.mapsChanged() {
 				continue
 			}

@@ -63,6 +63,7 @@ func main() {
 	iptOut := flag.String("iptables", "", "also write the compat view of the ruleset (iptables-save text) to this file")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole probe to this file")
 	memProfile := flag.String("memprofile", "", "write a heap profile (allocations) to this file at the end")
+	watch := flag.Bool("watch", false, "run the drift monitor during the syncs, as the daemon does")
 	flag.Parse()
 	if *nsPath == "" || *n < 1 || *endpoints < 2 {
 		fmt.Fprintln(os.Stderr, "scaleprobe: -netns is required, -n must be positive and -endpoints at least 2")
@@ -79,7 +80,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rep, err := probe(*n, *endpoints, *nsPath, *nftOut, *iptOut)
+	rep, err := probe(*n, *endpoints, *nsPath, *nftOut, *iptOut, *watch)
 	if err == nil && *memProfile != "" {
 		err = writeHeapProfile(*memProfile)
 	}
@@ -105,13 +106,27 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
-func probe(n, endpoints int, nsPath, nftOut, iptOut string) (*Report, error) {
+func probe(n, endpoints int, nsPath, nftOut, iptOut string, watch bool) (*Report, error) {
 	dp, f, err := nftgen.NewNetlinkInNamespace(nsPath)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
 	defer dp.Close()
+	if watch {
+		// As the daemon: the drift monitor listens while nftproxy commits.
+		wctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		changes, err := dp.Watch(wctx)
+		if err != nil {
+			return nil, err
+		}
+		go func() {
+			for ch := range changes {
+				fmt.Fprintf(os.Stderr, "scaleprobe: drift monitor: %+v\n", ch)
+			}
+		}()
+	}
 	g, err := nftgen.NewGenerator(nftgen.Config{
 		Family:        nftgen.FamilyIPv4,
 		MasqueradeBit: 14,
