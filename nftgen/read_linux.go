@@ -15,6 +15,57 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// tableRules lists every rule of table in one dump request, by chain.
+// google/nftables can only list the rules of one chain per request, and the
+// kernel finds that chain by walking all of them: a dump per chain is
+// quadratic in the number of chains (minutes at 30,000 Services). The
+// dump's messages are decoded by google/nftables all the same, handed to
+// it as the answer to a request on a connection that never reaches the
+// kernel.
+func (n *Netlink) tableRules(table *nftables.Table) (map[string][]*nftables.Rule, error) {
+	nl, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: max(n.netnsFd, 0)})
+	if err != nil {
+		return nil, fmt.Errorf("open netfilter socket: %w", err)
+	}
+	defer nl.Close()
+	attrs, err := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFTA_RULE_TABLE, Data: []byte(table.Name + "\x00")}})
+	if err != nil {
+		return nil, err
+	}
+	req := netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE), Flags: netlink.Request | netlink.Dump},
+		Data:   append([]byte{byte(table.Family), unix.NFNETLINK_V0, 0, 0}, attrs...),
+	}
+	replies, err := nl.Execute(req)
+	if err != nil {
+		return nil, fmt.Errorf("dump rules: %w", err)
+	}
+	answered := false
+	dec, err := nftables.New(nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
+		if answered || len(reqs) == 0 {
+			return nil, nil
+		}
+		answered = true
+		// The multi-part answer ends with Done, which Execute took off;
+		// without it the decoding side loses the last rule.
+		return append(replies, netlink.Message{Header: netlink.Header{Type: netlink.Done, Flags: netlink.Multi}, Data: make([]byte, 4)}), nil
+	}))
+	if err != nil {
+		return nil, err
+	}
+	rules, err := dec.GetRules(table, &nftables.Chain{Table: table})
+	if err != nil {
+		return nil, fmt.Errorf("decode rules: %w", err)
+	}
+	out := map[string][]*nftables.Rule{}
+	for _, r := range rules {
+		if r.Chain != nil {
+			out[r.Chain.Name] = append(out[r.Chain.Name], r)
+		}
+	}
+	return out, nil
+}
+
 // Read reads the family's table back from the kernel and decodes it into
 // a TableState; nil and no error when the table does not exist. It lists
 // the whole table, so it is for the compat view and tools, not for syncs.
@@ -87,6 +138,10 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 		m, ok := anon[name]
 		return m.targets, m.comments, ok
 	}}
+	byChain, err := n.tableRules(table)
+	if err != nil {
+		return nil, fmt.Errorf("list rules of %s %s: %w", f, TableName, err)
+	}
 	for _, ch := range chains {
 		if ch.Table.Name != TableName {
 			continue
@@ -95,11 +150,7 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 		if ch.Hooknum != nil && ch.Priority != nil {
 			out.Base = &BaseChain{Type: ChainType(ch.Type), Hook: hookName(*ch.Hooknum), Priority: int32(*ch.Priority)}
 		}
-		rules, err := c.GetRules(table, ch)
-		if err != nil {
-			return nil, fmt.Errorf("list rules of %s: %w", ch.Name, err)
-		}
-		for _, r := range rules {
+		for _, r := range byChain[ch.Name] {
 			comment, _ := userdata.GetString(r.UserData, userdata.TypeComment)
 			out.Rules = append(out.Rules, Rule{Stmts: dec.decode(r.Exprs), Comment: comment})
 		}
