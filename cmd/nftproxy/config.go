@@ -282,6 +282,26 @@ func validateMode(mode string) error {
 	return usageError{fmt.Errorf("--proxy-mode %q is not supported: nftproxy implements iptables-mode semantics on nftables and accepts \"iptables\" or \"nftables\"", mode)}
 }
 
+// validateSyncPeriods checks the sync periods as kube-proxy validates its
+// configuration: a sync period of 0 or less would make the sync loop spin.
+func (o *options) validateSyncPeriods() error {
+	field := func(flag, cfg string) string {
+		if o.kp.configFile != "" {
+			return fmt.Sprintf("%s (iptables.%s in %s)", flag, cfg, o.kp.configFile)
+		}
+		return flag
+	}
+	switch {
+	case o.syncPeriod <= 0:
+		return usageError{fmt.Errorf("%s: %v must be greater than 0", field("--iptables-sync-period", "syncPeriod"), o.syncPeriod)}
+	case o.minSyncPeriod < 0:
+		return usageError{fmt.Errorf("%s: %v must be 0 or more", field("--iptables-min-sync-period", "minSyncPeriod"), o.minSyncPeriod)}
+	case o.minSyncPeriod > o.syncPeriod:
+		return usageError{fmt.Errorf("%s: %v must be greater than or equal to %s (%v)", field("--iptables-sync-period", "syncPeriod"), o.syncPeriod, field("--iptables-min-sync-period", "minSyncPeriod"), o.minSyncPeriod)}
+	}
+	return nil
+}
+
 // effectiveConfig returns the configuration in effect, as kube-proxy's
 // /configz shows it.
 func (o *options) effectiveConfig() *proxyv1alpha1.KubeProxyConfiguration {

@@ -439,7 +439,7 @@ func (d *daemon) problem(p model.Problem) {
 
 // watchFile re-reads the objects file when it changes.
 func (d *daemon) watchFile(ctx context.Context) {
-	last := modTime(d.opts.objects)
+	w := fileWatch{path: d.opts.objects, last: statFile(d.opts.objects)}
 	tick := time.NewTicker(max(d.opts.minSyncPeriod, 100*time.Millisecond))
 	defer tick.Stop()
 	for {
@@ -448,14 +448,12 @@ func (d *daemon) watchFile(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		m := modTime(d.opts.objects)
-		if m.Equal(last) {
+		if !w.changedAndSettled(time.Now()) {
 			continue
 		}
-		last = m
 		objs, err := objfile.Load(d.opts.objects)
 		if err != nil {
-			klog.ErrorS(err, "Cannot read objects file; keeping the current rules")
+			klog.ErrorS(err, "Cannot use the objects file; keeping the current rules (write it elsewhere and rename it over the old one to replace it atomically)")
 			continue
 		}
 		d.mu.Lock()
@@ -463,6 +461,51 @@ func (d *daemon) watchFile(ctx context.Context) {
 		d.mu.Unlock()
 		d.changed(false)
 	}
+}
+
+// fileSettle is how long an objects file must stay unchanged after a
+// change before it is read, so that a file still being written (a shell
+// redirect truncates it first) is not taken for the new state.
+const fileSettle = 200 * time.Millisecond
+
+// fileState is what tells that a file changed.
+type fileState struct {
+	mod  time.Time
+	size int64
+}
+
+func statFile(path string) fileState {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fileState{}
+	}
+	return fileState{mod: st.ModTime(), size: st.Size()}
+}
+
+// fileWatch notices changes of a file and reports one once the file has
+// stayed the same for fileSettle.
+type fileWatch struct {
+	path    string
+	last    fileState // what was last read
+	pending fileState // what was last seen, if different
+	since   time.Time // when pending was first seen
+}
+
+func (w *fileWatch) changedAndSettled(now time.Time) bool {
+	cur := statFile(w.path)
+	if cur == w.last {
+		w.since = time.Time{}
+		return false
+	}
+	if w.since.IsZero() || cur != w.pending {
+		w.pending, w.since = cur, now
+		return false
+	}
+	if now.Sub(w.since) < fileSettle {
+		return false
+	}
+	w.last, w.since = cur, time.Time{}
+	return true
 }
 
 // replaceAll makes store hold exactly the objects in objs.
@@ -480,10 +523,3 @@ func replaceAll(store *model.Store, objs *objfile.Objects) {
 	fill(store, objs)
 }
 
-func modTime(path string) time.Time {
-	st, err := os.Stat(path)
-	if err != nil {
-		return time.Time{}
-	}
-	return st.ModTime()
-}

@@ -106,6 +106,10 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
 		return 2
 	}
+	if err := opts.validateSyncPeriods(); err != nil {
+		fmt.Fprintln(os.Stderr, "nftproxy:", err)
+		return 2
+	}
 	warnNoEffect(fs)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -57,6 +57,9 @@ func TestBadInputExitsWith2(t *testing.T) {
 		{[]string{"render", "--objects", "/nonexistent"}, "no such file"},
 		{[]string{"render", "--objects", "../../deploy/examples/services.yaml", "--cluster-cidr", "10.0.0.0/33"}, "--cluster-cidr"},
 		{[]string{"render", "--objects", "../../deploy/examples/services.yaml", "--masquerade-bit", "40"}, "outside 0..31"},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--iptables-sync-period", "0"}, "--iptables-sync-period: 0s must be greater than 0"},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--iptables-sync-period", "-1s"}, "must be greater than 0"},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--iptables-sync-period", "1s", "--iptables-min-sync-period", "2s"}, "must be greater than or equal to --iptables-min-sync-period"},
 		{[]string{"--no-such-flag"}, "unknown flag"},
 	}
 	for _, tt := range tests {

@@ -16,6 +16,7 @@ import (
 	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/model"
 	"github.com/nftproxy/nftproxy/proxier/objfile"
+	"github.com/nftproxy/nftproxy/proxier/source"
 )
 
 // options are the command-line flags. Flags that shape rules keep
@@ -248,11 +249,20 @@ func loadObjects(path string) (*objfile.Objects, error) {
 }
 
 // fill loads objs into store, logging slices it cannot use.
+// fill puts objs into store, leaving out what kube-proxy's informers would
+// not see (Services another proxy handles, headless Services' slices).
 func fill(store *model.Store, objs *objfile.Objects) {
 	for _, svc := range objs.Services {
+		if !source.Selected(svc.Labels) {
+			klog.V(2).InfoS("Ignoring Service by its labels, as kube-proxy does", "service", klog.KObj(svc))
+			continue
+		}
 		store.SetService(svc)
 	}
 	for _, sl := range objs.EndpointSlices {
+		if !source.Selected(sl.Labels) {
+			continue
+		}
 		if p := store.SetEndpointSlice(sl); p != nil {
 			logProblem(*p)
 		}

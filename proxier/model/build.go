@@ -64,7 +64,9 @@ func ServicePorts(svc *v1.Service) ([]ServicePort, []Problem) {
 	externalIPs := parseAddrs(svc.Spec.ExternalIPs, "spec.externalIPs", report)
 	var lbIPs []netip.Addr
 	for i, ing := range svc.Status.LoadBalancer.Ingress {
-		if ing.IP == "" {
+		// ipMode Proxy: the load balancer delivers to the node itself, so
+		// kube-proxy programs nothing for the IP (proxyutil.IsVIPMode).
+		if ing.IP == "" || (ing.IPMode != nil && *ing.IPMode != v1.LoadBalancerIPModeVIP) {
 			continue
 		}
 		a, err := netip.ParseAddr(ing.IP)
@@ -270,10 +272,8 @@ func endpointFrom(addr netip.Addr, port uint16, ep discovery.Endpoint) Endpoint 
 		Ready:       ep.Conditions.Ready == nil || *ep.Conditions.Ready,
 		Terminating: ep.Conditions.Terminating != nil && *ep.Conditions.Terminating,
 	}
-	e.Serving = e.Ready
-	if ep.Conditions.Serving != nil {
-		e.Serving = *ep.Conditions.Serving
-	}
+	// Unset means serving, as for ready (kube-proxy's EndpointSliceCache).
+	e.Serving = ep.Conditions.Serving == nil || *ep.Conditions.Serving
 	if ep.NodeName != nil {
 		e.NodeName = *ep.NodeName
 	}

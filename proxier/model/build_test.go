@@ -134,12 +134,17 @@ func TestEndpoints(t *testing.T) {
 		eps, _ := Endpoints(svc1, []*discovery.EndpointSlice{slice("a", "p80", 8080,
 			epSpec{ip: "10.0.0.1"},
 			epSpec{ip: "10.0.0.2", ready: ptr(false)},
-			epSpec{ip: "10.0.0.3", ready: ptr(false), serving: ptr(true), terminating: ptr(true)})})
+			epSpec{ip: "10.0.0.3", ready: ptr(false), serving: ptr(true), terminating: ptr(true)},
+			epSpec{ip: "10.0.0.4", ready: ptr(false), terminating: ptr(true)},
+			epSpec{ip: "10.0.0.5", ready: ptr(false), serving: ptr(false)})})
 		got := eps[p80]
+		// Unset ready and serving mean true, unset terminating false.
 		want := []Endpoint{
 			{Addr: netip.MustParseAddr("10.0.0.1"), Port: 8080, Ready: true, Serving: true},
-			{Addr: netip.MustParseAddr("10.0.0.2"), Port: 8080},
+			{Addr: netip.MustParseAddr("10.0.0.2"), Port: 8080, Serving: true},
 			{Addr: netip.MustParseAddr("10.0.0.3"), Port: 8080, Serving: true, Terminating: true},
+			{Addr: netip.MustParseAddr("10.0.0.4"), Port: 8080, Serving: true, Terminating: true},
+			{Addr: netip.MustParseAddr("10.0.0.5"), Port: 8080},
 		}
 		if len(got) != len(want) {
 			t.Fatalf("got %+v", got)
@@ -251,4 +256,20 @@ func endpointList(eps []Endpoint) string {
 		out = append(out, e.String())
 	}
 	return strings.Join(out, " ")
+}
+
+// TestLoadBalancerIPModeProxyIsLeftToTheLoadBalancer: kube-proxy programs
+// only VIP-mode ingress IPs (ipMode unset or VIP).
+func TestLoadBalancerIPModeProxyIsLeftToTheLoadBalancer(t *testing.T) {
+	proxy, vip := v1.LoadBalancerIPModeProxy, v1.LoadBalancerIPModeVIP
+	ports, _ := ServicePorts(service(func(s *v1.Service) {
+		s.Spec.Type = v1.ServiceTypeLoadBalancer
+		s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{
+			{IP: "203.0.113.1"}, {IP: "203.0.113.2", IPMode: &vip}, {IP: "203.0.113.3", IPMode: &proxy}}
+	}))
+	got := ports[0].LoadBalancerIPs
+	want := []netip.Addr{netip.MustParseAddr("203.0.113.1"), netip.MustParseAddr("203.0.113.2")}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("LB IPs = %v, want %v", got, want)
+	}
 }

@@ -40,9 +40,19 @@ func Load(path string) (*Objects, error) {
 	return objs, nil
 }
 
-// Decode decodes the objects in data. An object that does not decode is an
-// error that names the object (kind, namespace/name, position) and the field.
+// ErrEmpty is returned for a file with nothing in it (not even an empty
+// List), which is what a shell redirect leaves while the writer has not
+// written yet: taken as "no Services", it would delete every rule.
+var ErrEmpty = errors.New("the file is empty; an empty cluster is written as a List with no items")
+
+// Decode decodes the objects in data and applies the API server's defaults
+// that kube-proxy relies on (see applyDefaults). An object that does not
+// decode is an error that names the object (kind, namespace/name,
+// position) and the field.
 func Decode(data []byte) (*Objects, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, ErrEmpty
+	}
 	objs := &Objects{Ignored: map[string]int{}}
 	docs, err := documents(data)
 	if err != nil {
@@ -53,7 +63,32 @@ func Decode(data []byte) (*Objects, error) {
 			return nil, err
 		}
 	}
+	objs.applyDefaults()
 	return objs, nil
+}
+
+// applyDefaults sets what the API server sets on objects it stores and
+// objects files may leave out: an EndpointSlice port's name ("") and
+// protocol (TCP), a Service port's protocol (TCP).
+func (o *Objects) applyDefaults() {
+	for _, sl := range o.EndpointSlices {
+		for i := range sl.Ports {
+			if sl.Ports[i].Name == nil {
+				sl.Ports[i].Name = new(string)
+			}
+			if sl.Ports[i].Protocol == nil {
+				tcp := v1.ProtocolTCP
+				sl.Ports[i].Protocol = &tcp
+			}
+		}
+	}
+	for _, svc := range o.Services {
+		for i := range svc.Spec.Ports {
+			if svc.Spec.Ports[i].Protocol == "" {
+				svc.Spec.Ports[i].Protocol = v1.ProtocolTCP
+			}
+		}
+	}
 }
 
 // documents splits data into JSON documents.

@@ -1,6 +1,7 @@
 package objfile
 
 import (
+	"errors"
 	"strings"
 	"testing"
 )
@@ -78,5 +79,43 @@ func TestDecodeErrorsNameObjectAndField(t *testing.T) {
 				t.Errorf("error = %v, want it to contain %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestEmptyFileIsRefusedAndDefaultsApplied: an empty file is not an empty
+// cluster (an empty List is); objects get the API server's defaults.
+func TestEmptyFileIsRefusedAndDefaultsApplied(t *testing.T) {
+	for _, data := range []string{"", "  \n\t\n"} {
+		if _, err := Decode([]byte(data)); !errors.Is(err, ErrEmpty) {
+			t.Errorf("Decode(%q) = %v, want ErrEmpty", data, err)
+		}
+	}
+	objs, err := Decode([]byte("apiVersion: v1\nkind: List\nitems: []\n"))
+	if err != nil || len(objs.Services) != 0 {
+		t.Errorf("empty List: %v, %v", objs, err)
+	}
+	objs, err = Decode([]byte(`
+apiVersion: v1
+kind: Service
+metadata: {namespace: ns, name: web}
+spec:
+  clusterIP: 10.96.0.1
+  ports: [{port: 80}]
+---
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata: {namespace: ns, name: web-1, labels: {kubernetes.io/service-name: web}}
+addressType: IPv4
+ports: [{port: 8080}]
+endpoints: [{addresses: [10.0.0.1]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := objs.EndpointSlices[0].Ports[0]; p.Name == nil || *p.Name != "" || p.Protocol == nil || *p.Protocol != "TCP" {
+		t.Errorf("slice port not defaulted: %+v", p)
+	}
+	if p := objs.Services[0].Spec.Ports[0]; p.Protocol != "TCP" {
+		t.Errorf("service port not defaulted: %+v", p)
 	}
 }

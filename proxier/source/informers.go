@@ -45,6 +45,14 @@ func Selector() string {
 	return labels.NewSelector().Add(*noProxyName, *noHeadless).String()
 }
 
+// Selected reports whether an object with these labels is one kube-proxy
+// watches (see Selector); objects files are filtered with it too.
+func Selected(l map[string]string) bool {
+	_, proxyName := l[LabelServiceProxyName]
+	_, headless := l[v1.IsHeadlessService]
+	return !proxyName && !headless
+}
+
 // Replacer receives, after (re)starting the informers, the complete lists
 // they synced, so that objects deleted while the API server was away are
 // removed.

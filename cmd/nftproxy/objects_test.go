@@ -1,0 +1,80 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+const labelledObjects = `apiVersion: v1
+kind: Service
+metadata: {namespace: ns, name: mine}
+spec: {clusterIP: 10.96.0.1, ports: [{name: http, port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {namespace: ns, name: theirs, labels: {service.kubernetes.io/service-proxy-name: other-proxy}}
+spec: {clusterIP: 10.96.0.2, ports: [{name: http, port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {namespace: aaa, name: thief}
+spec: {clusterIP: 10.96.0.3, externalIPs: [10.96.0.10], ports: [{name: http, port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {namespace: kube-system, name: kube-dns}
+spec: {clusterIP: 10.96.0.10, ports: [{name: http, port: 80}]}
+`
+
+// TestRenderFiltersLikeKubeProxysInformersAndClaimsLikeSync: render leaves
+// out Services another proxy handles (kube-proxy's informers never see
+// them) and decides conflicts as a live sync does: kube-dns keeps its
+// cluster IP against another Service's external IP.
+func TestRenderFiltersLikeKubeProxysInformersAndClaimsLikeSync(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "objects.yaml")
+	os.WriteFile(f, []byte(labelledObjects), 0o644)
+	code, out, stderr := captureRun(t, "render", "--objects", f)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(out, "10.96.0.1 . tcp . 80") || strings.Contains(out, "10.96.0.2 ") {
+		t.Errorf("want ns/mine and not ns/theirs:\n%s", out)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "10.96.0.10 ") && !strings.Contains(line, "kube-system/kube-dns") {
+			t.Errorf("kube-dns's cluster IP taken: %s", line)
+		}
+	}
+}
+
+// TestFileWatchWaitsForTheFileToSettle: a change is reported only once the
+// file has stayed the same for fileSettle.
+func TestFileWatchWaitsForTheFileToSettle(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "objects.yaml")
+	os.WriteFile(f, []byte("a"), 0o644)
+	w := fileWatch{path: f, last: statFile(f)}
+	now := time.Now()
+	if w.changedAndSettled(now) {
+		t.Fatal("reported without a change")
+	}
+	os.WriteFile(f, []byte("ab"), 0o644)
+	if w.changedAndSettled(now) {
+		t.Fatal("reported a change at once")
+	}
+	os.WriteFile(f, []byte("abc"), 0o644) // still being written
+	if w.changedAndSettled(now.Add(fileSettle)) {
+		t.Fatal("reported a file that changed again")
+	}
+	if w.changedAndSettled(now.Add(fileSettle + fileSettle/2)) {
+		t.Fatal("reported before the file stayed the same for fileSettle")
+	}
+	if !w.changedAndSettled(now.Add(3 * fileSettle)) {
+		t.Fatal("a settled change was not reported")
+	}
+	if w.changedAndSettled(now.Add(4 * fileSettle)) {
+		t.Fatal("the same change was reported twice")
+	}
+}
