@@ -522,4 +522,3 @@ func replaceAll(store *model.Store, objs *objfile.Objects) {
 	store.ReplaceEndpointSlices(nil)
 	fill(store, objs)
 }
-
