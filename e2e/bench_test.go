@@ -234,7 +234,9 @@ type probeStep struct {
 // probeReport is scaleprobe's output.
 type probeReport struct {
 	Cold, Add, Change, Delete probeStep
-	PeakRSSMiB                float64 `json:"peak_rss_mib"`
+	FloorAdd                  probeStep `json:"floor_add"`
+	FloorDelete               probeStep `json:"floor_delete"`
+	PeakRSSMiB                float64   `json:"peak_rss_mib"`
 }
 
 // loadResult is what loading rules as text cost.
@@ -322,24 +324,25 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 		}
 	}
 	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricPeakRSS, rep.PeakRSSMiB)
+	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricFloorAdd, 1000*rep.FloorAdd.Seconds)
+	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricFloorDel, 1000*rep.FloorDelete.Seconds)
 
 	// The compat view of what nftproxy programmed is kube-proxy's
 	// iptables-save; the probed Service is the last in KUBE-SERVICES.
-	// scaleprobe renders it from the ruleset it programmed; reading it back
-	// from the kernel (nftproxy save) takes a dump per chain, so the two are
-	// compared at small sizes only.
+	// scaleprobe renders it from the ruleset it programmed; nftproxy save
+	// reads it back from the kernel, and the two must agree.
 	save, err := os.ReadFile(saveFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n <= 1000 {
-		fromKernel, err := ours.node.Command(nftproxyBinary, "save").Output()
-		if err != nil {
-			t.Fatalf("nftproxy save: %v", err)
-		}
-		if a, b := withoutComments(fromKernel), withoutComments(save); a != b {
-			t.Fatalf("nftproxy save differs from the compat view of the programmed ruleset (%d vs %d bytes)", len(a), len(b))
-		}
+	start := time.Now()
+	fromKernel, err := ours.node.Command(nftproxyBinary, "save").Output()
+	if err != nil {
+		t.Fatalf("nftproxy save: %v", err)
+	}
+	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricSave, time.Since(start).Seconds())
+	if a, b := withoutComments(fromKernel), withoutComments(save); a != b {
+		t.Fatalf("nftproxy save differs from the compat view of the programmed ruleset (%d vs %d bytes)", len(a), len(b))
 	}
 	matches := serviceRuleRE.FindAllSubmatch(save, -1)
 	if len(matches) != n {
@@ -380,6 +383,13 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 			t.Fatal(err)
 		}
 		t.Logf("%s: %.3f s, peak RSS %.0f MiB, timed out %v", l.name, r.seconds, r.rssMiB, r.timedOut)
+		if l.name == benchreport.IptablesLegacy && !r.timedOut {
+			start := time.Now()
+			if _, err := ns.Command("iptables-legacy-save").Output(); err != nil {
+				t.Fatalf("iptables-legacy-save: %v", err)
+			}
+			res.Add(cp, l.name, n, benchreport.MetricSave, time.Since(start).Seconds())
+		}
 		res.Add(cp, l.name, n, benchreport.MetricLoad, r.seconds)
 		res.Add(cp, l.name, n, benchreport.MetricPeakRSS, r.rssMiB)
 		if r.timedOut {

@@ -21,7 +21,9 @@ import (
 	"net/netip"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"syscall"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -46,13 +48,54 @@ type Step struct {
 
 // Report is what scaleprobe prints.
 type Report struct {
-	Services   int     `json:"services"`
-	Endpoints  int     `json:"endpoints"`
-	Cold       Step    `json:"cold"`
-	Add        Step    `json:"add"`
-	Change     Step    `json:"change"`
-	Delete     Step    `json:"delete"`
-	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	Services  int  `json:"services"`
+	Endpoints int  `json:"endpoints"`
+	Cold      Step `json:"cold"`
+	Add       Step `json:"add"`
+	Change    Step `json:"change"`
+	Delete    Step `json:"delete"`
+	// FloorAdd and FloorDelete are the kernel's own floor for a commit to
+	// the loaded table: one jump rule added to a scratch chain, and that
+	// rule deleted (the median of floorRounds each).
+	FloorAdd    Step    `json:"floor_add"`
+	FloorDelete Step    `json:"floor_delete"`
+	PeakRSSMiB  float64 `json:"peak_rss_mib"`
+}
+
+// floorRounds is how many times the kernel floor is measured.
+const floorRounds = 5
+
+// kernelFloor measures the smallest commits that still make the kernel
+// validate the loaded table: adding one jump rule, and deleting it.
+func kernelFloor(ctx context.Context, dp nftgen.Dataplane) (add, del Step, err error) {
+	const scratch = "nftproxy-bench-scratch"
+	apply := func(ops ...nftgen.Op) (float64, error) {
+		start := time.Now()
+		err := dp.Apply(ctx, &nftgen.Transaction{Family: nftgen.FamilyIPv4, Ops: ops})
+		return time.Since(start).Seconds(), err
+	}
+	if _, err := apply(nftgen.Op{Kind: nftgen.OpAddChain, Name: scratch}); err != nil {
+		return add, del, fmt.Errorf("scratch chain: %w", err)
+	}
+	rule := nftgen.NewRule("", nftgen.Verdict{Kind: nftgen.VerdictJump, Chain: nftgen.ChainMarkMasq})
+	var adds, dels []float64
+	for range floorRounds {
+		a, err := apply(nftgen.Op{Kind: nftgen.OpAddRule, Name: scratch, Rule: &rule})
+		if err != nil {
+			return add, del, fmt.Errorf("floor add: %w", err)
+		}
+		d, err := apply(nftgen.Op{Kind: nftgen.OpFlushChain, Name: scratch})
+		if err != nil {
+			return add, del, fmt.Errorf("floor delete: %w", err)
+		}
+		adds, dels = append(adds, a), append(dels, d)
+	}
+	if _, err := apply(nftgen.Op{Kind: nftgen.OpDeleteChain, Name: scratch}); err != nil {
+		return add, del, fmt.Errorf("scratch chain: %w", err)
+	}
+	slices.Sort(adds)
+	slices.Sort(dels)
+	return Step{Seconds: adds[floorRounds/2], Ops: 1, Messages: 1}, Step{Seconds: dels[floorRounds/2], Ops: 1, Messages: 1}, nil
 }
 
 func main() {
@@ -185,6 +228,9 @@ func probe(n, endpoints int, nsPath, nftOut, iptOut string, watch bool) (*Report
 	store.DeleteEndpointSlice(extraSlice.Namespace, extraSlice.Name)
 	store.DeleteService(types.NamespacedName{Namespace: extra.Namespace, Name: extra.Name})
 	if rep.Delete, err = sync("delete one Service", n*endpoints); err != nil {
+		return nil, err
+	}
+	if rep.FloorAdd, rep.FloorDelete, err = kernelFloor(ctx, dp); err != nil {
 		return nil, err
 	}
 	var ru syscall.Rusage
