@@ -18,12 +18,16 @@ import (
 // for make test.
 const swapServices = 2000
 
-// TestSwapFromKubeProxyLosesNoConnection: kube-proxy's own iptables proxier
+// TestSwapResyncAndRestartLoseNoConnection: kube-proxy's own iptables proxier
 // (the oracle, iptables-legacy) programs the node for 2,000 Services; a
 // client opens a new connection to one of them every 5 ms; then the
 // nftproxy daemon starts on the same objects. It programs its table first
-// and removes kube-proxy's rules only after, so no connection fails.
-func TestSwapFromKubeProxyLosesNoConnection(t *testing.T) {
+// and removes kube-proxy's rules only after, so no connection fails. Then,
+// under the same traffic, another process flushes a chain (the drift
+// monitor makes the daemon rewrite the live table) and the daemon is
+// killed and restarted (the new one adopts the table): no connection fails
+// either.
+func TestSwapResyncAndRestartLoseNoConnection(t *testing.T) {
 	oracle, pathDir := findOracle(t)
 	tp := NewTopology(t, echoBinary)
 	var ips []string
@@ -88,7 +92,7 @@ func TestSwapFromKubeProxyLosesNoConnection(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 
 	start := time.Now()
-	startNftproxy(t, filepath.Join(dir, "nftproxy.log"), "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+	daemon := startNftproxy(t, filepath.Join(dir, "nftproxy.log"), "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
 		"--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0")
 	var programmed, removed time.Duration
 	deadline := time.Now().Add(90 * time.Second)
@@ -109,13 +113,55 @@ func TestSwapFromKubeProxyLosesNoConnection(t *testing.T) {
 		}
 	}
 	time.Sleep(time.Second)
+	t.Logf("nftproxy hooked in after %v, kube-proxy's rules gone after %v", programmed, removed)
+
+	// A forced full resync of the live table: another process flushes an
+	// unrelated Service's chain, the drift monitor sees it and the whole
+	// table is rewritten in one transaction.
+	flushed := "KUBE-SVC-" // of scale/svc-0, found in the table
+	table := tp.Node.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+	for _, line := range strings.Split(table, "\n") {
+		if strings.Contains(line, "scale/svc-0:http cluster IP") && strings.Contains(line, "goto KUBE-SVC-") {
+			flushed = line[strings.Index(line, "KUBE-SVC-"):]
+			flushed = strings.Fields(strings.TrimRight(flushed, ","))[0]
+		}
+	}
+	tp.Node.MustRun(t, "nft", "flush", "chain", "ip", "nftproxy", flushed)
+	start = time.Now()
+	if err := waitFor(10*time.Second, func() error {
+		if out, _ := tp.Node.Run("nft", "list", "chain", "ip", "nftproxy", flushed); !strings.Contains(out, "goto KUBE-SEP-") {
+			return fmt.Errorf("chain %s still empty", flushed)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("flushed chain %s repaired by a full resync after %v", flushed, time.Since(start))
+	time.Sleep(time.Second)
+
+	// Restart adoption: a new process takes over the live table.
+	daemon.Process.Kill()
+	daemon.Wait()
+	startNftproxy(t, filepath.Join(dir, "nftproxy-2.log"), "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+		"--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "127.0.0.1:10299")
+	start = time.Now()
+	if err := waitFor(30*time.Second, func() error {
+		if code, body, err := httpGetStatus(tp.Node, "http://127.0.0.1:10299/healthz"); err != nil || code != 200 {
+			return fmt.Errorf("healthz: %d %s %v", code, body, err)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted nftproxy healthy after %v", time.Since(start))
+	time.Sleep(time.Second)
 	close(stop)
 	<-done
-	t.Logf("nftproxy hooked in after %v, kube-proxy's rules gone after %v; %d connections, %d failed", programmed, removed, sent.Load(), failed.Load())
+	t.Logf("%d connections, %d failed", sent.Load(), failed.Load())
 	if failed.Load() > 0 {
-		t.Errorf("%d of %d connections failed during the swap; first: %v", failed.Load(), sent.Load(), firstErr.Load())
+		t.Errorf("%d of %d connections failed during the swap, the resync or the restart; first: %v", failed.Load(), sent.Load(), firstErr.Load())
 	}
-	if sent.Load() < 100 {
+	if sent.Load() < 500 {
 		t.Errorf("only %d connections were tried", sent.Load())
 	}
 }
