@@ -27,6 +27,16 @@ apiVersion: v1
 kind: Service
 metadata: {namespace: kube-system, name: kube-dns}
 spec: {clusterIP: 10.96.0.10, ports: [{name: http, port: 80}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {namespace: ns, name: np-a}
+spec: {type: NodePort, clusterIP: 10.96.0.20, ports: [{name: http, port: 80, nodePort: 30080}]}
+---
+apiVersion: v1
+kind: Service
+metadata: {namespace: ns, name: np-b}
+spec: {type: NodePort, clusterIP: 10.96.0.21, ports: [{name: http, port: 80, nodePort: 30080}]}
 `
 
 // TestRenderFiltersLikeKubeProxysInformersAndClaimsLikeSync: render leaves
@@ -47,6 +57,14 @@ func TestRenderFiltersLikeKubeProxysInformersAndClaimsLikeSync(t *testing.T) {
 		if strings.Contains(line, "10.96.0.10 ") && !strings.Contains(line, "kube-system/kube-dns") {
 			t.Errorf("kube-dns's cluster IP taken: %s", line)
 		}
+	}
+	// Two Services on one node port: one element (nft would reject two),
+	// and both cluster IPs still there.
+	if n := strings.Count(out, "tcp . 30080 "); n != 1 {
+		t.Errorf("node port 30080 appears %d times, want once:\n%s", n, out)
+	}
+	if !strings.Contains(out, "10.96.0.20 . tcp . 80") || !strings.Contains(out, "10.96.0.21 . tcp . 80") {
+		t.Errorf("a cluster IP of the node port conflict is missing:\n%s", out)
 	}
 }
 
