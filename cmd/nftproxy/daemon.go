@@ -222,8 +222,9 @@ func (d *daemon) sync(ctx context.Context, reason runner.Reason) error {
 			d.health.Updated(familyName(f))
 		}
 	}
-	d.p.Metrics.ServicePending.Set(float64(d.p.Store.Pending()))
-	d.p.Metrics.EndpointPending.Set(float64(d.p.Store.Pending()))
+	services, endpoints := d.p.Store.Pending()
+	d.p.Metrics.ServicePending.Set(float64(services))
+	d.p.Metrics.EndpointPending.Set(float64(endpoints))
 	if err != nil {
 		klog.ErrorS(err, "Sync failed; retrying with backoff, the next sync rewrites the table")
 	}

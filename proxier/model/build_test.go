@@ -217,9 +217,22 @@ func TestStoreTracksChangedServices(t *testing.T) {
 	if p := s.SetEndpointSlice(slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"})); p != nil {
 		t.Fatal(p)
 	}
+	if svcs, eps := s.Pending(); svcs != 1 || eps != 1 {
+		t.Errorf("pending = %d services, %d endpoints; want 1, 1", svcs, eps)
+	}
 	if got := s.TakeChanged(); len(got) != 1 || got[0] != svc1 {
 		t.Fatalf("changed = %v", got)
 	}
+	if svcs, eps := s.Pending(); svcs != 0 || eps != 0 {
+		t.Errorf("pending after take = %d, %d", svcs, eps)
+	}
+	s.SetEndpointSlice(slice("a", "p80", 8080, epSpec{ip: "10.0.0.2"}))
+	if svcs, eps := s.Pending(); svcs != 0 || eps != 1 {
+		t.Errorf("pending after an endpoint change = %d services, %d endpoints; want 0, 1", svcs, eps)
+	}
+	s.TakeChanged()
+	s.SetEndpointSlice(slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"}))
+	s.TakeChanged()
 	if got := s.TakeChanged(); len(got) != 0 {
 		t.Fatalf("changed twice: %v", got)
 	}

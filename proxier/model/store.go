@@ -19,11 +19,21 @@ type Store struct {
 	// sliceOwner maps a slice (namespace/name) to the Service in slices
 	// that holds it, so that replacing one slice costs O(1).
 	sliceOwner map[types.NamespacedName]types.NamespacedName
-	changed    map[types.NamespacedName]struct{}
+	// changed holds the Services changed since TakeChanged, with what
+	// changed: the Service object, its endpoints, or both.
+	changed map[types.NamespacedName]changeKind
 	// triggers are the last-change-trigger-time annotations of slice
 	// updates not yet synced, per Service.
 	triggers map[types.NamespacedName][]time.Time
 }
+
+// changeKind says what of a Service changed.
+type changeKind uint8
+
+const (
+	serviceChanged changeKind = 1 << iota
+	endpointsChanged
+)
 
 // TriggerTimeAnnotation is the EndpointSlice annotation with the time of
 // the change (a pod becoming ready, say) that caused the update; kube-proxy
@@ -36,7 +46,7 @@ func NewStore() *Store {
 		services:   map[types.NamespacedName]*v1.Service{},
 		slices:     map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
 		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
-		changed:    map[types.NamespacedName]struct{}{},
+		changed:    map[types.NamespacedName]changeKind{},
 		triggers:   map[types.NamespacedName][]time.Time{},
 	}
 }
@@ -45,14 +55,14 @@ func NewStore() *Store {
 func (s *Store) SetService(svc *v1.Service) {
 	nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 	s.services[nn] = svc
-	s.changed[nn] = struct{}{}
+	s.changed[nn] |= serviceChanged
 }
 
 // DeleteService removes a Service.
 func (s *Store) DeleteService(nn types.NamespacedName) {
 	if _, ok := s.services[nn]; ok {
 		delete(s.services, nn)
-		s.changed[nn] = struct{}{}
+		s.changed[nn] |= serviceChanged
 	}
 }
 
@@ -74,7 +84,7 @@ func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) *Problem {
 	}
 	m[slice.Name] = slice
 	s.sliceOwner[types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}] = svc
-	s.changed[svc] = struct{}{}
+	s.changed[svc] |= endpointsChanged
 	if v := slice.Annotations[TriggerTimeAnnotation]; v != "" {
 		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 			s.triggers[svc] = append(s.triggers[svc], t)
@@ -94,8 +104,20 @@ func (s *Store) TakeTriggerTimes(names []types.NamespacedName) []time.Time {
 	return out
 }
 
-// Pending returns how many Services have changes not yet taken.
-func (s *Store) Pending() int { return len(s.changed) }
+// Pending returns how many Services have changes not yet taken: of the
+// Service object, and of its endpoints (kube-proxy's service and endpoint
+// "changes pending").
+func (s *Store) Pending() (services, endpoints int) {
+	for _, k := range s.changed {
+		if k&serviceChanged != 0 {
+			services++
+		}
+		if k&endpointsChanged != 0 {
+			endpoints++
+		}
+	}
+	return services, endpoints
+}
 
 // DeleteEndpointSlice removes the EndpointSlice namespace/name.
 func (s *Store) DeleteEndpointSlice(namespace, name string) {
@@ -115,7 +137,7 @@ func (s *Store) deleteSliceNamed(namespace, name string) {
 			delete(s.slices, svc)
 		}
 	}
-	s.changed[svc] = struct{}{}
+	s.changed[svc] |= endpointsChanged
 }
 
 // TakeChanged returns the Services that changed since the last call, sorted,
@@ -126,7 +148,7 @@ func (s *Store) TakeChanged() []types.NamespacedName {
 		out = append(out, nn)
 	}
 	sortNames(out)
-	s.changed = map[types.NamespacedName]struct{}{}
+	s.changed = map[types.NamespacedName]changeKind{}
 	return out
 }
 
@@ -178,7 +200,7 @@ func sortNames(names []types.NamespacedName) {
 // the planner skips them because their rules are equal.
 func (s *Store) ReplaceEndpointSlices(slices []*discovery.EndpointSlice) []Problem {
 	for svc := range s.slices {
-		s.changed[svc] = struct{}{}
+		s.changed[svc] |= endpointsChanged
 	}
 	s.slices = map[types.NamespacedName]map[string]*discovery.EndpointSlice{}
 	s.sliceOwner = map[types.NamespacedName]types.NamespacedName{}
