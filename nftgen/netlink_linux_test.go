@@ -376,3 +376,43 @@ func TestOwnCommitsAreQuietAndUnseenCommitsReported(t *testing.T) {
 		t.Errorf("change = %+v, want Missed", ch)
 	}
 }
+
+// TestReadFindsChainsNothingJumpsTo: Read finds chains by following jumps
+// from the layout's chains and the maps; a chain that another process
+// added and nothing jumps to is still read (the table's use count tells
+// that something is missing), and so is one that a foreign rule jumps to.
+func TestReadFindsChainsNothingJumpsTo(t *testing.T) {
+	netns.RequireRoot(t)
+	ns := netns.New(t, "nfp-read")
+	dp, f, err := NewNetlinkInNamespace(ns.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	defer dp.Close()
+	ctx := context.Background()
+	a := testPort("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080")
+	rs := testGenerator("10.244.0.0/16").Ruleset([]model.ServicePortState{a})
+	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
+		t.Fatal(err)
+	}
+	has := func(name string) bool {
+		st, err := dp.Read(ctx, FamilyIPv4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Chain(name) != nil
+	}
+	if !has(ServiceChainName(a.Name)) || !has(EndpointChainName(a.Name, "10.244.0.2:8080")) {
+		t.Fatal("Read misses nftproxy's own chains")
+	}
+	ns.MustRun(t, "nft", "add", "chain", "ip", TableName, "stray")
+	if !has("stray") {
+		t.Error("a chain nothing jumps to was not read")
+	}
+	ns.MustRun(t, "nft", "add", "chain", "ip", TableName, "hidden")
+	ns.MustRun(t, "nft", "insert", "rule", "ip", TableName, ServiceChainName(a.Name), "jump", "hidden")
+	if !has("hidden") {
+		t.Error("a chain a foreign rule jumps to was not read")
+	}
+}

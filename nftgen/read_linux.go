@@ -5,10 +5,8 @@ package nftgen
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net/netip"
-	"sync"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -17,118 +15,19 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// dump sends one dump request per attribute list, on socket per worker,
-// and returns every answer's messages, request by request. Each request is
-// answered before the worker sends the next (google/nftables waits for
-// answers by polling, which is most of its time here).
-func (n *Netlink) dump(msgType uint16, family nftables.TableFamily, requests [][]netlink.Attribute) ([][]netlink.Message, error) {
-	out := make([][]netlink.Message, len(requests))
-	workers := min(dumpWorkers, max(len(requests), 1))
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			nl, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: max(n.netnsFd, 0)})
-			if err != nil {
-				errs[w] = fmt.Errorf("open netfilter socket: %w", err)
-				return
-			}
-			defer nl.Close()
-			for i := w; i < len(requests); i += workers {
-				data, err := netlink.MarshalAttributes(requests[i])
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				req := netlink.Message{
-					Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msgType), Flags: netlink.Request | netlink.Dump},
-					Data:   append([]byte{byte(family), unix.NFNETLINK_V0, 0, 0}, data...),
-				}
-				if out[i], err = nl.Execute(req); err != nil {
-					errs[w] = err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return out, errors.Join(errs...)
-}
-
-// dumpWorkers is how many dumps Read runs at once.
-const dumpWorkers = 4
-
-// decoder returns a google/nftables connection that never reaches the
-// kernel and answers its one request with msgs, so that the library
-// decodes messages nftproxy fetched itself. A multi-part answer ends with
-// Done, which Execute took off; without it the library loses the last
-// message. The answers are renumbered as answers to the library's request.
-func decoder(msgs []netlink.Message) (*nftables.Conn, error) {
-	answered := false
-	return nftables.New(nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
-		if answered || len(reqs) == 0 {
-			return nil, nil
-		}
-		answered = true
-		out := append(msgs, netlink.Message{Header: netlink.Header{Type: netlink.Done, Flags: netlink.Multi}, Data: make([]byte, 4)})
-		for i := range out {
-			// Some listings check that answers carry their request's
-			// sequence number.
-			out[i].Header.Sequence, out[i].Header.PID = reqs[0].Header.Sequence, reqs[0].Header.PID
-		}
-		return out, nil
-	}))
-}
-
-// tableChains lists the chains of the family's nftproxy table in one dump.
-func (n *Netlink) tableChains(table *nftables.Table) ([]*nftables.Chain, error) {
-	answers, err := n.dump(unix.NFT_MSG_GETCHAIN, table.Family, [][]netlink.Attribute{{{Type: unix.NFTA_CHAIN_TABLE, Data: []byte(table.Name + "\x00")}}})
+// layoutChains names the chains nftproxy's layout always has in family f:
+// the base chains and the shared ones, from which every other chain is
+// reached.
+func layoutChains(f Family) []string {
+	g, err := NewGenerator(Config{Family: f, MasqueradeBit: DefaultMasqueradeBit, LocalhostNodePorts: f == FamilyIPv4})
 	if err != nil {
-		return nil, fmt.Errorf("dump chains: %w", err)
+		return nil
 	}
-	dec, err := decoder(answers[0])
-	if err != nil {
-		return nil, err
+	var out []string
+	for _, c := range g.Top().Chains {
+		out = append(out, c.Name)
 	}
-	return dec.ListChainsOfTableFamily(table.Family)
-}
-
-// tableRules lists the rules of the named chains of table, by chain. The
-// kernel finds a chain named in a rule dump through its hash, so one dump
-// per chain costs what the chain holds; a dump of the whole table restarts
-// its walk over every rule for each 32 KB buffer, which is quadratic (26 s
-// against 8.5 s at 3,000 Services).
-func (n *Netlink) tableRules(table *nftables.Table, chains []string) (map[string][]*nftables.Rule, error) {
-	requests := make([][]netlink.Attribute, len(chains))
-	for i, chain := range chains {
-		requests[i] = []netlink.Attribute{
-			{Type: unix.NFTA_RULE_TABLE, Data: []byte(table.Name + "\x00")},
-			{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")},
-		}
-	}
-	answers, err := n.dump(unix.NFT_MSG_GETRULE, table.Family, requests)
-	if err != nil {
-		return nil, fmt.Errorf("dump rules: %w", err)
-	}
-	var all []netlink.Message
-	for _, a := range answers {
-		all = append(all, a...)
-	}
-	dec, err := decoder(all)
-	if err != nil {
-		return nil, err
-	}
-	rules, err := dec.GetRules(table, &nftables.Chain{Table: table})
-	if err != nil {
-		return nil, fmt.Errorf("decode rules: %w", err)
-	}
-	out := map[string][]*nftables.Rule{}
-	for _, r := range rules {
-		if r.Chain != nil {
-			out[r.Chain.Name] = append(out[r.Chain.Name], r)
-		}
-	}
-	return out, nil
+	return out
 }
 
 // Read reads the family's table back from the kernel and decodes it into
@@ -195,24 +94,36 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 			st.Unknown = append(st.Unknown, fmt.Sprintf("set %s", s.Name))
 		}
 	}
-	chains, err := n.tableChains(table)
+	roots := layoutChains(f)
+	for _, m := range st.Maps {
+		for _, e := range m.Elements {
+			roots = append(roots, e.Verdict.Chain)
+		}
+	}
+	for _, m := range anon {
+		roots = append(roots, m.targets...)
+	}
+	chains, byChain, complete, err := n.discoverChains(table, roots, len(sets))
 	if err != nil {
 		return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
+	}
+	if !complete {
+		// Something nothing jumps to: list every chain after all.
+		if chains, err = n.tableChains(table); err != nil {
+			return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
+		}
+		var names []string
+		for _, ch := range chains {
+			names = append(names, ch.Name)
+		}
+		if byChain, err = n.tableRules(table, names); err != nil {
+			return nil, fmt.Errorf("list rules of %s %s: %w", f, TableName, err)
+		}
 	}
 	dec := &exprDecoder{family: f, anon: func(name string) ([]string, []string, bool) {
 		m, ok := anon[name]
 		return m.targets, m.comments, ok
 	}}
-	var names []string
-	for _, ch := range chains {
-		if ch.Table.Name == TableName {
-			names = append(names, ch.Name)
-		}
-	}
-	byChain, err := n.tableRules(table, names)
-	if err != nil {
-		return nil, fmt.Errorf("list rules of %s %s: %w", f, TableName, err)
-	}
 	for _, ch := range chains {
 		if ch.Table.Name != TableName {
 			continue
