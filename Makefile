@@ -75,8 +75,8 @@ fuzz-short:
 	$(GO) test ./nftgen -run '^$$' -fuzz FuzzGenerate -fuzztime $(FUZZ_GENERATE_EXECS) -timeout $(TEST_TIMEOUT)
 
 # Benchmarks (as root): the Go benchmarks of model building, rule
-# generation and the compat rendering, then the side-by-side benchmark of
-# issue #7 (e2e TestSideBySide): nftproxy against kube-proxy's rules in
+# generation and the compat rendering, then the side-by-side benchmark
+# (e2e TestSideBySide): nftproxy against kube-proxy's rules in
 # iptables-legacy, iptables-nft and `nft -f`, control plane and data plane,
 # at BENCH_SIZES Services x 10 endpoints. It writes results.md, results.csv
 # and results.png into e2e/results. Times are reported, never asserted.

@@ -78,7 +78,7 @@ func loadBenchConfig(t *testing.T) benchConfig {
 	return cfg
 }
 
-// TestSideBySide is the benchmark of issue #7. For each size N it programs
+// TestSideBySide is the side-by-side scale benchmark. For each size N it programs
 // N Services x 10 endpoints with nftproxy (cold sync, then one Service
 // added, changed, deleted), loads the compat view of the same rules with
 // iptables-legacy-restore and iptables-nft-restore and the same ruleset as
