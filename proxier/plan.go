@@ -16,11 +16,14 @@ import (
 // desired builds the whole ruleset of one family, with every conflict over
 // a destination decided (see claim). It is what a full sync programs and
 // what render prints.
-func (s *Syncer) desired(fs *familyState) (*nftgen.Ruleset, map[types.NamespacedName][]string, map[nftgen.MapKey]claim) {
+func (s *Syncer) desired(ctx context.Context, fs *familyState) (*nftgen.Ruleset, map[types.NamespacedName][]string, map[nftgen.MapKey]claim, error) {
 	rs := &nftgen.Ruleset{Family: fs.gen.Family(), Maps: fs.gen.Maps(), Top: fs.gen.Top(), Services: map[string]*nftgen.Fragment{}}
 	var cands []*candidate
 	owners := map[nftgen.MapKey]claim{}
-	for _, nn := range s.store.ServiceNames() {
+	for i, nn := range s.store.ServiceNames() {
+		if i%1024 == 0 && ctx.Err() != nil {
+			return nil, nil, nil, fmt.Errorf("stopped while building the ruleset: %w", ctx.Err())
+		}
 		for _, c := range s.candidates(fs, nn) {
 			cands = append(cands, c)
 			for _, k := range destinations(c.frag) {
@@ -38,7 +41,7 @@ func (s *Syncer) desired(fs *familyState) (*nftgen.Ruleset, map[types.Namespaced
 		rs.Services[c.claim.frag] = f
 		keys[c.svc] = append(keys[c.svc], c.claim.frag)
 	}
-	return rs, keys, owners
+	return rs, keys, owners, nil
 }
 
 // DesiredRuleset returns the ruleset a full sync would program in family f
@@ -51,7 +54,7 @@ func (s *Syncer) DesiredRuleset(f nftgen.Family) *nftgen.Ruleset {
 		return nil
 	}
 	s.countEndpoints(fs, nil)
-	rs, _, _ := s.desired(fs)
+	rs, _, _, _ := s.desired(context.Background(), fs)
 	return rs
 }
 
@@ -63,7 +66,10 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*n
 	if err != nil {
 		return nil, false, nil, fmt.Errorf("inventory of %s table: %w", fam, err)
 	}
-	rs, keys, owners := s.desired(fs)
+	rs, keys, owners, err := s.desired(ctx, fs)
+	if err != nil {
+		return nil, false, nil, err
+	}
 	if inv.Hooked(rs) {
 		// A live table is rewritten in one transaction: packets see the
 		// old rules or the new ones, never a table in between.
