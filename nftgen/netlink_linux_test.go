@@ -20,13 +20,7 @@ import (
 // shows after each.
 func TestNetlinkApply(t *testing.T) {
 	netns.RequireRoot(t)
-	ns := netns.New(t, "nfp-nl")
-	dp, f, err := NewNetlinkInNamespace(ns.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	defer dp.Close()
+	ns, dp := kernelNetlink(t, "nfp-nl")
 	ctx := context.Background()
 	g := testGenerator("10.244.0.0/16")
 
@@ -134,13 +128,7 @@ func TestKernelAcceptsEveryFeature(t *testing.T) {
 	ctx := context.Background()
 	rs := featureGenerator(t).Ruleset(featurePorts())
 
-	ns := netns.New(t, "nfp-nl")
-	dp, f, err := NewNetlinkInNamespace(ns.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	defer dp.Close()
+	ns, dp := kernelNetlink(t, "nfp-nl")
 	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
 		t.Fatalf("netlink full sync: %v", err)
 	}
@@ -179,13 +167,7 @@ func TestReadBackEqualsApplied(t *testing.T) {
 			g = testGenerator6(t)
 		}
 		rs := g.Ruleset(featurePorts6(fam))
-		ns := netns.New(t, "nfp-rd")
-		dp, f, err := NewNetlinkInNamespace(ns.Path())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		defer dp.Close()
+		_, dp := kernelNetlink(t, "nfp-rd")
 		if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
 			t.Fatal(err)
 		}
@@ -241,13 +223,7 @@ func TestReadBackEqualsApplied(t *testing.T) {
 func TestRejectedTransactionChangesNothing(t *testing.T) {
 	netns.RequireRoot(t)
 	ctx := context.Background()
-	ns := netns.New(t, "nfp-atomic")
-	dp, f, err := NewNetlinkInNamespace(ns.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	defer dp.Close()
+	ns, dp := kernelNetlink(t, "nfp-atomic")
 	g := testGenerator("10.244.0.0/16")
 	a := testPort("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080")
 	applied := g.Ruleset([]model.ServicePortState{a})
@@ -258,7 +234,7 @@ func TestRejectedTransactionChangesNothing(t *testing.T) {
 	b := testPort("ns1", "b", 80, "10.96.0.11", "10.244.0.3:8080", "10.244.0.4:8080")
 	tx := PlanUpdate(applied, map[string]*Fragment{ServiceKey(b.Name): g.Service(&b), ServiceKey(a.Name): nil})
 	tx.Ops = append(tx.Ops, Op{Kind: OpDeleteChain, Name: "no-such-chain"})
-	err = dp.Apply(ctx, tx)
+	err := dp.Apply(ctx, tx)
 	if err == nil || !IsNotFound(err) {
 		t.Fatalf("injected failure: %v, want ENOENT", err)
 	}
@@ -274,13 +250,7 @@ func TestRejectedTransactionChangesNothing(t *testing.T) {
 // still reported.
 func TestWatchSurvivesLostNotifications(t *testing.T) {
 	netns.RequireRoot(t)
-	ns := netns.New(t, "nfp-mon")
-	dp, f, err := NewNetlinkInNamespace(ns.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	defer dp.Close()
+	ns, dp := kernelNetlink(t, "nfp-mon")
 	dp.monitorReadBuffer = 4096
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -341,13 +311,7 @@ func nextChange(t *testing.T, changes <-chan Change) func(what string) Change {
 // generation id tells, and Watch reports it as Missed.
 func TestOwnCommitsAreQuietAndUnseenCommitsReported(t *testing.T) {
 	netns.RequireRoot(t)
-	ns := netns.New(t, "nfp-quiet")
-	dp, f, err := NewNetlinkInNamespace(ns.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	defer dp.Close()
+	ns, dp := kernelNetlink(t, "nfp-quiet")
 	dp.monitorReadBuffer = 4096 // a single notification of 300 Services' objects would overflow it
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -383,13 +347,7 @@ func TestOwnCommitsAreQuietAndUnseenCommitsReported(t *testing.T) {
 // that something is missing), and so is one that a foreign rule jumps to.
 func TestReadFindsChainsNothingJumpsTo(t *testing.T) {
 	netns.RequireRoot(t)
-	ns := netns.New(t, "nfp-read")
-	dp, f, err := NewNetlinkInNamespace(ns.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	defer dp.Close()
+	ns, dp := kernelNetlink(t, "nfp-read")
 	ctx := context.Background()
 	a := testPort("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080")
 	rs := testGenerator("10.244.0.0/16").Ruleset([]model.ServicePortState{a})
@@ -415,4 +373,17 @@ func TestReadFindsChainsNothingJumpsTo(t *testing.T) {
 	if !has("hidden") {
 		t.Error("a chain a foreign rule jumps to was not read")
 	}
+}
+
+// kernelNetlink returns a throwaway network namespace and a Netlink that
+// programs it, both closed when the test ends.
+func kernelNetlink(t *testing.T, prefix string) (*netns.NS, *Netlink) {
+	t.Helper()
+	ns := netns.New(t, prefix)
+	dp, f, err := NewNetlinkInNamespace(ns.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dp.Close(); f.Close() })
+	return ns, dp
 }
