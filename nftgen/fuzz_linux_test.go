@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"strings"
 	"testing"
 )
 
@@ -44,6 +45,7 @@ func TestMain(m *testing.M) {
 	if cleanup != nil {
 		cleanup()
 	}
+	removeOrphanNamespaces()
 	os.Exit(code)
 }
 
@@ -53,4 +55,23 @@ func itoa(n int) string {
 		b = append([]byte{byte('0' + n%10)}, b...)
 	}
 	return string(b)
+}
+
+// removeOrphanNamespaces deletes the fuzz namespaces of processes that are
+// gone: the fuzzing coordinator kills workers that do not stop in time, and
+// a killed worker cannot remove its own.
+func removeOrphanNamespaces() {
+	entries, err := os.ReadDir("/run/netns")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		pid, ok := strings.CutPrefix(e.Name(), "nfp-fuzz-")
+		if !ok || pid == itoa(os.Getpid()) {
+			continue
+		}
+		if _, err := os.Stat("/proc/" + pid); os.IsNotExist(err) {
+			_ = exec.Command("ip", "netns", "del", e.Name()).Run()
+		}
+	}
 }
