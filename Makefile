@@ -69,9 +69,11 @@ test: e2e-binaries
 # -fuzztime) bounds it; a crasher is still written after a short one.
 FUZZTIME ?= 1m
 FUZZMINIMIZE ?= 200x
+# The time limit of `make fuzz`; raise it too for FUZZTIME near 3h.
+FUZZ_TIMEOUT ?= 3h
 fuzz:
-	$(GO) test ./proxier/model -run '^$$' -fuzz FuzzModel -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE)
-	$(GO) test ./nftgen -run '^$$' -fuzz FuzzGenerate -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE)
+	$(GO) test ./proxier/model -run '^$$' -fuzz FuzzModel -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) -timeout $(FUZZ_TIMEOUT)
+	$(GO) test ./nftgen -run '^$$' -fuzz FuzzGenerate -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) -timeout $(FUZZ_TIMEOUT)
 
 FUZZ_MODEL_EXECS ?= 100000x
 FUZZ_GENERATE_EXECS ?= 20000x
@@ -89,13 +91,13 @@ BENCH_SIZES ?= 100,1000,10000,30000
 BENCH_CONNS ?= 1500
 BENCH_ROUNDS ?= 7
 bench:
-	$(GO) test -count=1 -run '^$$' -bench . -benchmem ./nftgen ./compat ./proxier/model
+	$(GO) test -count=1 -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./nftgen ./compat ./proxier/model
 	NFTPROXY_BENCH_SIZES=$(BENCH_SIZES) NFTPROXY_BENCH_CONNS=$(BENCH_CONNS) NFTPROXY_BENCH_ROUNDS=$(BENCH_ROUNDS) \
 	NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results $(GO) test -count=1 -v -timeout 40m -run TestSideBySide ./e2e
 
 # Unit tests only; no root, no kernel.
 unit:
-	$(GO) test -count=1 ./nftgen/... ./proxier/... ./compat/... ./cmd/...
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./nftgen/... ./proxier/... ./compat/... ./cmd/...
 
 # Builds, programs the example Services in a throwaway namespace topology,
 # sends traffic and prints the split and the ruleset, then cleans up.
