@@ -56,12 +56,13 @@ func (c *candidate) claimOn(k nftgen.MapKey) claim {
 	return cl
 }
 
-// destinations returns the distinct keys of a fragment's elements.
+// destinations returns the distinct keys of a fragment's elements. Their
+// order does not matter: beats decides every key on its own.
 func destinations(f *nftgen.Fragment) []nftgen.MapKey {
 	seen := map[nftgen.MapKey]bool{}
 	var out []nftgen.MapKey
-	for _, m := range sortedMapNames(f) {
-		for _, e := range f.Elements[m] {
+	for _, els := range f.Elements {
+		for _, e := range els {
 			if !seen[e.Key] {
 				seen[e.Key] = true
 				out = append(out, e.Key)
@@ -69,15 +70,6 @@ func destinations(f *nftgen.Fragment) []nftgen.MapKey {
 		}
 	}
 	return out
-}
-
-func sortedMapNames(f *nftgen.Fragment) []string {
-	names := make([]string, 0, len(f.Elements))
-	for m := range f.Elements {
-		names = append(names, m)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // withoutLost returns f without the elements of destinations it does not

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/nftproxy/nftproxy/proxier/objfile"
+)
+
+// watchFile re-reads the objects file when it changes.
+func (d *daemon) watchFile(ctx context.Context) {
+	w := fileWatch{path: d.opts.objects, last: statFile(d.opts.objects)}
+	tick := time.NewTicker(max(d.opts.minSyncPeriod, 100*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if !w.changedAndSettled(time.Now()) {
+			continue
+		}
+		objs, err := objfile.Load(d.opts.objects)
+		if err != nil {
+			klog.ErrorS(err, "Cannot use the objects file; keeping the current rules (write it elsewhere and rename it over the old one to replace it atomically)")
+			continue
+		}
+		d.mu.Lock()
+		replaceAll(d.p.Store, objs)
+		d.mu.Unlock()
+		d.changed(false)
+	}
+}
+
+// fileSettle is how long an objects file must stay unchanged after a
+// change before it is read, so that a file still being written (a shell
+// redirect truncates it first) is not taken for the new state.
+const fileSettle = 200 * time.Millisecond
+
+// fileState is what tells that a file changed.
+type fileState struct {
+	mod  time.Time
+	size int64
+}
+
+func statFile(path string) fileState {
+	st, err := os.Stat(path)
+	if err != nil {
+		return fileState{}
+	}
+	return fileState{mod: st.ModTime(), size: st.Size()}
+}
+
+// fileWatch notices changes of a file and reports one once the file has
+// stayed the same for fileSettle.
+type fileWatch struct {
+	path    string
+	last    fileState // what was last read
+	pending fileState // what was last seen, if different
+	since   time.Time // when pending was first seen
+}
+
+func (w *fileWatch) changedAndSettled(now time.Time) bool {
+	cur := statFile(w.path)
+	if cur == w.last {
+		w.since = time.Time{}
+		return false
+	}
+	if w.since.IsZero() || cur != w.pending {
+		w.pending, w.since = cur, now
+		return false
+	}
+	if now.Sub(w.since) < fileSettle {
+		return false
+	}
+	w.last, w.since = cur, time.Time{}
+	return true
+}
