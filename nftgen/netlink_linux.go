@@ -38,11 +38,11 @@ type Netlink struct {
 	// processes.
 	endpointMapSeq uint64
 
-	// mu serializes the use of lasting, one netlink socket kept open for
-	// every transaction and listing. Closing an nftables socket makes the
-	// kernel wait for its deferred destruction work and an RCU grace
-	// period (nft_rcv_nl_event), so a socket per commit costs each commit
-	// that wait; on a loaded machine it stalled the fuzzer for seconds.
+	// mu guards the two sockets kept open: lasting, for listings and
+	// deletions, and batches, for transactions. Closing an nftables
+	// socket makes the kernel wait for its deferred destruction work and
+	// an RCU grace period (nft_rcv_nl_event), so a socket per commit costs
+	// each commit that wait; on a loaded machine it stalled the fuzzer.
 	mu      sync.Mutex
 	lasting *nftables.Conn
 	// batches is the socket that commits transactions (see sendBatch).
@@ -105,8 +105,8 @@ func (n *Netlink) withConn(fn func(c *nftables.Conn) error) error {
 	return err
 }
 
-// Close closes the netlink socket. The Netlink can still be used; the next
-// call opens a new one.
+// Close closes the netlink sockets. The Netlink can still be used; the
+// next call opens new ones.
 func (n *Netlink) Close() error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
