@@ -25,7 +25,7 @@ func TestSIGTERMDuringALongFirstSync(t *testing.T) {
 	dir := t.TempDir()
 	objects := writeObjects(t, dir, objs...)
 	logPath := filepath.Join(dir, "nftproxy.log")
-	args := []string{"--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0"}
+	args := []string{"--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0", "--v=2"}
 	daemon := startNftproxy(t, logPath, args...)
 	if err := waitFor(60*time.Second, func() error {
 		if log, _ := os.ReadFile(logPath); !strings.Contains(string(log), "Programming a new table in chunks") {

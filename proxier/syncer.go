@@ -175,13 +175,13 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 
 // apply sends txs in order and returns the operations sent. A streamed
 // sync (a cold one, in chunks) stops between two transactions when ctx
-// ends, and says at V(0) when it starts, how far it got every few seconds,
-// and when it ends.
+// ends. It says at V(2) when it starts; at V(0) how far it got every few
+// seconds and, if it took a second or more, when it ended.
 func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs iter.Seq[*nftgen.Transaction], streamed bool) (int, error) {
 	logger := klog.FromContext(ctx)
 	start, lastLog := time.Now(), time.Now()
 	if streamed {
-		logger.Info("Programming a new table in chunks; it is hooked up when complete", "family", fam, "services", services)
+		logger.V(2).Info("Programming a new table in chunks; it is hooked up when complete", "family", fam, "services", services)
 	}
 	sent, n := 0, 0
 	for tx := range txs {
@@ -200,11 +200,15 @@ func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs
 		sent += len(tx.Ops)
 		if streamed && time.Since(lastLog) >= progressInterval {
 			lastLog = time.Now()
-			logger.Info("Programming a new table", "family", fam, "transactions", n, "operations", sent, "elapsed", time.Since(start).Round(time.Millisecond))
+			logger.Info("Programming a new table, hooked up when complete", "family", fam, "services", services, "transactions", n, "operations", sent, "elapsed", time.Since(start).Round(time.Millisecond))
 		}
 	}
 	if streamed {
-		logger.Info("Programmed and hooked up a new table", "family", fam, "services", services, "operations", sent, "transactions", n, "elapsed", time.Since(start).Round(time.Millisecond))
+		v := 2
+		if time.Since(start) >= time.Second {
+			v = 0
+		}
+		logger.V(v).Info("Programmed and hooked up a new table", "family", fam, "services", services, "operations", sent, "transactions", n, "elapsed", time.Since(start).Round(time.Millisecond))
 	}
 	return sent, nil
 }
