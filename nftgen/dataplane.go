@@ -12,9 +12,16 @@ type Dataplane interface {
 	// Apply runs tx as one atomic batch: on error nothing was changed.
 	Apply(ctx context.Context, tx *Transaction) error
 	// Inventory lists the chains and named maps of the family's table, or
-	// returns nil and no error when the table does not exist. It lists the
-	// kernel, so it is kept off the hot path.
-	Inventory(ctx context.Context, f Family) (*Inventory, error)
+	// returns nil and no error when the table does not exist. expected
+	// names the chains the caller is about to program: a dataplane may
+	// look those up by name and list the whole table only when it holds
+	// anything else (the kernel's chain listing is quadratic). It reads
+	// the kernel, so it is kept off the hot path.
+	Inventory(ctx context.Context, f Family, expected []string) (*Inventory, error)
+	// Read reads the family's table back and decodes it, or returns nil
+	// and no error when the table does not exist. Objects it cannot
+	// decode are listed in the result's Unknown.
+	Read(ctx context.Context, f Family) (*TableState, error)
 	// DeleteTable removes the family's table and everything in it. A
 	// missing table is not an error.
 	DeleteTable(ctx context.Context, f Family) error

@@ -280,7 +280,7 @@ func ruleMapRefs(r *Rule) []string {
 }
 
 // Inventory implements Dataplane.
-func (f *Fake) Inventory(_ context.Context, fam Family) (*Inventory, error) {
+func (f *Fake) Inventory(_ context.Context, fam Family, _ []string) (*Inventory, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t := f.tables[fam]
@@ -289,6 +289,9 @@ func (f *Fake) Inventory(_ context.Context, fam Family) (*Inventory, error) {
 	}
 	return &Inventory{Chains: sortedKeys(t.chains), Sets: append(sortedKeys(t.maps), sortedKeys(t.sets)...)}, nil
 }
+
+// Read implements Dataplane.
+func (f *Fake) Read(_ context.Context, fam Family) (*TableState, error) { return f.State(fam), nil }
 
 // DeleteTable implements Dataplane.
 func (f *Fake) DeleteTable(_ context.Context, fam Family) error {

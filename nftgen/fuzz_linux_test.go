@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 					// chains' hooks, which patches kernel text on every CPU
 					// and made inputs that reach the kernel slow.
 					ctx := context.Background()
-					inv, err := dp.Inventory(ctx, rs.Family)
+					inv, err := dp.Inventory(ctx, rs.Family, rs.ChainNames())
 					if err != nil {
 						t.Fatal(err)
 					}

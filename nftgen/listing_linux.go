@@ -5,7 +5,6 @@ package nftgen
 import (
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -18,52 +17,6 @@ import (
 func (n *Netlink) dump(msgType uint16, family nftables.TableFamily, requests [][]netlink.Attribute) ([][]netlink.Message, error) {
 	return n.request(msgType, netlink.Request|netlink.Dump, family, requests, nil)
 }
-
-// request sends one request per attribute list, on a socket per worker,
-// and returns every answer's messages, request by request. Each request is
-// answered before the worker sends the next (google/nftables waits for
-// answers by polling, which is most of its time here). An answer that is
-// an error for which skip returns true is left empty.
-func (n *Netlink) request(msgType uint16, flags netlink.HeaderFlags, family nftables.TableFamily, requests [][]netlink.Attribute, skip func(error) bool) ([][]netlink.Message, error) {
-	out := make([][]netlink.Message, len(requests))
-	workers := min(dumpWorkers, max(len(requests), 1))
-	errs := make([]error, workers)
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Go(func() {
-			nl, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: max(n.netnsFd, 0)})
-			if err != nil {
-				errs[w] = fmt.Errorf("open netfilter socket: %w", err)
-				return
-			}
-			defer nl.Close()
-			for i := w; i < len(requests); i += workers {
-				data, err := netlink.MarshalAttributes(requests[i])
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				req := netlink.Message{
-					Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | msgType), Flags: flags},
-					Data:   append([]byte{byte(family), unix.NFNETLINK_V0, 0, 0}, data...),
-				}
-				if out[i], err = nl.Execute(req); err != nil {
-					if skip != nil && skip(err) {
-						out[i] = nil
-						continue
-					}
-					errs[w] = err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return out, errors.Join(errs...)
-}
-
-// dumpWorkers is how many dumps Read runs at once.
-const dumpWorkers = 4
 
 // decoder returns a google/nftables connection that never reaches the
 // kernel and answers its one request with msgs, so that the library
@@ -141,14 +94,7 @@ func (n *Netlink) tableRules(table *nftables.Table, chains []string) (map[string
 // chainsByName looks the named chains of table up one by one (the kernel
 // finds each through its hash); names that do not exist are left out.
 func (n *Netlink) chainsByName(table *nftables.Table, names []string) ([]*nftables.Chain, error) {
-	requests := make([][]netlink.Attribute, len(names))
-	for i, name := range names {
-		requests[i] = []netlink.Attribute{
-			{Type: unix.NFTA_CHAIN_TABLE, Data: []byte(table.Name + "\x00")},
-			{Type: unix.NFTA_CHAIN_NAME, Data: []byte(name + "\x00")},
-		}
-	}
-	answers, err := n.request(unix.NFT_MSG_GETCHAIN, netlink.Request, table.Family, requests, func(err error) bool { return errors.Is(err, unix.ENOENT) })
+	answers, err := n.request(unix.NFT_MSG_GETCHAIN, netlink.Request, table.Family, chainRequests(table, names), func(err error) bool { return errors.Is(err, unix.ENOENT) })
 	if err != nil {
 		return nil, fmt.Errorf("get chains: %w", err)
 	}
@@ -164,6 +110,33 @@ func (n *Netlink) chainsByName(table *nftables.Table, names []string) ([]*nftabl
 		return nil, err
 	}
 	return dec.ListChainsOfTableFamily(table.Family)
+}
+
+// existingChains returns those of names that are chains of table.
+func (n *Netlink) existingChains(table *nftables.Table, names []string) ([]string, error) {
+	answers, err := n.request(unix.NFT_MSG_GETCHAIN, netlink.Request, table.Family, chainRequests(table, names), func(err error) bool { return errors.Is(err, unix.ENOENT) })
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for i, a := range answers {
+		if len(a) > 0 {
+			out = append(out, names[i])
+		}
+	}
+	return out, nil
+}
+
+// chainRequests are the attributes of one GETCHAIN request per name.
+func chainRequests(table *nftables.Table, names []string) [][]netlink.Attribute {
+	requests := make([][]netlink.Attribute, len(names))
+	for i, name := range names {
+		requests[i] = []netlink.Attribute{
+			{Type: unix.NFTA_CHAIN_TABLE, Data: []byte(table.Name + "\x00")},
+			{Type: unix.NFTA_CHAIN_NAME, Data: []byte(name + "\x00")},
+		}
+	}
+	return requests
 }
 
 // discoverChains finds the chains of table and their rules without a

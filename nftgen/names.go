@@ -3,6 +3,7 @@ package nftgen
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"strings"
 
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
@@ -114,3 +115,12 @@ func EndpointChainName(n model.ServicePortName, endpoint string) string {
 func ServiceKey(n model.ServicePortName) string {
 	return n.String() + "/" + n.LowerProtocol()
 }
+
+// endpointMapPrefix starts the names of the maps from which numgen picks an
+// endpoint. They are named rather than anonymous: binding an anonymous set
+// makes the kernel walk the whole batch, which is quadratic in the number
+// of Services on a full sync.
+const endpointMapPrefix = "ep."
+
+// isEndpointMap tells whether a set of the table is an endpoint map.
+func isEndpointMap(name string) bool { return strings.HasPrefix(name, endpointMapPrefix) }

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"math/bits"
 	"os"
-	"strings"
+	"slices"
 	"sync"
 	"time"
 
@@ -202,12 +202,6 @@ func (n *Netlink) encode(c *nftables.Conn, tx *Transaction) (commit func(), err 
 	}, nil
 }
 
-// endpointMapPrefix starts the names of the maps from which numgen picks an
-// endpoint. They are named rather than anonymous: binding an anonymous set
-// makes the kernel walk the whole batch, which is quadratic in the number
-// of Services on a full sync.
-const endpointMapPrefix = "ep."
-
 // endpointMapName names a new endpoint map; seq makes it unique, so a
 // replacement can be created in the batch that deletes the old one. The
 // name is short and its fastest-changing digits come first, because the
@@ -215,9 +209,6 @@ const endpointMapPrefix = "ep."
 func endpointMapName(seq uint64) string {
 	return fmt.Sprintf("%s%016x", endpointMapPrefix, bits.ReverseBytes64(seq))
 }
-
-// isEndpointMap tells whether a set of the table is an endpoint map.
-func isEndpointMap(name string) bool { return strings.HasPrefix(name, endpointMapPrefix) }
 
 // batchWriter queues operations on a Conn.
 type batchWriter struct {
@@ -409,35 +400,50 @@ func findTable(c *nftables.Conn, f Family) (*nftables.Table, error) {
 	return table, nil
 }
 
-// Inventory implements Dataplane.
-func (n *Netlink) Inventory(_ context.Context, f Family) (inv *Inventory, err error) {
+// Inventory implements Dataplane. The expected chains (and the layout's
+// own) are looked up by name, in windows of requests; the table's use
+// count (its chains and sets) tells whether that found everything. Only
+// when it did not (chains nftproxy did not expect: Services deleted while
+// it was down, or a chain someone else added) is the whole table's chain
+// list dumped, which the kernel restarts for every buffer.
+func (n *Netlink) Inventory(_ context.Context, f Family, expected []string) (inv *Inventory, err error) {
+	var table *nftables.Table
+	var sets []*nftables.Set
 	err = n.withConn(func(c *nftables.Conn) error {
-		table, err := findTable(c, f)
-		if table == nil || err != nil {
+		if table, err = findTable(c, f); table == nil || err != nil {
 			return err
 		}
-		chains, err := c.ListChainsOfTableFamily(tableFamily(f))
-		if err != nil {
-			return fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
-		}
-		inv = &Inventory{}
-		for _, ch := range chains {
-			if ch.Table.Name == TableName {
-				inv.Chains = append(inv.Chains, ch.Name)
-			}
-		}
-		sets, err := c.GetSets(table)
-		if err != nil {
+		if sets, err = c.GetSets(table); err != nil {
 			return fmt.Errorf("list maps of %s %s: %w", f, TableName, err)
-		}
-		for _, s := range sets {
-			if !s.Anonymous {
-				inv.Sets = append(inv.Sets, s.Name)
-			}
 		}
 		return nil
 	})
-	return inv, err
+	if table == nil || err != nil {
+		return nil, err
+	}
+	inv = &Inventory{}
+	for _, s := range sets {
+		if !s.Anonymous {
+			inv.Sets = append(inv.Sets, s.Name)
+		}
+	}
+	names := append(layoutChains(f), expected...)
+	slices.Sort(names)
+	if inv.Chains, err = n.existingChains(table, slices.Compact(names)); err != nil {
+		return nil, fmt.Errorf("look up chains of %s %s: %w", f, TableName, err)
+	}
+	if uint32(len(inv.Chains)+len(sets)) == table.Use {
+		return inv, nil
+	}
+	chains, err := n.tableChains(table)
+	if err != nil {
+		return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
+	}
+	inv.Chains = inv.Chains[:0]
+	for _, ch := range chains {
+		inv.Chains = append(inv.Chains, ch.Name)
+	}
+	return inv, nil
 }
 
 // DeleteTable implements Dataplane.

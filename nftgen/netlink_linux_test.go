@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func TestNetlinkApply(t *testing.T) {
 	b := testPort("ns1", "b", 53, "10.96.0.11")
 	applied := g.Ruleset([]model.ServicePortState{a, b})
 
-	inv, err := dp.Inventory(ctx, FamilyIPv4)
+	inv, err := dp.Inventory(ctx, FamilyIPv4, nil)
 	if err != nil || inv != nil {
 		t.Fatalf("inventory before first sync = %v, %v; want nil, nil", inv, err)
 	}
@@ -97,7 +98,7 @@ func TestNetlinkApply(t *testing.T) {
 		t.Fatalf("delete: %v", err)
 	}
 	applied.Commit(updates)
-	inv, err = dp.Inventory(ctx, FamilyIPv4)
+	inv, err = dp.Inventory(ctx, FamilyIPv4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,12 +133,27 @@ func TestKernelAcceptsEveryFeature(t *testing.T) {
 	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
 		t.Fatalf("netlink full sync: %v", err)
 	}
-	inv, err := dp.Inventory(ctx, FamilyIPv4)
+	inv, err := dp.Inventory(ctx, FamilyIPv4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := dp.Apply(ctx, PlanFull(rs, inv)); err != nil {
 		t.Fatalf("netlink resync over existing table: %v", err)
+	}
+	// Looking the expected chains up by name finds what the whole listing
+	// finds; a chain nobody expected falls back to the listing.
+	byName, err := dp.Inventory(ctx, FamilyIPv4, rs.ChainNames())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(byName.Chains)
+	slices.Sort(inv.Chains)
+	if !slices.Equal(byName.Chains, inv.Chains) || len(inv.Chains) != len(rs.ChainNames()) {
+		t.Errorf("inventory by name: %d chains, by listing %d, desired %d", len(byName.Chains), len(inv.Chains), len(rs.ChainNames()))
+	}
+	ns.MustRun(t, "nft", "add", "chain", "ip", TableName, "stray")
+	if withStray, err := dp.Inventory(ctx, FamilyIPv4, rs.ChainNames()); err != nil || !slices.Contains(withStray.Chains, "stray") {
+		t.Errorf("inventory after another process added a chain: %v, %v; want it listed", withStray, err)
 	}
 	list := ns.MustRun(t, "nft", "list", "table", "ip", TableName)
 	for _, want := range []string{"meta l4proto sctp dnat to 10.244.0.9:9000", "update @affinity-", "fib saddr type local", "timeout 1m"} {
@@ -214,6 +230,68 @@ func TestReadBackEqualsApplied(t *testing.T) {
 		if len(got.Sets) != len(want.Sets) {
 			t.Errorf("%s: sets %v, want %v", fam, got.Sets, want.Sets)
 		}
+		// So a full sync of the untouched live table commits nothing but
+		// what always changes (the chains that pick from an endpoint map).
+		inv, err := dp.Inventory(ctx, fam, rs.ChainNames())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx := PlanReconcile(rs, got, inv)
+		if tx == nil {
+			t.Fatalf("%s: reconcile of the untouched table gave up", fam)
+		}
+		for _, op := range tx.Ops {
+			if op.Kind == OpFlushChain && !usesEndpointMap(rs.State().Chain(op.Name)) {
+				t.Errorf("%s: reconcile of the untouched table rewrites %s", fam, op.Name)
+			}
+		}
+	}
+}
+
+// TestReconcileRepairsTheKernelTable tampers with a live table through nft
+// and reconciles it: the table read back must equal the desired one, and a
+// second reconcile must find nothing to do.
+func TestReconcileRepairsTheKernelTable(t *testing.T) {
+	netns.RequireRoot(t)
+	ctx := context.Background()
+	g := testGenerator("10.244.0.0/16")
+	ports := manyPorts(20)
+	rs := g.Ruleset(ports)
+	ns, dp := kernelNetlink(t, "nfp-rc")
+	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
+		t.Fatal(err)
+	}
+	svcChain := rs.Services[ServiceKey(ports[2].Name)].Chains[0].Name
+	ns.MustRun(t, "nft", "flush", "chain", "ip", TableName, svcChain)
+	ns.MustRun(t, "nft", "delete", "element", "ip", TableName, MapServiceIPs, "{ 10.96.0.5 . tcp . 80 }")
+	ns.MustRun(t, "nft", "add", "chain", "ip", TableName, "stray")
+	reconcile := func() *Transaction {
+		live, err := dp.Read(ctx, FamilyIPv4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inv, err := dp.Inventory(ctx, FamilyIPv4, rs.ChainNames())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tx := PlanReconcile(rs, live, inv)
+		if tx == nil {
+			t.Fatal("reconcile gave up")
+		}
+		if err := dp.Apply(ctx, tx); err != nil {
+			t.Fatalf("reconcile: %v\n%s", err, tx)
+		}
+		return tx
+	}
+	if tx := reconcile(); len(tx.Ops) == 0 || len(tx.Ops) > 20 {
+		t.Errorf("repair sent %d operations, want a handful:\n%s", len(tx.Ops), tx)
+	}
+	if tx := reconcile(); !tx.Empty() {
+		t.Errorf("second reconcile sent %d operations:\n%s", len(tx.Ops), tx)
+	}
+	list := ns.MustRun(t, "nft", "list", "table", "ip", TableName)
+	if strings.Contains(list, "chain stray") || !strings.Contains(list, "10.96.0.5 . tcp . 80") {
+		t.Errorf("table not repaired:\n%s", list)
 	}
 }
 

@@ -107,7 +107,7 @@ func TestPlanFullRemovesStrayObjects(t *testing.T) {
 	if err := fake.Apply(ctx, stray); err != nil {
 		t.Fatal(err)
 	}
-	inv, _ := fake.Inventory(ctx, FamilyIPv4)
+	inv, _ := fake.Inventory(ctx, FamilyIPv4, nil)
 	if err := fake.Apply(ctx, PlanFull(rs, inv)); err != nil {
 		t.Fatalf("repair: %v", err)
 	}

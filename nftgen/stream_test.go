@@ -46,7 +46,7 @@ func TestPlanColdBuildsTheSameTableUnhookedUntilTheEnd(t *testing.T) {
 		if len(tx.Ops) > 2*maxOps {
 			t.Errorf("transaction %d has %d operations, want about %d", i+1, len(tx.Ops), maxOps)
 		}
-		inv, _ := streamed.Inventory(context.Background(), FamilyIPv4)
+		inv, _ := streamed.Inventory(context.Background(), FamilyIPv4, nil)
 		if inv.Hooked(rs) {
 			t.Fatalf("the table is hooked before transaction %d of %d", i+1, len(txs))
 		}
@@ -54,7 +54,7 @@ func TestPlanColdBuildsTheSameTableUnhookedUntilTheEnd(t *testing.T) {
 			t.Fatalf("transaction %d: %v", i+1, err)
 		}
 	}
-	inv, _ := streamed.Inventory(context.Background(), FamilyIPv4)
+	inv, _ := streamed.Inventory(context.Background(), FamilyIPv4, nil)
 	if !inv.Hooked(rs) {
 		t.Error("the table is not hooked after the last transaction")
 	}

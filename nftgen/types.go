@@ -241,6 +241,21 @@ func (r *Ruleset) Chains() []*Chain {
 	return out
 }
 
+// ChainNames returns the names of every chain of the ruleset, top level
+// first.
+func (r *Ruleset) ChainNames() []string {
+	var out []string
+	for _, c := range r.Top.Chains {
+		out = append(out, c.Name)
+	}
+	for _, f := range r.Services {
+		for _, c := range f.Chains {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
 // Sets returns every dynamic set of the ruleset, top level first.
 func (r *Ruleset) Sets() []SetSpec {
 	out := append([]SetSpec(nil), r.Top.Sets...)

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/compat"
 	"github.com/nftproxy/nftproxy/nftgen"
@@ -62,18 +63,19 @@ func (s *Syncer) DesiredRuleset(f nftgen.Family) *nftgen.Ruleset {
 // over whatever the table holds.
 func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func(), err error) {
 	fam := fs.gen.Family()
-	inv, err := s.dp.Inventory(ctx, fam)
-	if err != nil {
-		return nil, false, nil, fmt.Errorf("inventory of %s table: %w", fam, err)
-	}
 	rs, keys, owners, err := s.desired(ctx, fs)
 	if err != nil {
 		return nil, false, nil, err
 	}
+	inv, err := s.dp.Inventory(ctx, fam, rs.ChainNames())
+	if err != nil {
+		return nil, false, nil, fmt.Errorf("inventory of %s table: %w", fam, err)
+	}
 	if inv.Hooked(rs) {
-		// A live table is rewritten in one transaction: packets see the
-		// old rules or the new ones, never a table in between.
-		txs = slices.Values([]*nftgen.Transaction{nftgen.PlanFull(rs, inv)})
+		// A live table is patched where it differs from rs, in one
+		// transaction: packets see the old rules or the new ones, never a
+		// table in between, and a table nothing touched costs no commit.
+		txs = slices.Values([]*nftgen.Transaction{s.reconcile(ctx, rs, inv)})
 	} else {
 		// Nothing hooked up yet (none, or one whose streamed sync did not
 		// finish): build it anew in chunks.
@@ -102,6 +104,26 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*n
 		}
 	}
 	return txs, streamed, commit, nil
+}
+
+// reconcile returns the transaction that makes the hooked table of rs's
+// family hold rs, from what the table holds now: only what differs, or a
+// rewrite of everything when the table cannot be read or patched.
+func (s *Syncer) reconcile(ctx context.Context, rs *nftgen.Ruleset, inv *nftgen.Inventory) *nftgen.Transaction {
+	logger := klog.FromContext(ctx)
+	live, err := s.dp.Read(ctx, rs.Family)
+	if err != nil {
+		logger.Error(err, "Reading the live table failed; rewriting all of it", "family", rs.Family)
+		return nftgen.PlanFull(rs, inv)
+	}
+	if tx := nftgen.PlanReconcile(rs, live, inv); tx != nil {
+		if !tx.Empty() {
+			logger.Info("The live table differs from the desired rules; patching it", "family", rs.Family, "operations", len(tx.Ops))
+		}
+		return tx
+	}
+	logger.Info("The live table holds objects nftproxy cannot patch in place; rewriting all of it", "family", rs.Family, "unknown", len(live.Unknown))
+	return nftgen.PlanFull(rs, inv)
 }
 
 // planUpdate computes the fragments of the changed Services and a

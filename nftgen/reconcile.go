@@ -1,0 +1,160 @@
+package nftgen
+
+import (
+	"slices"
+	"strings"
+)
+
+// PlanReconcile returns a transaction that makes a live table, whose
+// decoded content is live and whose named sets are listed in inv, hold
+// exactly desired, touching only what differs: chains whose rules differ
+// are flushed and refilled, missing ones added, stray ones deleted, and
+// map elements added or deleted one by one. A table nothing has touched
+// gives an empty transaction, so a periodic full sync or the adoption of a table
+// written by an earlier nftproxy costs a read and no commit; a tampered
+// one is repaired in one small commit, with no moment at which packets see
+// a half-written table.
+//
+// Chains that pick endpoints from a numgen map are always rewritten and
+// every endpoint map in inv deleted: the dataplane names those maps and
+// may not know the live ones' names. Like PlanFull's, a non-empty
+// transaction starts by declaring the table, which tells the dataplane
+// that it replaces every endpoint map.
+//
+// It returns nil when the live table cannot be patched in place (objects
+// nftproxy cannot decode, a base chain or map declared differently): the
+// caller then rewrites the table (PlanFull).
+func PlanReconcile(desired *Ruleset, live *TableState, inv *Inventory) *Transaction {
+	if live == nil || inv == nil || len(live.Unknown) > 0 {
+		return nil
+	}
+	tx := &Transaction{Family: desired.Family}
+	add := func(op Op) { tx.Ops = append(tx.Ops, op) }
+	add(Op{Kind: OpAddTable})
+
+	liveChains := make(map[string]*Chain, len(live.Chains))
+	for _, c := range live.Chains {
+		liveChains[c.Name] = c
+	}
+	chains := desired.Chains()
+	want := make(map[string]bool, len(chains))
+	var refill []*Chain
+	var flush []string
+	for _, c := range chains {
+		want[c.Name] = true
+		old := liveChains[c.Name]
+		switch {
+		case old == nil:
+			add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
+			refill = append(refill, c)
+		case !sameBase(old.Base, c.Base):
+			return nil
+		case usesEndpointMap(c) || !old.Equal(c):
+			flush = append(flush, c.Name)
+			refill = append(refill, c)
+		}
+	}
+	var stray []string
+	for _, c := range live.Chains {
+		if !want[c.Name] {
+			if c.Base != nil {
+				return nil
+			}
+			stray = append(stray, c.Name)
+		}
+	}
+
+	var delElems, addElems []Op
+	wantMap := map[string]bool{}
+	for i := range desired.Maps {
+		spec := &desired.Maps[i]
+		wantMap[spec.Name] = true
+		cur := live.Map(spec.Name)
+		if cur == nil {
+			add(Op{Kind: OpAddMap, Name: spec.Name, Map: spec})
+		} else if cur.Spec.Key != spec.Key {
+			return nil
+		}
+		have := map[MapKey]MapElement{}
+		if cur != nil {
+			for _, e := range cur.Elements {
+				have[e.Key] = e
+			}
+		}
+		for _, e := range desired.Elements(spec.Name) {
+			old, ok := have[e.Key]
+			delete(have, e.Key)
+			if ok && old == e {
+				continue
+			}
+			if ok {
+				delElems = append(delElems, Op{Kind: OpDeleteElement, Name: spec.Name, Element: &old})
+			}
+			addElems = append(addElems, Op{Kind: OpAddElement, Name: spec.Name, Element: &e})
+		}
+		for _, e := range sortedElements(have) {
+			delElems = append(delElems, Op{Kind: OpDeleteElement, Name: spec.Name, Element: &e})
+		}
+	}
+	wantSet := map[string]bool{}
+	for _, set := range desired.Sets() {
+		wantSet[set.Name] = true
+		if old, ok := live.Set(set.Name); !ok {
+			add(Op{Kind: OpAddSet, Name: set.Name, Set: &set})
+		} else if old != set {
+			// A different timeout: the set is re-created once its rules
+			// are gone (affinity state is lost, as on any change of it).
+			return nil
+		}
+	}
+
+	tx.Ops = append(tx.Ops, delElems...)
+	for _, name := range append(flush, stray...) {
+		add(Op{Kind: OpFlushChain, Name: name})
+	}
+	for _, c := range refill {
+		addRules(tx, c)
+	}
+	tx.Ops = append(tx.Ops, addElems...)
+	for _, name := range inv.Sets {
+		if isEndpointMap(name) || (!wantMap[name] && !wantSet[name]) {
+			add(Op{Kind: OpDeleteSet, Name: name})
+		}
+	}
+	for _, name := range stray {
+		add(Op{Kind: OpDeleteChain, Name: name})
+	}
+	if len(tx.Ops) == 1 {
+		tx.Ops = nil
+	}
+	return tx
+}
+
+func sameBase(a, b *BaseChain) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return *a == *b
+}
+
+// usesEndpointMap reports whether a rule of c picks its endpoint from a
+// numgen map.
+func usesEndpointMap(c *Chain) bool {
+	for i := range c.Rules {
+		for _, s := range c.Rules[i].Stmts {
+			if _, ok := s.(NumgenVmap); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func sortedElements(m map[MapKey]MapElement) []MapElement {
+	out := make([]MapElement, 0, len(m))
+	for _, e := range m {
+		out = append(out, e)
+	}
+	slices.SortFunc(out, func(a, b MapElement) int { return strings.Compare(a.text(), b.text()) })
+	return out
+}

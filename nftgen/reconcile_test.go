@@ -1,0 +1,145 @@
+package nftgen
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"testing"
+
+	"github.com/nftproxy/nftproxy/proxier/model"
+)
+
+// reconcileOnto plans the reconcile of fake's table towards rs and applies
+// it; it returns the transaction.
+func reconcileOnto(t *testing.T, fake *Fake, rs *Ruleset) *Transaction {
+	t.Helper()
+	ctx := context.Background()
+	live, _ := fake.Read(ctx, rs.Family)
+	inv, _ := fake.Inventory(ctx, rs.Family, nil)
+	tx := PlanReconcile(rs, live, inv)
+	if tx == nil {
+		t.Fatal("PlanReconcile gave up on a table it should patch")
+	}
+	if err := fake.Apply(ctx, tx); err != nil {
+		t.Fatalf("reconcile: %v\n%s", err, tx)
+	}
+	return tx
+}
+
+// TestReconcileUntouchedTableIsEmpty: a table that holds the desired
+// rules needs no commit.
+func TestReconcileUntouchedTableIsEmpty(t *testing.T) {
+	rs := featureGenerator(t).Ruleset(featurePorts())
+	fake := applyFull(t, rs)
+	if tx := reconcileOnto(t, fake, rs); !tx.Empty() {
+		t.Errorf("reconcile of an untouched table sends %d operations:\n%s", len(tx.Ops), tx)
+	}
+}
+
+// TestReconcileRepairsTamperingAndFollowsChanges tampers with a live table
+// and changes the desired rules: the reconcile must leave exactly what a
+// full sync onto an empty table leaves, and touch only what differs.
+func TestReconcileRepairsTamperingAndFollowsChanges(t *testing.T) {
+	g := testGenerator("10.244.0.0/16")
+	ports := manyPorts(50)
+	old := g.Ruleset(ports)
+	fake := applyFull(t, old)
+	ctx := context.Background()
+
+	// Tampering: a service chain flushed, a dispatch element deleted, a
+	// stray chain and a stray element added.
+	svcChain := old.Services[ServiceKey(ports[3].Name)].Chains[0].Name
+	el := old.Elements(MapServiceIPs)[7]
+	stray := MapElement{Key: MapKey{Addr: netip.MustParseAddr("10.99.9.9"), Proto: 6, Port: 80}, Verdict: Verdict{Kind: VerdictGoto, Chain: "stray"}}
+	for _, op := range []Op{
+		{Kind: OpFlushChain, Name: svcChain},
+		{Kind: OpDeleteElement, Name: MapServiceIPs, Element: &el},
+		{Kind: OpAddChain, Name: "stray"},
+		{Kind: OpAddElement, Name: MapServiceIPs, Element: &stray},
+	} {
+		if err := fake.Apply(ctx, &Transaction{Family: FamilyIPv4, Ops: []Op{op}}); err != nil {
+			t.Fatalf("tamper %s: %v", op.text(FamilyIPv4), err)
+		}
+	}
+	// Desired: one Service gone, one added, one with fewer endpoints.
+	next := append(ports[1:], testPort("ns", "new", 80, "10.100.0.1", "10.244.200.1:80", "10.244.200.2:80"))
+	next[10].Endpoints = next[10].Endpoints[:1]
+	rs := g.Ruleset(next)
+
+	tx := reconcileOnto(t, fake, rs)
+	if got, want := fake.Dump(FamilyIPv4), applyFull(t, rs).Dump(FamilyIPv4); got != want {
+		t.Errorf("after the reconcile the table differs from a fresh full sync:\n%s\nwant:\n%s", got, want)
+	}
+	// Untouched Services are not rewritten: far fewer operations than
+	// the full sync's.
+	if full := len(PlanFull(rs, nil).Ops); len(tx.Ops)*4 > full {
+		t.Errorf("reconcile sent %d operations, a full sync %d; want only the differences", len(tx.Ops), full)
+	}
+	if again := reconcileOnto(t, fake, rs); !again.Empty() {
+		t.Errorf("a second reconcile sends %d operations:\n%s", len(again.Ops), again)
+	}
+}
+
+// TestReconcileGivesUpOnWhatItCannotPatch: objects nftproxy cannot decode
+// and base chains declared differently need a rewrite.
+func TestReconcileGivesUpOnWhatItCannotPatch(t *testing.T) {
+	rs := featureGenerator(t).Ruleset(featurePorts())
+	fake := applyFull(t, rs)
+	ctx := context.Background()
+	inv, _ := fake.Inventory(ctx, FamilyIPv4, nil)
+
+	live, _ := fake.Read(ctx, FamilyIPv4)
+	live.Unknown = []string{"rule in chain x: unknown expression"}
+	if tx := PlanReconcile(rs, live, inv); tx != nil {
+		t.Errorf("reconcile over undecodable objects = %d operations, want nil (rewrite)", len(tx.Ops))
+	}
+
+	live, _ = fake.Read(ctx, FamilyIPv4)
+	for _, c := range live.Chains {
+		if c.Base != nil {
+			b := *c.Base
+			b.Priority += 5
+			c.Base = &b
+			break
+		}
+	}
+	if tx := PlanReconcile(rs, live, inv); tx != nil {
+		t.Errorf("reconcile over a base chain with another priority = %d operations, want nil (rewrite)", len(tx.Ops))
+	}
+	if tx := PlanReconcile(rs, nil, inv); tx != nil {
+		t.Error("reconcile without a live table must give up")
+	}
+}
+
+// TestReconcileRewritesEndpointMapChains: chains that pick from a numgen
+// map are rewritten and the old endpoint maps deleted, whatever the live
+// table holds.
+func TestReconcileRewritesEndpointMapChains(t *testing.T) {
+	g := testGenerator("10.244.0.0/16")
+	var eps []string
+	for i := range CascadeMaxEndpoints + 1 {
+		eps = append(eps, fmt.Sprintf("10.244.%d.%d:80", i/200, i%200+1))
+	}
+	rs := g.Ruleset([]model.ServicePortState{testPort("ns", "big", 80, "10.96.0.1", eps...)})
+	fake := applyFull(t, rs)
+	ctx := context.Background()
+	live, _ := fake.Read(ctx, FamilyIPv4)
+	inv, _ := fake.Inventory(ctx, FamilyIPv4, nil)
+	inv.Sets = append(inv.Sets, endpointMapPrefix+"0123")
+	tx := PlanReconcile(rs, live, inv)
+	if tx == nil {
+		t.Fatal("reconcile gave up")
+	}
+	flushed, deleted := 0, 0
+	for _, op := range tx.Ops {
+		switch {
+		case op.Kind == OpFlushChain:
+			flushed++
+		case op.Kind == OpDeleteSet && op.Name == endpointMapPrefix+"0123":
+			deleted++
+		}
+	}
+	if flushed != 1 || deleted != 1 {
+		t.Errorf("reconcile flushed %d chains and deleted %d old endpoint maps; want 1 and 1:\n%s", flushed, deleted, tx)
+	}
+}
