@@ -33,8 +33,8 @@ func mapTable(m string) string {
 }
 
 // CountFragment returns the number of iptables rules a fragment stands
-// for, without rendering them: one per rule, one per map element, and one
-// per numgen target. The counts of all fragments of a ruleset add up to
+// for, without rendering them: one per rule, one per map element (one per
+// named port for a health check node port), and one per numgen target. The counts of all fragments of a ruleset add up to
 // the -A lines of its compat view, so the rules-count metric can be kept at
 // sync time from the fragments that changed.
 func CountFragment(f *nftgen.Fragment) Counts {
@@ -43,7 +43,13 @@ func CountFragment(f *nftgen.Fragment) Counts {
 		return c
 	}
 	for m, els := range f.Elements {
-		c[mapTable(m)] += len(els)
+		if m != nftgen.MapHealthCheckNodePorts {
+			c[mapTable(m)] += len(els)
+			continue
+		}
+		for _, e := range els {
+			c[mapTable(m)] += len(nftgen.SplitHealthCheckComment(e.Comment))
+		}
 	}
 	for _, ch := range f.Chains {
 		table := "nat"

@@ -120,8 +120,10 @@ type DiffOptions struct {
 // Difference is one rule or chain that differs.
 type Difference struct {
 	// Kind is "missing" (in legacy only), "extra" (in current only),
-	// "changed" or "order".
-	Kind    string
+	// "changed", "order" or KindExplained.
+	Kind string
+	// Note says why an explained difference is not drift.
+	Note    string
 	Table   string
 	Chain   string
 	Service string
@@ -251,6 +253,13 @@ func diffChain(table, chain string, legacy, current []string, svcOf func(chain, 
 		}
 	}
 	sort.Strings(extra)
+	if slices.Contains(unordered, chain) {
+		var explained []string
+		missing, explained = shadowed(missing, current)
+		for _, r := range explained {
+			diffs = append(diffs, Difference{Kind: KindExplained, Note: shadowedNote, Table: table, Chain: chain, Service: svcOf(chain, r), Legacy: r})
+		}
+	}
 	// Pair a missing and an extra rule that share a comment: "changed".
 	for i := 0; i < len(missing); i++ {
 		key := commentOf(missing[i])
@@ -334,6 +343,7 @@ func Report(w io.Writer, diffs []Difference) {
 		fmt.Fprintln(w, "no differences")
 		return
 	}
+	drift := DriftCount(diffs)
 	bySvc := map[string][]Difference{}
 	for _, d := range diffs {
 		bySvc[d.Service] = append(bySvc[d.Service], d)
@@ -342,6 +352,9 @@ func Report(w io.Writer, diffs []Difference) {
 		fmt.Fprintf(w, "Service %s:\n", svc)
 		for _, d := range bySvc[svc] {
 			fmt.Fprintf(w, "  %s in %s %s:\n", d.Kind, d.Table, d.Chain)
+			if d.Note != "" {
+				fmt.Fprintf(w, "    (%s)\n", d.Note)
+			}
 			if d.Legacy != "" {
 				for _, l := range strings.Split(d.Legacy, "\n") {
 					fmt.Fprintf(w, "    - %s\n", l)
@@ -354,7 +367,11 @@ func Report(w io.Writer, diffs []Difference) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "%d differences\n", len(diffs))
+	fmt.Fprintf(w, "%d differences", drift)
+	if drift < len(diffs) {
+		fmt.Fprintf(w, " (and %d explained by nftproxy's design, not drift)", len(diffs)-drift)
+	}
+	fmt.Fprintln(w)
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -434,17 +434,23 @@ func (b *builder) expandMap(table, chain, mapName string, r nftgen.Rule) {
 		return elems[i].Key.Addr.Less(elems[j].Key.Addr) || (elems[i].Key.Addr == elems[j].Key.Addr && elems[i].Key.Port < elems[j].Key.Port)
 	})
 	for _, e := range elems {
-		proto := nftgen.ProtoName(e.Key.Proto)
-		out := &iptRule{chain: chain, proto: proto, target: b.target(table, e.Verdict)}
-		if e.Key.Addr.IsValid() {
-			out.dst = hostString(e.Key.Addr)
+		comments := []string{e.Comment}
+		if mapName == nftgen.MapHealthCheckNodePorts {
+			comments = nftgen.SplitHealthCheckComment(e.Comment)
 		}
-		out.comment(e.Comment)
-		if local {
-			out.match("-m addrtype --dst-type LOCAL")
+		for _, comment := range comments {
+			proto := nftgen.ProtoName(e.Key.Proto)
+			out := &iptRule{chain: chain, proto: proto, target: b.target(table, e.Verdict)}
+			if e.Key.Addr.IsValid() {
+				out.dst = hostString(e.Key.Addr)
+			}
+			out.comment(comment)
+			if local {
+				out.match("-m addrtype --dst-type LOCAL")
+			}
+			out.match(fmt.Sprintf("-m %s --dport %d", proto, e.Key.Port))
+			b.add(table, out)
 		}
-		out.match(fmt.Sprintf("-m %s --dport %d", proto, e.Key.Port))
-		b.add(table, out)
 	}
 }
 

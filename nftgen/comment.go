@@ -1,9 +1,51 @@
 package nftgen
 
-import "github.com/google/nftables/userdata"
+import (
+	"strings"
+
+	"github.com/google/nftables/userdata"
+
+	"github.com/nftproxy/nftproxy/proxier/model"
+)
 
 // appendComment encodes a rule comment as the userdata TLV that nft and
 // iptables-nft use, so that `nft list` shows it.
 func appendComment(b []byte, comment string) []byte {
 	return userdata.AppendString(b, userdata.TypeComment, comment)
+}
+
+// healthCheckSuffix ends the comment of a health check node port.
+const healthCheckSuffix = " health check node port"
+
+// HealthCheckComment is the comment of the one map element that accepts a
+// Service's health check node port. kube-proxy writes the same rule once
+// per service port, each with its port's name, so the comment lists every
+// port's name (space separated: names have no spaces) and the compat view
+// writes one rule per name (SplitHealthCheckComment). Every port of the
+// Service gives the same element, whichever port wins it. When the list
+// does not fit in a comment, only own is named.
+func HealthCheckComment(own string, ports []model.ServicePortName) string {
+	names := make([]string, len(ports))
+	for i, p := range ports {
+		names[i] = p.String()
+	}
+	if c := strings.Join(names, " ") + healthCheckSuffix; len(ports) > 0 && len(c) <= MaxCommentLen {
+		return c
+	}
+	return own + healthCheckSuffix
+}
+
+// SplitHealthCheckComment returns the comments of kube-proxy's rules for
+// one health check node port element's comment (see HealthCheckComment);
+// any other comment is returned as it is.
+func SplitHealthCheckComment(c string) []string {
+	names, ok := strings.CutSuffix(c, healthCheckSuffix)
+	if !ok || !strings.Contains(names, " ") {
+		return []string{c}
+	}
+	var out []string
+	for _, n := range strings.Fields(names) {
+		out = append(out, n+healthCheckSuffix)
+	}
+	return out
 }

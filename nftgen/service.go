@@ -132,7 +132,7 @@ func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
 		}
 	}
 	if sp.HealthCheckNodePort != 0 {
-		b.element(MapHealthCheckNodePorts, MapKey{Proto: ProtoTCP, Port: sp.HealthCheckNodePort}, accept, b.name+" health check node port")
+		b.element(MapHealthCheckNodePorts, MapKey{Proto: ProtoTCP, Port: sp.HealthCheckNodePort}, accept, HealthCheckComment(b.name, sp.HealthCheckPorts))
 	}
 
 	if usesExt {

@@ -47,25 +47,47 @@ type candidate struct {
 	clusterIPs []netip.Addr
 }
 
-func (c *candidate) claimOn(k nftgen.MapKey) claim {
+func (c *candidate) claimOn(d destination) claim {
 	cl := c.claim
 	cl.rank = 1
-	if k.Addr.IsValid() && slices.Contains(c.clusterIPs, k.Addr) {
+	if k := d.Key; k.Addr.IsValid() && slices.Contains(c.clusterIPs, k.Addr) {
 		cl.rank = 0
 	}
 	return cl
 }
 
-// destinations returns the distinct keys of a fragment's elements. Their
-// order does not matter: beats decides every key on its own.
-func destinations(f *nftgen.Fragment) []nftgen.MapKey {
-	seen := map[nftgen.MapKey]bool{}
-	var out []nftgen.MapKey
-	for _, els := range f.Elements {
+// destination is one key of one claim domain (see claimDomain).
+type destination struct {
+	Map string
+	Key nftgen.MapKey
+}
+
+// claimDomain names the maps among which one key can have only one owner.
+// The dispatch map decides which Service's DNAT a packet gets, as the first
+// matching rule of kube-proxy's KUBE-SERVICES does; the cluster IPs without
+// endpoints are checked before DNAT on the output hook, so they share its
+// domain. The other filter maps (external IPs without endpoints, firewall,
+// node ports) are consulted after DNAT, as kube-proxy's filter chains are:
+// a Service's reject of a destination there never stops another Service's
+// DNAT of it, and kube-proxy writes both rules, so nftproxy keeps both.
+func claimDomain(m string) string {
+	if m == nftgen.MapNoEndpointServices {
+		return nftgen.MapServiceIPs
+	}
+	return m
+}
+
+// destinations returns the distinct map keys of a fragment's elements.
+// Their order does not matter: beats decides every key on its own.
+func destinations(f *nftgen.Fragment) []destination {
+	seen := map[destination]bool{}
+	var out []destination
+	for m, els := range f.Elements {
 		for _, e := range els {
-			if !seen[e.Key] {
-				seen[e.Key] = true
-				out = append(out, e.Key)
+			d := destination{Map: claimDomain(m), Key: e.Key}
+			if !seen[d] {
+				seen[d] = true
+				out = append(out, d)
 			}
 		}
 	}
@@ -74,14 +96,14 @@ func destinations(f *nftgen.Fragment) []nftgen.MapKey {
 
 // withoutLost returns f without the elements of destinations it does not
 // own, and the destinations it lost to another Service.
-func withoutLost(c *candidate, owners map[nftgen.MapKey]claim) (*nftgen.Fragment, []lostDestination) {
+func withoutLost(c *candidate, owners map[destination]claim) (*nftgen.Fragment, []lostDestination) {
 	var lost []lostDestination
-	lostKey := map[nftgen.MapKey]bool{}
+	lostKey := map[destination]bool{}
 	for _, k := range destinations(c.frag) {
 		if o := owners[k]; o.frag != c.claim.frag {
 			lostKey[k] = true
 			if o.svc != c.svc {
-				lost = append(lost, lostDestination{key: k, owner: o})
+				lost = append(lost, lostDestination{key: k.Key, owner: o})
 			}
 		}
 	}
@@ -93,7 +115,7 @@ func withoutLost(c *candidate, owners map[nftgen.MapKey]claim) (*nftgen.Fragment
 	for m, els := range c.frag.Elements {
 		var kept []nftgen.MapElement
 		for _, e := range els {
-			if !lostKey[e.Key] {
+			if !lostKey[destination{Map: claimDomain(m), Key: e.Key}] {
 				kept = append(kept, e)
 			}
 		}

@@ -28,6 +28,9 @@ func TestClusterIPNeverLosesToAnotherServicesExternalIP(t *testing.T) {
 	}
 	dnsSlice := slice("kube-dns", "10.0.0.53")
 	dnsSlice.Namespace = "kube-system"
+	// With endpoints, the thief competes for the DNAT of the destination.
+	thiefSlice := slice("aaa", "10.0.0.99")
+	thiefSlice.Namespace = "aaa"
 	check := func(t *testing.T, f *fixture) {
 		t.Helper()
 		dump := f.fake.Dump(nftgen.FamilyIPv4)
@@ -53,6 +56,7 @@ func TestClusterIPNeverLosesToAnotherServicesExternalIP(t *testing.T) {
 	t.Run("thief first, one full sync", func(t *testing.T) {
 		f := newFixture(t)
 		f.store.SetService(thief())
+		f.store.SetEndpointSlice(thiefSlice)
 		f.store.SetService(dns())
 		f.store.SetEndpointSlice(dnsSlice)
 		f.sync(t)
@@ -64,12 +68,14 @@ func TestClusterIPNeverLosesToAnotherServicesExternalIP(t *testing.T) {
 		f.store.SetEndpointSlice(dnsSlice)
 		f.sync(t)
 		f.store.SetService(thief())
+		f.store.SetEndpointSlice(thiefSlice)
 		f.sync(t)
 		check(t, f)
 	})
 	t.Run("kube-dns added later", func(t *testing.T) {
 		f := newFixture(t)
 		f.store.SetService(thief())
+		f.store.SetEndpointSlice(thiefSlice)
 		f.sync(t)
 		f.store.SetService(dns())
 		f.store.SetEndpointSlice(dnsSlice)
@@ -132,5 +138,33 @@ func TestHealthCheckNodePortSharedByPortsOfOneService(t *testing.T) {
 		if !strings.Contains(dump, want) {
 			t.Errorf("missing %s:\n%s", want, dump)
 		}
+	}
+}
+
+// TestRejectOfSharedDestinationDoesNotStopAnotherServicesDNAT: a Service
+// without endpoints names another Service's load balancer IP and port as
+// its external IP. kube-proxy writes the DNAT of the one (nat table) and
+// the reject of the other (filter, after DNAT); so does nftproxy, in two
+// maps, and the one with endpoints keeps its DNAT.
+func TestRejectOfSharedDestinationDoesNotStopAnotherServicesDNAT(t *testing.T) {
+	f := newFixture(t)
+	web := svc("web", "10.96.0.20")
+	web.Spec.Type = v1.ServiceTypeLoadBalancer
+	web.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "203.0.113.7"}}
+	f.store.SetService(web)
+	f.store.SetEndpointSlice(slice("web", "10.0.0.20"))
+	empty := svc("aaa-empty", "10.96.0.21")
+	empty.Spec.ExternalIPs = []string{"203.0.113.7"}
+	f.store.SetService(empty)
+	f.sync(t)
+	dump := f.fake.Dump(nftgen.FamilyIPv4)
+	if !strings.Contains(dump, `203.0.113.7 . tcp . 80 comment "ns/web:http loadbalancer IP" : goto KUBE-EXT-`) {
+		t.Errorf("web lost the DNAT of its load balancer IP:\n%s", dump)
+	}
+	if !strings.Contains(dump, `203.0.113.7 . tcp . 80 comment "ns/aaa-empty:http has no endpoints"`) {
+		t.Errorf("the reject kube-proxy writes for aaa-empty's external IP is missing:\n%s", dump)
+	}
+	if len(f.problems) != 0 {
+		t.Errorf("no conflict expected: %v", f.problems)
 	}
 }

@@ -17,10 +17,10 @@ import (
 // desired builds the whole ruleset of one family, with every conflict over
 // a destination decided (see claim). It is what a full sync programs and
 // what render prints.
-func (s *Syncer) desired(ctx context.Context, fs *familyState) (*nftgen.Ruleset, map[types.NamespacedName][]string, map[nftgen.MapKey]claim, error) {
+func (s *Syncer) desired(ctx context.Context, fs *familyState) (*nftgen.Ruleset, map[types.NamespacedName][]string, map[destination]claim, error) {
 	rs := &nftgen.Ruleset{Family: fs.gen.Family(), Maps: fs.gen.Maps(), Top: fs.gen.Top(), Services: map[string]*nftgen.Fragment{}}
 	var cands []*candidate
-	owners := map[nftgen.MapKey]claim{}
+	owners := map[destination]claim{}
 	for i, nn := range s.store.ServiceNames() {
 		if i%1024 == 0 && ctx.Err() != nil {
 			return nil, nil, nil, fmt.Errorf("stopped while building the ruleset: %w", ctx.Err())
@@ -138,10 +138,10 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 	release := func(nn types.NamespacedName) {
 		for _, key := range fs.keys[nn] {
 			updates[key] = nil
-			for _, els := range fs.applied.Services[key].Elements {
+			for m, els := range fs.applied.Services[key].Elements {
 				for _, e := range els {
-					if fs.owners[e.Key].frag == key {
-						delete(fs.owners, e.Key)
+					if d := (destination{Map: claimDomain(m), Key: e.Key}); fs.owners[d].frag == key {
+						delete(fs.owners, d)
 					}
 				}
 			}

@@ -55,11 +55,11 @@ type familyState struct {
 	counts, lastCounts compat.Counts
 	// objects counts the table's nftables objects, kept like counts.
 	objects nftgen.ObjectCounts
-	// owners maps an IP, protocol and port (or a node port) to the
-	// service port that owns it, whatever map it is in, so that two
-	// Services naming the same one can neither break the transaction nor
-	// shadow each other (see claim).
-	owners map[nftgen.MapKey]claim
+	// owners maps an IP, protocol and port (or a node port), per claim
+	// domain, to the service port that owns it, so that two Services
+	// naming the same one can neither break the transaction nor shadow
+	// each other (see claim and claimDomain).
+	owners map[destination]claim
 }
 
 // SyncResult describes one sync.

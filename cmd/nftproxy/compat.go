@@ -121,8 +121,8 @@ func runDiff(ctx context.Context, args []string, out io.Writer) error {
 	}
 	diffs := compat.Diff(legacy, current, compat.DiffOptions{IgnoreNfacct: f.ignoreNfacct})
 	compat.Report(out, diffs)
-	if len(diffs) > 0 {
-		return differentError{len(diffs)}
+	if n := compat.DriftCount(diffs); n > 0 {
+		return differentError{n}
 	}
 	return nil
 }

@@ -146,6 +146,15 @@ func ServicePorts(svc *v1.Service) ([]ServicePort, []Problem) {
 			TrafficDistribution:      distribution,
 		})
 	}
+	if hcPort != 0 {
+		names := make([]ServicePortName, len(out))
+		for i := range out {
+			names[i] = out[i].Name
+		}
+		for i := range out {
+			out[i].HealthCheckPorts = names
+		}
+	}
 	return out, problems
 }
 

@@ -97,6 +97,9 @@ type ServicePort struct {
 	InternalPolicyLocal bool
 	// HealthCheckNodePort is spec.healthCheckNodePort, or 0.
 	HealthCheckNodePort uint16
+	// HealthCheckPorts names every port of the Service when it has a
+	// health check node port (kube-proxy writes its rule once per port).
+	HealthCheckPorts []ServicePortName
 	// TrafficDistribution is spec.trafficDistribution, or "".
 	TrafficDistribution string
 }
