@@ -17,6 +17,7 @@ func featureGenerator(t testing.TB) *Generator {
 		ClusterCIDRs:       []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
 		MasqueradeBit:      DefaultMasqueradeBit,
 		Node:               model.Node{Name: "node-a", Labels: map[string]string{v1.LabelTopologyZone: "z1"}},
+		NodeIP:             netip.MustParseAddr("192.0.2.1"),
 		NodeIPs:            []netip.Addr{netip.MustParseAddr("192.0.2.1")},
 		LocalhostNodePorts: true,
 	})
@@ -114,6 +115,7 @@ func testGenerator6(t testing.TB) *Generator {
 		ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/64")},
 		MasqueradeBit: DefaultMasqueradeBit,
 		Node:          model.Node{Name: "node-a"},
+		NodeIP:        netip.MustParseAddr("2001:db8::1"),
 		NodeIPs:       []netip.Addr{netip.MustParseAddr("2001:db8::1")},
 	})
 	if err != nil {

@@ -25,8 +25,13 @@ type Config struct {
 	// Node is this node: its name decides which endpoints are local, its
 	// zone label drives topology.
 	Node model.Node
-	// NodeIPs are this node's addresses of this family; a load balancer
-	// source range that holds one lets the node reach the load balancer IP.
+	// NodeIP is kube-proxy's "node IP" of this family (the Node's first
+	// address of it, or --bind-address; loopback when unknown): a load
+	// balancer source range that holds it lets the node reach the load
+	// balancer IP.
+	NodeIP netip.Addr
+	// NodeIPs are every address this node reports in this family; an
+	// external IP equal to one is not programmed.
 	NodeIPs []netip.Addr
 	// RestrictNodePorts limits node ports to NodePortAddresses
 	// (--nodeport-addresses, resolved); otherwise every local address
@@ -72,7 +77,13 @@ func NewGenerator(cfg Config) (*Generator, error) {
 			return nil, fmt.Errorf("cluster CIDR %s does not belong to family %s", c, cfg.Family)
 		}
 	}
-	for _, a := range append(append([]netip.Addr(nil), cfg.NodeIPs...), cfg.NodePortAddresses...) {
+	if !cfg.NodeIP.IsValid() {
+		cfg.NodeIP = netip.IPv6Loopback()
+		if is4 {
+			cfg.NodeIP = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		}
+	}
+	for _, a := range append(append([]netip.Addr{cfg.NodeIP}, cfg.NodeIPs...), cfg.NodePortAddresses...) {
 		if a.Is4() != is4 {
 			return nil, fmt.Errorf("node address %s does not belong to family %s", a, cfg.Family)
 		}

@@ -228,9 +228,7 @@ func (b *svcBuild) firewallChain(fw, ext string, ranges []netip.Prefix, lbIPs []
 	allowFromNode := false
 	for _, r := range ranges {
 		c.Rules = append(c.Rules, NewRule(b.name+" loadbalancer IP", MatchAddr{Dir: Saddr, Prefix: r}, jump(ext)))
-		for _, ip := range b.g.cfg.NodeIPs {
-			allowFromNode = allowFromNode || r.Contains(ip)
-		}
+		allowFromNode = allowFromNode || r.Contains(b.g.cfg.NodeIP)
 	}
 	if allowFromNode {
 		// A node that reaches a load balancer IP configured on itself

@@ -3,6 +3,7 @@ package proxier
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -22,7 +23,7 @@ type NodePortAddresses struct {
 // means every local address, as in kube-proxy's iptables mode.
 func ResolveNodePortAddresses(spec []string, local, primary []netip.Addr, is4 bool) (NodePortAddresses, error) {
 	var cidrs []netip.Prefix
-	usePrimary, any := false, false
+	any := false
 	for _, s := range spec {
 		s = strings.TrimSpace(s)
 		if s == "" {
@@ -30,7 +31,15 @@ func ResolveNodePortAddresses(spec []string, local, primary []netip.Addr, is4 bo
 		}
 		switch s {
 		case "primary":
-			usePrimary, any = true, true
+			// The node IP of the family, as a /32 or /128, like any other
+			// CIDR (kube-proxy expands it so); none when the family has no
+			// node IP.
+			for _, a := range primary {
+				if a.Is4() == is4 {
+					cidrs = append(cidrs, netip.PrefixFrom(a, a.BitLen()))
+					any = true
+				}
+			}
 			continue
 		case "all":
 			return NodePortAddresses{All: true}, nil
@@ -64,11 +73,6 @@ func ResolveNodePortAddresses(spec []string, local, primary []netip.Addr, is4 bo
 			out.Addrs = append(out.Addrs, a)
 		}
 	}
-	if usePrimary {
-		for _, a := range primary {
-			add(a)
-		}
-	}
 	for _, a := range local {
 		for _, c := range cidrs {
 			if c.Contains(a) {
@@ -92,6 +96,32 @@ func NodeIPs(node *v1.Node) []netip.Addr {
 				out = append(out, ip.Unmap())
 			}
 		}
+	}
+	return out
+}
+
+// PrimaryNodeIPs returns kube-proxy's node IPs: the first address the Node
+// reports (InternalIP before ExternalIP) and the first of the other family,
+// with bind (--bind-address, when set) replacing the one of its family. A
+// family without one is left out. node may be nil.
+func PrimaryNodeIPs(node *v1.Node, bind netip.Addr) []netip.Addr {
+	var out []netip.Addr
+	if node != nil {
+		all := NodeIPs(node)
+		if len(all) > 0 {
+			out = append(out, all[0])
+			for _, a := range all[1:] {
+				if a.Is4() != all[0].Is4() {
+					out = append(out, a)
+					break
+				}
+			}
+		}
+	}
+	if bind.IsValid() && !bind.IsUnspecified() {
+		bind = bind.Unmap()
+		out = slices.DeleteFunc(out, func(a netip.Addr) bool { return a.Is4() == bind.Is4() })
+		out = append(out, bind)
 	}
 	return out
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -138,10 +139,14 @@ func (o *options) generatorsFor(st *setup, nodeObj *v1.Node) ([]*nftgen.Generato
 	if o.masqueradeBit < 0 || o.masqueradeBit > 31 {
 		return nil, usageError{fmt.Errorf("--iptables-masquerade-bit: %d is outside 0..31", o.masqueradeBit)}
 	}
-	var primary []netip.Addr
+	// primary are kube-proxy's node IPs (one per family at most); all are
+	// every address the node has, for the external IP check.
+	var all []netip.Addr
+	bind, _ := netip.ParseAddr(o.kp.bindAddress)
+	primary := proxier.PrimaryNodeIPs(nodeObj, bind)
 	if nodeObj != nil {
 		st.node.Labels = nodeObj.Labels
-		primary = proxier.NodeIPs(nodeObj)
+		all = proxier.NodeIPs(nodeObj)
 		if o.kp.detectLocalMode == "NodeCIDR" {
 			byFamily = map[nftgen.Family][]netip.Prefix{}
 			for _, c := range nodeObj.Spec.PodCIDRs {
@@ -160,16 +165,7 @@ func (o *options) generatorsFor(st *setup, nodeObj *v1.Node) ([]*nftgen.Generato
 	default:
 		return nil, usageError{fmt.Errorf("--detect-local-mode %q is not supported; use ClusterCIDR or NodeCIDR", o.kp.detectLocalMode)}
 	}
-	if bind, err := netip.ParseAddr(o.kp.bindAddress); err == nil && !bind.IsUnspecified() && len(primary) == 0 {
-		primary = []netip.Addr{bind}
-	}
-	if len(primary) == 0 {
-		for _, a := range st.local {
-			if !a.IsLoopback() && !a.IsLinkLocalUnicast() {
-				primary = append(primary, a)
-			}
-		}
-	}
+	all = append(all, primary...)
 	families := []nftgen.Family{nftgen.FamilyIPv4}
 	if len(byFamily[nftgen.FamilyIPv6]) > 0 || st.ipv6 || hasIPv6Addr(primary) {
 		families = append(families, nftgen.FamilyIPv6)
@@ -188,6 +184,11 @@ func (o *options) generatorsFor(st *setup, nodeObj *v1.Node) ([]*nftgen.Generato
 		}
 		for _, a := range primary {
 			if a.Is4() == is4 {
+				cfg.NodeIP = a
+			}
+		}
+		for _, a := range all {
+			if a.Is4() == is4 && !slices.Contains(cfg.NodeIPs, a) {
 				cfg.NodeIPs = append(cfg.NodeIPs, a)
 			}
 		}
