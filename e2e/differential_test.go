@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/nftproxy/nftproxy/e2e/netns"
@@ -45,44 +46,54 @@ func TestDifferentialAgainstKubeProxy(t *testing.T) {
 			objects := writeObjects(t, dir, rc.objects...)
 
 			legacyNS := nodeNamespace(t, "nfp-df")
-			args := append([]string{"-objects", objects, "-hostname", LocalNode, "-node-ip", "192.0.2.1"}, rc.flags.flags(oracleFlagNames)...)
-			cmd := legacyNS.Command(oracle, args...)
-			cmd.Env = append(os.Environ(), "PATH="+pathDir+":"+os.Getenv("PATH"))
-			if out, err := cmd.CombinedOutput(); err != nil {
-				t.Fatalf("kube-proxy oracle: %v\n%s", err, out)
-			}
-			legacyFile := filepath.Join(dir, "legacy.save")
-			if err := os.WriteFile(legacyFile, []byte(legacyNS.MustRun(t, "iptables-legacy-save")), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			nftFlags := append([]string{"--objects", objects, "--hostname-override", LocalNode}, rc.flags.flags(nftproxyFlagNames)...)
-			// In the oracle's namespace: --nodeport-addresses selects among
-			// the addresses of the namespace's interfaces.
-			rendered, err := legacyNS.Command(nftproxyBinary, append([]string{"render", "--format", "iptables-save"}, nftFlags...)...).Output()
-			if err != nil {
-				t.Fatalf("nftproxy render: %v", err)
-			}
-			renderedFile := filepath.Join(dir, "render.save")
-			if err := os.WriteFile(renderedFile, rendered, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			compare := func(what string, args ...string) {
-				out, err := exec.Command(nftproxyBinary, append([]string{"diff", legacyFile}, args...)...).CombinedOutput()
-				if err != nil {
-					report := string(out)
-					if len(report) > 4000 {
-						report = report[:4000] + "\n..."
-					}
-					t.Errorf("seed %d (%d Services, flags %v), %s: %v\n%s", seed, rc.services, rc.flags.flags(nftproxyFlagNames), what, err, report)
-				}
-			}
-			compare("offline render", renderedFile, "--ignore-nfacct")
+			var nftNS *netns.NS
 			if seed%liveEvery == 0 {
-				nftNS := nodeNamespace(t, "nfp-dl")
-				if out, err := exec.Command(nftproxyBinary, append([]string{"sync", "--netns", nftNS.Path()}, nftFlags...)...).CombinedOutput(); err != nil {
+				nftNS = nodeNamespace(t, "nfp-dl")
+				if out, err := exec.Command(nftproxyBinary, append([]string{"sync", "--netns", nftNS.Path(), "--objects", objects, "--hostname-override", LocalNode}, rc.nftproxyFlags()...)...).CombinedOutput(); err != nil {
 					t.Fatalf("nftproxy sync: %v\n%s", err, out)
 				}
-				compare("live sync", "--netns", nftNS.Path(), "--ignore-nfacct")
+			}
+			for _, family := range rc.families {
+				save, v6 := "iptables-legacy-save", []string(nil)
+				if family == "IPv6" {
+					save, v6 = "ip6tables-legacy-save", []string{"-6"}
+				}
+				args := append([]string{"-objects", objects, "-hostname", LocalNode}, rc.oracleFlags(family)...)
+				cmd := legacyNS.Command(oracle, args...)
+				cmd.Env = append(os.Environ(), "PATH="+pathDir+":"+os.Getenv("PATH"))
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("kube-proxy oracle (%s): %v\n%s", family, err, out)
+				}
+				legacyFile := filepath.Join(dir, family+".legacy.save")
+				if err := os.WriteFile(legacyFile, []byte(legacyNS.MustRun(t, save)), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				// In the oracle's namespace: --nodeport-addresses selects
+				// among the addresses of the namespace's interfaces.
+				renderArgs := append(append([]string{"render", "--format", "iptables-save", "--objects", objects, "--hostname-override", LocalNode}, v6...), rc.nftproxyFlags()...)
+				rendered, err := legacyNS.Command(nftproxyBinary, renderArgs...).Output()
+				if err != nil {
+					t.Fatalf("nftproxy render: %v", err)
+				}
+				renderedFile := filepath.Join(dir, family+".render.save")
+				if err := os.WriteFile(renderedFile, rendered, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				compare := func(what string, args ...string) {
+					out, err := exec.Command(nftproxyBinary, append(append([]string{"diff", legacyFile, "--ignore-nfacct"}, v6...), args...)...).CombinedOutput()
+					if err != nil {
+						report := string(out)
+						if len(report) > 4000 {
+							report = report[:4000] + "\n..."
+						}
+						t.Errorf("seed %d (%d Services, %s, nftproxy flags %v), %s: %v\n%s", seed, rc.services, family, rc.nftproxyFlags(), what, err, report)
+					}
+				}
+				t.Logf("%s: %d kube-proxy rules", family, strings.Count(legacyNS.MustRun(t, save), "\n-A "))
+				compare("offline render", renderedFile)
+				if nftNS != nil {
+					compare("live sync", "--netns", nftNS.Path())
+				}
 			}
 		})
 	}

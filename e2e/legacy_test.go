@@ -145,6 +145,25 @@ func legacyScenarios() []legacyScenario {
 			SliceOf("ns", "v6", "v6-1", hp, ep("fd00:10:244::2", LocalNode), ep("fd00:10:244:1::3", RemoteNode))}},
 		{name: "dual-stack", clusterCIDR: cidr, objects: []any{svc("dual", "10.96.0.30", DualStack("fd00:10:96::30")), slice("dual", three...),
 			SliceOf("ns", "dual", "dual-v6", hp, ep("fd00:10:244::30", LocalNode))}},
+		// Found by the differential test; each failed before its fix.
+		// kube-proxy writes the health check node port rule once per port.
+		{name: "health-check-per-port", clusterCIDR: cidr, objects: []any{
+			With(ClusterIPService("ns", "ingress", "10.96.0.40", httpPort, PortSpec{Name: "https", Protocol: v1.ProtocolTCP, Port: 443, Target: 8443}),
+				LoadBalancer("203.0.113.40"), NodePorts(30040, 30041), ExternalLocal(32040)),
+			SliceOf("ns", "ingress", "ingress-1", []PortSpec{httpPort, {Name: "https", Protocol: v1.ProtocolTCP, Port: 443, Target: 8443}}, three...)}},
+		// A Service without endpoints names another one's load balancer IP
+		// and port: kube-proxy keeps the DNAT of the one and the (filter,
+		// after DNAT) reject of the other.
+		{name: "reject-beside-dnat", clusterCIDR: cidr, objects: []any{
+			svc("web", "10.96.0.41", LoadBalancer("203.0.113.41"), NodePorts(30042)), slice("web", three...),
+			svc("aaa-empty", "10.96.0.42", ExternalIPs("203.0.113.41"))}},
+		// A dual-stack Service whose only external IP is IPv6 is not
+		// externally accessible in IPv4: no KUBE-EXT- chain there.
+		{name: "dual-stack-v6-external-ip", clusterCIDR: cidr, objects: []any{
+			svc("dual", "10.96.0.43", DualStack("fd00:10:96::43"), ExternalIPs("2001:db8:ff::43")), slice("dual", three...),
+			SliceOf("ns", "dual", "dual-v6", hp, ep("fd00:10:244::43", LocalNode))}},
+		// kube-proxy expands "primary" to the node IP.
+		{name: "nodeport-addresses-primary", clusterCIDR: cidr, nodePortAddresses: "primary", objects: []any{svc("np", "10.96.0.44", NodePorts(30044)), slice("np", three...)}},
 	}
 	// 1,000 Services with 10 endpoints each: kube-proxy's large cluster
 	// mode (no per-endpoint comments).

@@ -49,6 +49,12 @@ func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
 	if !ok {
 		return nil
 	}
+	// The port as this family sees it: external and load balancer IPs of
+	// other families do not make it externally accessible here (kube-proxy
+	// builds its service info per family the same way).
+	own := *sp
+	own.ExternalIPs, own.LoadBalancerIPs = g.familyAddrs(sp.ExternalIPs), g.familyAddrs(sp.LoadBalancerIPs)
+	sp = &own
 	b := &svcBuild{g: g, sp: sp, name: sp.Name.String(), proto: protoNumber(sp.Name.Protocol),
 		frag: &Fragment{Elements: map[string][]MapElement{}}, seen: map[elementKey]bool{}}
 	var eps []model.Endpoint
@@ -60,8 +66,7 @@ func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
 	cat := model.Categorize(&sp.ServicePort, eps, g.cfg.Node)
 	n := sp.Name
 	svcChain, svlChain, extChain, fwChain := ServiceChainName(n), LocalChainName(n), ExternalChainName(n), FirewallChainName(n)
-	externalIPs := g.familyAddrs(sp.ExternalIPs)
-	lbIPs := g.familyAddrs(sp.LoadBalancerIPs)
+	externalIPs, lbIPs := sp.ExternalIPs, sp.LoadBalancerIPs
 	ranges, closed := g.sourceRanges(sp)
 
 	usesClusterChain := len(cat.Cluster) > 0 && sp.UsesClusterEndpoints()

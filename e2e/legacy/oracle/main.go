@@ -59,7 +59,7 @@ func run(path string, family v1.IPFamily, cidr string, masqAll bool, bit int32, 
 		Linux:         kubeproxyconfig.KubeProxyLinuxConfiguration{MasqueradeAll: masqAll},
 	}
 	if npa != "" {
-		cfg.NodePortAddresses = strings.Split(npa, ",")
+		cfg.NodePortAddresses = expandNodePortAddresses(strings.Split(npa, ","), family, net.ParseIP(nodeIP))
 	}
 	protocol := utiliptables.ProtocolIPv4
 	if family == v1.IPv6Protocol {
@@ -100,4 +100,31 @@ func run(path string, family v1.IPFamily, cidr string, masqAll bool, bit int32, 
 	// moment so that the saved state is the steady one.
 	time.Sleep(300 * time.Millisecond)
 	return nil
+}
+
+// expandNodePortAddresses replaces the keywords of --nodeport-addresses as
+// kube-proxy's server does before the proxier sees them: "primary" is the
+// node IP (here the one of the family this oracle runs), "localhost" both
+// loopbacks, "all" both zero CIDRs.
+func expandNodePortAddresses(in []string, family v1.IPFamily, nodeIP net.IP) []string {
+	var out []string
+	for _, a := range in {
+		switch a {
+		case kubeproxyconfig.NodePortAddressesPrimary:
+			if nodeIP != nil && !nodeIP.IsLoopback() {
+				if family == v1.IPv4Protocol {
+					out = append(out, nodeIP.String()+"/32")
+				} else {
+					out = append(out, nodeIP.String()+"/128")
+				}
+			}
+		case kubeproxyconfig.NodePortAddressesLocalhost:
+			out = append(out, "127.0.0.0/8", "::1/128")
+		case kubeproxyconfig.NodePortAddressesAll:
+			out = append(out, "0.0.0.0/0", "::/0")
+		default:
+			out = append(out, a)
+		}
+	}
+	return out
 }
