@@ -206,6 +206,7 @@ func Diff(legacy, current Save, opts DiffOptions) []Difference {
 			diffs = append(diffs, diffChain(table, c, relevant(lt, c, opts), relevant(ct, c, opts), svcOf)...)
 		}
 	}
+	explainFailClosed(diffs, current)
 	return diffs
 }
 

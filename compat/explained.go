@@ -61,3 +61,42 @@ func shadowed(missing, current []string) (drift, explained []string) {
 	}
 	return drift, explained
 }
+
+// failClosedNote explains a firewall kube-proxy would not write.
+const failClosedNote = "the Service's loadBalancerSourceRanges could not be parsed; kube-proxy writes no firewall " +
+	"and accepts every source, nftproxy writes one that accepts none (fails closed)"
+
+// explainFailClosed marks as explained the differences that come from a
+// firewall nftproxy wrote for a Service whose source ranges did not parse:
+// a KUBE-FW- chain that only kube-proxy lacks and that lets no source on,
+// the rules that lead to it and KUBE-PROXY-FIREWALL's drops for it.
+func explainFailClosed(diffs []Difference, current Save) {
+	nat := current["nat"]
+	if nat == nil {
+		return
+	}
+	closed := map[string]bool{}
+	for _, d := range diffs {
+		if d.Kind != "extra" || d.Table != "nat" || !strings.HasPrefix(d.Chain, "KUBE-FW-") || closed[d.Chain] {
+			continue
+		}
+		allows := false
+		for _, r := range nat.Rules[d.Chain] {
+			allows = allows || strings.Contains(r, "-j ")
+		}
+		if !allows {
+			closed[d.Chain] = true
+		}
+	}
+	if len(closed) == 0 {
+		return
+	}
+	for i := range diffs {
+		d := &diffs[i]
+		for fw := range closed {
+			if d.Chain == fw || strings.Contains(d.Current, "-j "+fw) || strings.Contains(d.Current, "not accepted by "+fw) {
+				d.Kind, d.Note = KindExplained, failClosedNote
+			}
+		}
+	}
+}

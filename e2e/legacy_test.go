@@ -28,6 +28,9 @@ type legacyScenario struct {
 	nodePortAddresses string
 	noLocalhost       bool
 	ipv6              bool
+	// explained is a phrase diff must print: a difference nftproxy makes
+	// on purpose, explained rather than reported as drift.
+	explained string
 }
 
 // scenarioFlagNames names a scenario's settings on one command line.
@@ -162,6 +165,11 @@ func legacyScenarios() []legacyScenario {
 		{name: "dual-stack-v6-external-ip", clusterCIDR: cidr, objects: []any{
 			svc("dual", "10.96.0.43", DualStack("fd00:10:96::43"), ExternalIPs("2001:db8:ff::43")), slice("dual", three...),
 			SliceOf("ns", "dual", "dual-v6", hp, ep("fd00:10:244::43", LocalNode))}},
+		// Source ranges that do not parse: kube-proxy writes no firewall
+		// (every source gets in), nftproxy one that lets none in; diff
+		// explains it instead of reporting drift.
+		{name: "loadbalancer-ranges-unparsable", clusterCIDR: cidr, explained: "fails closed", objects: []any{
+			svc("lbbad", "10.96.0.45", LoadBalancer("203.0.113.45", "198.51.100.0/33", "not-a-range"), NodePorts(30045)), slice("lbbad", three...)}},
 		// kube-proxy expands "primary" to the node IP.
 		{name: "nodeport-addresses-primary", clusterCIDR: cidr, nodePortAddresses: "primary", objects: []any{svc("np", "10.96.0.44", NodePorts(30044)), slice("np", three...)}},
 	}
@@ -227,6 +235,9 @@ func TestCompatMatchesKubeProxyIptablesMode(t *testing.T) {
 					report = report[:6000] + "\n..."
 				}
 				t.Errorf("nftproxy diff: %v\n%s", err, report)
+			}
+			if !strings.Contains(string(out), sc.explained) {
+				t.Errorf("nftproxy diff does not explain %q:\n%s", sc.explained, out)
 			}
 			rules := strings.Count(legacyNS.MustRun(t, save), "\n-A ")
 			t.Logf("zero differences over %d kube-proxy rules", rules)
