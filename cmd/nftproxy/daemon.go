@@ -41,6 +41,9 @@ type daemon struct {
 
 	mu     sync.Mutex
 	labels map[string]string
+	// node is the last Node object seen (guarded by mu), for rebuilding
+	// the generators when the node's addresses change.
+	node *v1.Node
 	// lastFull is when the last full sync succeeded (guarded by mu).
 	lastFull time.Time
 	// legacyRemoved is true once the previous kube-proxy's rules were
@@ -204,6 +207,7 @@ func (d *daemon) sync(ctx context.Context, reason runner.Reason) error {
 	if reason == runner.Periodic {
 		d.checkForPeriodicSync()
 	}
+	d.followNodePortAddresses()
 	res, err := d.p.Sync(ctx)
 	if err == nil && res.Full {
 		d.lastFull = time.Now()
@@ -402,6 +406,7 @@ func (d *daemon) SetNode(node *v1.Node) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	d.node = node
 	if node.Labels[v1.LabelTopologyZone] == d.labels[v1.LabelTopologyZone] {
 		return
 	}
