@@ -92,6 +92,9 @@ func runLoop(ctx context.Context, opts *options) error {
 		}
 		c.WithLabelValues(fmt.Sprint(code)).Inc()
 	})
+	// A health check node port answers 503 while nftproxy's own rules are
+	// stale, as kube-proxy's does.
+	st.serviceHealth.SetProxyHealthy(func() bool { return d.health.Health().Healthy })
 	if err := netns.Do(opts.netns, func() error { return conntrack.Apply(opts.conntrackSettings()) }); err != nil {
 		klog.ErrorS(err, "Could not apply all conntrack settings")
 	}

@@ -232,7 +232,9 @@ func newProxier(opts *options) (*proxier.Proxier, *setup, func(), error) {
 		return l, err
 	}
 	health := healthcheck.NewServiceServer(listen, nil)
+	health.SetAddresses(healthCheckAddresses(st))
 	p.Health = health
+	st.serviceHealth = health
 	var nsFile *os.File
 	fd := -1
 	if opts.netns != "" {

@@ -38,6 +38,9 @@ func (d *daemon) followNodePortAddresses() {
 	if after := nodePortAddressesOf(d.st); !slices.Equal(before, after) {
 		klog.InfoS("The node's addresses changed; node ports now answer on the new ones", "before", before, "after", after)
 		d.p.Syncer.SetGenerators(gens...)
+		if d.st.serviceHealth != nil {
+			d.st.serviceHealth.SetAddresses(healthCheckAddresses(d.st))
+		}
 	}
 }
 
@@ -60,4 +63,16 @@ func nodePortAddressesOf(st *setup) []netip.Addr {
 		out = append(out, g.Config().NodePortAddresses...)
 	}
 	return out
+}
+
+// healthCheckAddresses are the addresses the health check node ports
+// listen on: the node port addresses when --nodeport-addresses restricts
+// them (kube-proxy does the same), otherwise every address (nil).
+func healthCheckAddresses(st *setup) []netip.Addr {
+	for _, g := range st.gens {
+		if g.Config().RestrictNodePorts {
+			return append([]netip.Addr{}, nodePortAddressesOf(st)...)
+		}
+	}
+	return nil
 }

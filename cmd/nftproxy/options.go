@@ -15,6 +15,7 @@ import (
 
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier"
+	"github.com/nftproxy/nftproxy/proxier/healthcheck"
 	"github.com/nftproxy/nftproxy/proxier/model"
 	"github.com/nftproxy/nftproxy/proxier/objfile"
 	"github.com/nftproxy/nftproxy/proxier/source"
@@ -93,6 +94,8 @@ type setup struct {
 	routeLocalnet bool
 	// dp is the dataplane, once opened.
 	dp *nftgen.Netlink
+	// serviceHealth serves the health check node ports, once opened.
+	serviceHealth *healthcheck.ServiceServer
 	// local are the node's local addresses; ipv6 is true when a Service
 	// of the objects file has an IPv6 cluster IP.
 	local []netip.Addr

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -31,6 +32,25 @@ type ServiceServer struct {
 
 	mu       sync.Mutex
 	services map[types.NamespacedName]*hcService
+	// addrs are the addresses to listen on; nil means every address.
+	addrs []netip.Addr
+}
+
+// SetProxyHealthy makes healthy decide serviceProxyHealthy (kube-proxy
+// answers 503, whatever the endpoints, while its own rules are stale).
+func (s *ServiceServer) SetProxyHealthy(healthy func() bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.healthy = healthy
+}
+
+// SetAddresses limits the listeners to addrs, as kube-proxy limits them
+// to the node port addresses (--nodeport-addresses); nil means every
+// address. It applies to listeners opened from then on.
+func (s *ServiceServer) SetAddresses(addrs []netip.Addr) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.addrs = addrs
 }
 
 type hcService struct {
@@ -70,19 +90,35 @@ func (s *ServiceServer) Sync(ports map[types.NamespacedName]uint16, localEndpoin
 			svc.endpoints = localEndpoints[nn]
 			continue
 		}
-		l, err := s.listen(":" + strconv.Itoa(int(port)))
-		if err != nil {
-			errs = append(errs, fmt.Errorf("health check node port %d of %s: %w", port, nn, err))
+		hosts := []string{""}
+		if s.addrs != nil {
+			hosts = hosts[:0]
+			for _, a := range s.addrs {
+				hosts = append(hosts, a.String())
+			}
+		}
+		var listeners []net.Listener
+		for _, h := range hosts {
+			l, err := s.listen(net.JoinHostPort(h, strconv.Itoa(int(port))))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("health check node port %d of %s: %w", port, nn, err))
+				continue
+			}
+			listeners = append(listeners, l)
+		}
+		if len(listeners) == 0 {
 			continue
 		}
 		svc := &hcService{port: port, endpoints: localEndpoints[nn]}
 		svc.server = &http.Server{Handler: s.handler(nn), ReadHeaderTimeout: 5 * time.Second}
 		s.services[nn] = svc
-		go func() {
-			if err := svc.server.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				klog.ErrorS(err, "Health check server stopped", "service", nn, "port", port)
-			}
-		}()
+		for _, l := range listeners {
+			go func() {
+				if err := svc.server.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+					klog.ErrorS(err, "Health check server stopped", "service", nn, "port", port)
+				}
+			}()
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -104,8 +140,9 @@ func (s *ServiceServer) handler(nn types.NamespacedName) http.Handler {
 		if svc := s.services[nn]; svc != nil {
 			count = svc.endpoints
 		}
+		proxyHealthy := s.healthy
 		s.mu.Unlock()
-		healthy := s.healthy()
+		healthy := proxyHealthy()
 		var body response
 		body.Service.Namespace, body.Service.Name = nn.Namespace, nn.Name
 		body.LocalEndpoints, body.ServiceProxyHealthy = count, healthy

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"testing"
 
@@ -64,5 +65,35 @@ func TestServiceServerAnswersLikeKubeProxy(t *testing.T) {
 	s.Sync(nil, nil)
 	if _, err := http.Get("http://127.0.0.1:" + strconv.Itoa(int(pa)) + "/"); err == nil {
 		t.Errorf("port still served after the Service went away")
+	}
+}
+
+// TestServiceServerListensOnNodePortAddresses: with node port addresses
+// set, a health check node port listens on each of them and nowhere else;
+// SetProxyHealthy decides serviceProxyHealthy.
+func TestServiceServerListensOnNodePortAddresses(t *testing.T) {
+	var asked []string
+	s := NewServiceServer(func(addr string) (net.Listener, error) {
+		asked = append(asked, addr)
+		return net.Listen("tcp", addr)
+	}, nil)
+	defer s.Close(context.Background())
+	s.SetAddresses([]netip.Addr{netip.MustParseAddr("127.0.0.1")})
+	stale := true
+	s.SetProxyHealthy(func() bool { return !stale })
+	a := types.NamespacedName{Namespace: "ns", Name: "a"}
+	pa := freePort(t)
+	if err := s.Sync(map[types.NamespacedName]uint16{a: pa}, map[types.NamespacedName]int{a: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if want := "127.0.0.1:" + strconv.Itoa(int(pa)); len(asked) != 1 || asked[0] != want {
+		t.Errorf("listened on %v, want only %s", asked, want)
+	}
+	if code, body := get(t, pa); code != 503 || body.ServiceProxyHealthy {
+		t.Errorf("with stale rules: %d %+v, want 503 and serviceProxyHealthy false", code, body)
+	}
+	stale = false
+	if code, body := get(t, pa); code != 200 || !body.ServiceProxyHealthy {
+		t.Errorf("with fresh rules: %d %+v", code, body)
 	}
 }
