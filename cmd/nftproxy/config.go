@@ -32,6 +32,7 @@ type kubeProxyFlags struct {
 	conntrackTCPCloseWait             time.Duration
 	conntrackUDPTimeout               time.Duration
 	conntrackUDPStream                time.Duration
+	bindAddressHardFail               bool
 	ignored                           ignoredFlags
 }
 
@@ -48,7 +49,6 @@ type ignoredFlags struct {
 // noEffect are kube-proxy flags nftproxy accepts but does not act on, with
 // the reason given in the warning.
 var noEffect = map[string]string{
-	"bind-address-hard-fail":          "nftproxy logs bind failures of its servers and keeps programming rules",
 	"profiling":                       "pprof is not served",
 	"show-hidden-metrics-for-version": "there are no hidden metrics",
 	"init-only":                       "there is no separate privileged init step",
@@ -79,7 +79,7 @@ func (o *options) addKubeProxyFlags(fs *pflag.FlagSet) {
 	fs.Float32Var(&k.kubeAPIQPS, "kube-api-qps", 5, "QPS to use while talking with kubernetes apiserver.")
 	fs.StringVar(&k.bindAddress, "bind-address", "0.0.0.0", "Overrides nftproxy's idea of what its node's primary IP is.")
 	fs.StringVar(&k.healthzBindAddress, "healthz-bind-address", "0.0.0.0:10256", "The IP address and port for the health check server to serve on (/healthz, /livez); empty or 0 to disable.")
-	fs.BoolVar(&k.ignored.b, "bind-address-hard-fail", false, "Accepted for compatibility; no effect.")
+	fs.BoolVar(&k.bindAddressHardFail, "bind-address-hard-fail", false, "If true nftproxy exits when it cannot bind its health or metrics port; otherwise it logs the failure and retries every 5 seconds.")
 	fs.BoolVar(&k.ignored.b, "profiling", false, "Accepted for compatibility; no effect.")
 	fs.StringVar(&k.ignored.s, "show-hidden-metrics-for-version", "", "Accepted for compatibility; no effect.")
 	fs.BoolVar(&k.ignored.b, "init-only", false, "Accepted for compatibility; no effect.")
@@ -168,6 +168,7 @@ func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
 		k.kubeAPIContentType = cfg.ClientConnection.ContentType
 	}
 	k.bindAddress, k.healthzBindAddress = cfg.BindAddress, cfg.HealthzBindAddress
+	k.bindAddressHardFail = cfg.BindAddressHardFail
 	o.metricsBindAddress = cfg.MetricsBindAddress
 	k.featureGates = cfg.FeatureGates
 	o.proxyMode = string(cfg.Mode)
@@ -308,17 +309,18 @@ func (o *options) effectiveConfig() *proxyv1alpha1.KubeProxyConfiguration {
 	bit := int32(o.masqueradeBit)
 	localhost := o.localhostNodePorts
 	cfg := &proxyv1alpha1.KubeProxyConfiguration{
-		TypeMeta:           metav1.TypeMeta{APIVersion: "kubeproxy.config.k8s.io/v1alpha1", Kind: "KubeProxyConfiguration"},
-		HostnameOverride:   o.hostnameOverride,
-		BindAddress:        o.kp.bindAddress,
-		HealthzBindAddress: o.kp.healthzBindAddress,
-		MetricsBindAddress: o.metricsBindAddress,
-		Mode:               proxyv1alpha1.ProxyMode(o.proxyMode),
-		ClusterCIDR:        o.clusterCIDR,
-		NodePortAddresses:  o.nodePortAddresses,
-		DetectLocalMode:    proxyv1alpha1.LocalMode(o.kp.detectLocalMode),
-		FeatureGates:       o.kp.featureGates,
-		ConfigSyncPeriod:   metav1.Duration{Duration: o.kp.configSyncPeriod},
+		TypeMeta:            metav1.TypeMeta{APIVersion: "kubeproxy.config.k8s.io/v1alpha1", Kind: "KubeProxyConfiguration"},
+		HostnameOverride:    o.hostnameOverride,
+		BindAddress:         o.kp.bindAddress,
+		HealthzBindAddress:  o.kp.healthzBindAddress,
+		BindAddressHardFail: o.kp.bindAddressHardFail,
+		MetricsBindAddress:  o.metricsBindAddress,
+		Mode:                proxyv1alpha1.ProxyMode(o.proxyMode),
+		ClusterCIDR:         o.clusterCIDR,
+		NodePortAddresses:   o.nodePortAddresses,
+		DetectLocalMode:     proxyv1alpha1.LocalMode(o.kp.detectLocalMode),
+		FeatureGates:        o.kp.featureGates,
+		ConfigSyncPeriod:    metav1.Duration{Duration: o.kp.configSyncPeriod},
 		IPTables: proxyv1alpha1.KubeProxyIPTablesConfiguration{MasqueradeBit: &bit, MasqueradeAll: o.masqueradeAll, LocalhostNodePorts: &localhost,
 			SyncPeriod: metav1.Duration{Duration: o.syncPeriod}, MinSyncPeriod: metav1.Duration{Duration: o.minSyncPeriod}},
 		Conntrack: proxyv1alpha1.KubeProxyConntrackConfiguration{MaxPerCore: &o.kp.conntrackMaxPerCore, Min: &o.kp.conntrackMin,

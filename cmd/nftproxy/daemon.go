@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"sync"
@@ -101,8 +102,20 @@ func runLoop(ctx context.Context, opts *options) error {
 	mux := metricsMux(p.Metrics, st.dp, opts.proxyMode, opts.effectiveConfig())
 	mux.Handle("/healthz", d.health.HealthzHandler())
 	mux.Handle("/livez", d.health.LivezHandler())
-	serve(ctx, opts.netns, opts.metricsBindAddress, mux)
-	serve(ctx, opts.netns, opts.kp.healthzBindAddress, d.health.Mux())
+	// With --bind-address-hard-fail a port that cannot be bound ends the
+	// daemon, as it ends kube-proxy.
+	serveFailed := make(chan error, 2)
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go func() {
+		select {
+		case err := <-serveFailed:
+			stop(err)
+		case <-ctx.Done():
+		}
+	}()
+	serve(ctx, opts.netns, opts.metricsBindAddress, mux, opts.kp.bindAddressHardFail, serveFailed)
+	serve(ctx, opts.netns, opts.kp.healthzBindAddress, d.health.Mux(), opts.kp.bindAddressHardFail, serveFailed)
 
 	d.runner = runner.New(func(r runner.Reason) error { return d.sync(ctx, r) }, opts.minSyncPeriod, opts.syncPeriod, nil)
 	go d.watchDrift(ctx)
@@ -128,6 +141,9 @@ func runLoop(ctx context.Context, opts *options) error {
 		go d.watchFile(ctx)
 	}
 	d.runner.Loop(ctx)
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
 	klog.InfoS("Exiting; rules stay in place")
 	return nil
 }

@@ -52,17 +52,16 @@ func metricsMux(m *metrics.Metrics, dp *nftgen.Netlink, proxyMode string, config
 	return mux
 }
 
-// serve listens on addr (inside the namespace at nsPath, if set) and serves
-// handler until ctx ends. A listener that cannot be opened is logged, not
-// fatal: rules matter more than metrics.
-func serve(ctx context.Context, nsPath, addr string, handler http.Handler) {
+// serveRetry is how long serve waits before trying to bind again, as
+// kube-proxy does.
+const serveRetry = 5 * time.Second
+
+// serve serves handler on addr (in the network namespace nsPath) until ctx
+// ends. When the address cannot be bound (a port still held by the old
+// pod), it logs and tries again every serveRetry, or, with hardFail
+// (--bind-address-hard-fail), sends the error to failed and gives up.
+func serve(ctx context.Context, nsPath, addr string, handler http.Handler, hardFail bool, failed chan<- error) {
 	if addr == "" || addr == "0" {
-		return
-	}
-	var l net.Listener
-	err := netns.Do(nsPath, func() (err error) { l, err = net.Listen("tcp", addr); return err })
-	if err != nil {
-		klog.ErrorS(err, "Cannot serve", "address", addr)
 		return
 	}
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
@@ -73,8 +72,24 @@ func serve(ctx context.Context, nsPath, addr string, handler http.Handler) {
 		_ = srv.Shutdown(sctx)
 	}()
 	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "Server stopped", "address", addr)
+		for ctx.Err() == nil {
+			var l net.Listener
+			err := netns.Do(nsPath, func() (err error) { l, err = net.Listen("tcp", addr); return err })
+			if err == nil {
+				err = srv.Serve(l)
+				if errors.Is(err, http.ErrServerClosed) {
+					return
+				}
+			}
+			if hardFail {
+				failed <- fmt.Errorf("serve on %s: %w", addr, err)
+				return
+			}
+			klog.ErrorS(err, "Cannot serve; retrying", "address", addr, "retry", serveRetry)
+			select {
+			case <-ctx.Done():
+			case <-time.After(serveRetry):
+			}
 		}
 	}()
 }
