@@ -106,7 +106,8 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
 		return 2
 	}
-	if err := opts.validateSyncPeriods(); err != nil {
+	opts.defaultServerPorts()
+	if err := opts.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
 		return 2
 	}

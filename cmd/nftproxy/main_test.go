@@ -56,16 +56,47 @@ func TestBadInputExitsWith2(t *testing.T) {
 		{[]string{"render"}, "--objects is required"},
 		{[]string{"render", "--objects", "/nonexistent"}, "no such file"},
 		{[]string{"render", "--objects", "../../deploy/examples/services.yaml", "--cluster-cidr", "10.0.0.0/33"}, "--cluster-cidr"},
-		{[]string{"render", "--objects", "../../deploy/examples/services.yaml", "--masquerade-bit", "40"}, "outside 0..31"},
+		{[]string{"render", "--objects", "../../deploy/examples/services.yaml", "--masquerade-bit", "40"}, "within [0, 31]"},
 		{[]string{"--objects", "../../deploy/examples/services.yaml", "--iptables-sync-period", "0"}, "--iptables-sync-period: 0s must be greater than 0"},
 		{[]string{"--objects", "../../deploy/examples/services.yaml", "--iptables-sync-period", "-1s"}, "must be greater than 0"},
 		{[]string{"--objects", "../../deploy/examples/services.yaml", "--iptables-sync-period", "1s", "--iptables-min-sync-period", "2s"}, "must be greater than or equal to --iptables-min-sync-period"},
 		{[]string{"--no-such-flag"}, "unknown flag"},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--conntrack-max-per-core", "-1"}, "--conntrack-max-per-core: -1 must be 0 or more"},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--conntrack-udp-timeout", "-5s"}, "--conntrack-udp-timeout: -5s must be 0 or more"},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--bind-address", "node-a"}, `--bind-address: "node-a" must be an IP address`},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--metrics-bind-address", "127.0.0.1:99999"}, "must be within [1, 65535]"},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--config-sync-period", "0"}, "--config-sync-period: 0s must be greater than 0"},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--cluster-cidr", "10.0.0.0/16,10.1.0.0/16"}, "at most one CIDR per IP family"},
 	}
 	for _, tt := range tests {
 		code, _, stderr := captureRun(t, tt.args...)
 		if code != 2 || !strings.Contains(stderr, tt.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tt.args, code, stderr, tt.want)
 		}
+	}
+}
+
+// TestConfigFileErrorsNameTheField: a bad value from the configuration
+// file is reported with its field and the file, and every bad value at
+// once.
+func TestConfigFileErrorsNameTheField(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(cfg, []byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nconntrack:\n  maxPerCore: -3\niptables:\n  masqueradeBit: 33\n"), 0o644)
+	code, _, stderr := captureRun(t, "--config", cfg, "--objects", "../../deploy/examples/services.yaml")
+	for _, want := range []string{"conntrack.maxPerCore in " + cfg, "iptables.masqueradeBit in " + cfg} {
+		if code != 2 || !strings.Contains(stderr, want) {
+			t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr, want)
+		}
+	}
+}
+
+// TestBareServerAddressGetsTheDefaultPort: kube-proxy's defaulting gives
+// "::" the port 10256 ("[::]:10256").
+func TestBareServerAddressGetsTheDefaultPort(t *testing.T) {
+	o := newOptions()
+	o.kp.healthzBindAddress, o.metricsBindAddress = "::", "127.0.0.1"
+	o.defaultServerPorts()
+	if o.kp.healthzBindAddress != "[::]:10256" || o.metricsBindAddress != "127.0.0.1:10249" {
+		t.Errorf("got %q and %q", o.kp.healthzBindAddress, o.metricsBindAddress)
 	}
 }

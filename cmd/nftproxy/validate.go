@@ -1,0 +1,121 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// defaultServerPorts gives a server address without a port the default
+// port, as kube-proxy's configuration defaulting does ("::" becomes
+// "[::]:10256").
+func (o *options) defaultServerPorts() {
+	for _, s := range []struct {
+		addr *string
+		port string
+	}{{&o.kp.healthzBindAddress, "10256"}, {&o.metricsBindAddress, "10249"}} {
+		if a, err := netip.ParseAddr(*s.addr); err == nil {
+			*s.addr = net.JoinHostPort(a.String(), s.port)
+		}
+	}
+}
+
+// validate checks the configuration as kube-proxy validates its own
+// (validateKubeProxyConfiguration): every problem is reported, each named
+// by its flag and, when a configuration file was given, by its field there.
+func (o *options) validate() error {
+	var errs []error
+	bad := func(flag, field, format string, args ...any) {
+		name := flag
+		if o.kp.configFile != "" {
+			name = fmt.Sprintf("%s (%s in %s)", flag, field, o.kp.configFile)
+		}
+		errs = append(errs, fmt.Errorf("%s: %s", name, fmt.Sprintf(format, args...)))
+	}
+	if err := o.validateSyncPeriods(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.kp.configSyncPeriod <= 0 {
+		bad("--config-sync-period", "configSyncPeriod", "%v must be greater than 0", o.kp.configSyncPeriod)
+	}
+	if o.masqueradeBit < 0 || o.masqueradeBit > 31 {
+		bad("--iptables-masquerade-bit", "iptables.masqueradeBit", "%d must be within [0, 31]", o.masqueradeBit)
+	}
+	if a, err := netip.ParseAddr(o.kp.bindAddress); err != nil || a.Zone() != "" {
+		bad("--bind-address", "bindAddress", "%q must be an IP address", o.kp.bindAddress)
+	}
+	for _, s := range []struct{ flag, field, value string }{
+		{"--healthz-bind-address", "healthzBindAddress", o.kp.healthzBindAddress},
+		{"--metrics-bind-address", "metricsBindAddress", o.metricsBindAddress},
+	} {
+		if err := validateHostPort(s.value); err != nil {
+			bad(s.flag, s.field, "%v", err)
+		}
+	}
+	if o.kp.conntrackMaxPerCore < 0 {
+		bad("--conntrack-max-per-core", "conntrack.maxPerCore", "%d must be 0 or more", o.kp.conntrackMaxPerCore)
+	}
+	if o.kp.conntrackMin < 0 {
+		bad("--conntrack-min", "conntrack.min", "%d must be 0 or more", o.kp.conntrackMin)
+	}
+	for _, d := range []struct {
+		flag, field string
+		value       fmt.Stringer
+		negative    bool
+	}{
+		{"--conntrack-tcp-timeout-established", "conntrack.tcpEstablishedTimeout", o.kp.conntrackTCPEstablished, o.kp.conntrackTCPEstablished < 0},
+		{"--conntrack-tcp-timeout-close-wait", "conntrack.tcpCloseWaitTimeout", o.kp.conntrackTCPCloseWait, o.kp.conntrackTCPCloseWait < 0},
+		{"--conntrack-udp-timeout", "conntrack.udpTimeout", o.kp.conntrackUDPTimeout, o.kp.conntrackUDPTimeout < 0},
+		{"--conntrack-udp-timeout-stream", "conntrack.udpStreamTimeout", o.kp.conntrackUDPStream, o.kp.conntrackUDPStream < 0},
+	} {
+		if d.negative {
+			bad(d.flag, d.field, "%v must be 0 or more", d.value)
+		}
+	}
+	if o.kp.kubeAPIQPS < 0 {
+		bad("--kube-api-qps", "clientConnection.qps", "%v must be 0 or more", o.kp.kubeAPIQPS)
+	}
+	if o.kp.kubeAPIBurst < 0 {
+		bad("--kube-api-burst", "clientConnection.burst", "%d must be 0 or more", o.kp.kubeAPIBurst)
+	}
+	if o.clusterCIDR != "" {
+		families := map[bool]int{}
+		for _, c := range strings.Split(o.clusterCIDR, ",") {
+			p, err := netip.ParsePrefix(strings.TrimSpace(c))
+			if err != nil {
+				bad("--cluster-cidr", "clusterCIDR", "%q is not a CIDR", c)
+				continue
+			}
+			families[p.Addr().Is4()]++
+		}
+		if families[true] > 1 || families[false] > 1 {
+			bad("--cluster-cidr", "clusterCIDR", "%q: at most one CIDR per IP family", o.clusterCIDR)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return usageError{errors.Join(errs...)}
+}
+
+// validateHostPort accepts what kube-proxy accepts for a server address:
+// empty or "0" (disabled), or IP:port with a port in 1..65535.
+func validateHostPort(s string) error {
+	if s == "" || s == "0" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return fmt.Errorf("%q must be IP:port: %w", s, err)
+	}
+	if _, err := netip.ParseAddr(host); err != nil {
+		return fmt.Errorf("%q: %q is not an IP address", s, host)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("%q: port %q must be within [1, 65535]", s, port)
+	}
+	return nil
+}
