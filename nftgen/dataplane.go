@@ -3,6 +3,7 @@ package nftgen
 import (
 	"context"
 	"errors"
+	"iter"
 	"syscall"
 )
 
@@ -25,6 +26,14 @@ type Dataplane interface {
 	// DeleteTable removes the family's table and everything in it. A
 	// missing table is not an error.
 	DeleteTable(ctx context.Context, f Family) error
+}
+
+// StreamApplier is a Dataplane that applies a stream of transactions in
+// order, each atomically, preparing the next while the last is committed
+// (a streamed cold sync). after is called once each transaction is in the
+// kernel; an error from it stops the stream there.
+type StreamApplier interface {
+	ApplyStream(ctx context.Context, txs iter.Seq[*Transaction], after func(*Transaction) error) error
 }
 
 // IsNotFound reports whether err says that an object does not exist.

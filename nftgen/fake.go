@@ -3,6 +3,7 @@ package nftgen
 import (
 	"context"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -288,6 +289,19 @@ func (f *Fake) Inventory(_ context.Context, fam Family, _ []string) (*Inventory,
 		return nil, nil
 	}
 	return &Inventory{Chains: sortedKeys(t.chains), Sets: append(sortedKeys(t.maps), sortedKeys(t.sets)...)}, nil
+}
+
+// ApplyStream implements StreamApplier, one transaction after the other.
+func (f *Fake) ApplyStream(ctx context.Context, txs iter.Seq[*Transaction], after func(*Transaction) error) error {
+	for tx := range txs {
+		if err := f.Apply(ctx, tx); err != nil {
+			return err
+		}
+		if err := after(tx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Read implements Dataplane.

@@ -6,6 +6,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
+	"maps"
 	"math/bits"
 	"os"
 	"slices"
@@ -34,6 +36,8 @@ type Netlink struct {
 	// endpointMaps names, per family and chain, the endpoint map that the
 	// chain's numgen rule uses in the kernel (see endpointMapName).
 	endpointMaps map[Family]map[string]string
+	// epMu guards endpointMaps.
+	epMu sync.Mutex
 	// endpointMapSeq makes endpoint map names unique across commits and
 	// processes.
 	endpointMapSeq uint64
@@ -140,27 +144,92 @@ func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
 	if tx.Empty() {
 		return nil
 	}
-	var batch []netlink.Message
-	c, err := nftables.New(nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
-		batch = append(batch, reqs...) // also called with none, to receive
-		return nil, nil
-	}))
-	if err != nil {
-		return fmt.Errorf("open encoding connection: %w", err)
-	}
-	commit, err := n.encode(c, tx)
+	p, err := n.prepare(tx)
 	if err != nil {
 		return err
 	}
+	return n.send(p)
+}
+
+// ApplyStream implements StreamApplier: while the kernel commits one
+// transaction (inside sendmsg, on this goroutine), the next is encoded on
+// another, so that a streamed cold sync costs about the larger of the two
+// instead of their sum.
+func (n *Netlink) ApplyStream(ctx context.Context, txs iter.Seq[*Transaction], after func(*Transaction) error) error {
+	ready := make(chan *prepared, 1)
+	stop := make(chan struct{})
+	var encodeErr error
+	go func() {
+		defer close(ready)
+		for tx := range txs {
+			if tx.Empty() {
+				continue
+			}
+			p, err := n.prepare(tx)
+			if err != nil {
+				encodeErr = err
+				return
+			}
+			select {
+			case ready <- p:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		for range ready { // let the encoder finish before returning
+		}
+	}()
+	for p := range ready {
+		if err := n.send(p); err != nil {
+			return err
+		}
+		if err := after(p.tx); err != nil {
+			return err
+		}
+	}
+	// ready is closed: the encoder is done and encodeErr is set or nil.
+	return encodeErr
+}
+
+// prepared is a transaction encoded as one batch, ready to send.
+type prepared struct {
+	tx    *Transaction
+	batch []netlink.Message
+	// commit records what the batch did to the endpoint maps once the
+	// kernel took it.
+	commit func()
+}
+
+// prepare encodes tx.
+func (n *Netlink) prepare(tx *Transaction) (*prepared, error) {
+	p := &prepared{tx: tx}
+	c, err := nftables.New(nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
+		p.batch = append(p.batch, reqs...) // also called with none, to receive
+		return nil, nil
+	}))
+	if err != nil {
+		return nil, fmt.Errorf("open encoding connection: %w", err)
+	}
+	if p.commit, err = n.encode(c, tx); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// send commits a prepared transaction.
+func (n *Netlink) send(p *prepared) error {
 	resume := n.quiet()
-	err = n.sendBatch(batch)
+	err := n.sendBatch(p.batch)
 	resume(err == nil)
 	if err != nil {
-		return fmt.Errorf("commit %d operations to table %s %s: %w", len(tx.Ops), tx.Family, TableName, err)
+		return fmt.Errorf("commit %d operations to table %s %s: %w", len(p.tx.Ops), p.tx.Family, TableName, err)
 	}
-	commit()
-	n.sentMessages += len(batch) - 2
-	n.sentBytes += batchBytes(batch)
+	p.commit()
+	n.sentMessages += len(p.batch) - 2
+	n.sentBytes += batchBytes(p.batch)
 	return nil
 }
 
@@ -175,7 +244,11 @@ func (n *Netlink) encode(c *nftables.Conn, tx *Transaction) (commit func(), err 
 	// flush or delete, which this Netlink remembers from earlier commits.
 	full := tx.Ops[0].Kind == OpAddTable
 	if !full {
-		w.known = n.endpointMaps[tx.Family]
+		// A copy: the transaction before this one may still be committing
+		// (ApplyStream) and its commit updates the map.
+		n.epMu.Lock()
+		w.known = maps.Clone(n.endpointMaps[tx.Family])
+		n.epMu.Unlock()
 	}
 	for i := 0; i < len(tx.Ops); {
 		j, err := w.write(tx.Ops, i)
@@ -188,8 +261,10 @@ func (n *Netlink) encode(c *nftables.Conn, tx *Transaction) (commit func(), err 
 		return nil, fmt.Errorf("encode %d operations: %w", len(tx.Ops), err)
 	}
 	return func() {
-		known := w.known
-		if known == nil {
+		n.epMu.Lock()
+		defer n.epMu.Unlock()
+		known := n.endpointMaps[tx.Family]
+		if full || known == nil {
 			known = map[string]string{}
 			n.endpointMaps[tx.Family] = known
 		}

@@ -184,23 +184,34 @@ func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs
 		logger.V(2).Info("Programming a new table in chunks; it is hooked up when complete", "family", fam, "services", services)
 	}
 	sent, n := 0, 0
-	for tx := range txs {
-		if n > 0 {
-			if err := ctx.Err(); err != nil {
-				return sent, fmt.Errorf("stopped after %d transactions (the table is not hooked up yet): %w", n, err)
-			}
-		}
-		if err := s.dp.Apply(ctx, tx); err != nil {
-			if streamed {
-				return sent, fmt.Errorf("transaction %d: %w", n+1, err)
-			}
-			return sent, err
-		}
+	committed := func(tx *nftgen.Transaction) error {
 		n++
 		sent += len(tx.Ops)
 		if streamed && time.Since(lastLog) >= progressInterval {
 			lastLog = time.Now()
 			logger.Info("Programming a new table, hooked up when complete", "family", fam, "services", services, "transactions", n, "operations", sent, "elapsed", time.Since(start).Round(time.Millisecond))
+		}
+		// A streamed sync stops between two transactions when ctx ends.
+		if err := ctx.Err(); err != nil && streamed {
+			return fmt.Errorf("stopped after %d transactions (the table is not hooked up yet): %w", n, err)
+		}
+		return nil
+	}
+	if sa, ok := s.dp.(nftgen.StreamApplier); ok && streamed {
+		if err := sa.ApplyStream(ctx, txs, committed); err != nil {
+			return sent, fmt.Errorf("transaction %d: %w", n+1, err)
+		}
+	} else {
+		for tx := range txs {
+			if err := s.dp.Apply(ctx, tx); err != nil {
+				if streamed {
+					return sent, fmt.Errorf("transaction %d: %w", n+1, err)
+				}
+				return sent, err
+			}
+			if err := committed(tx); err != nil {
+				return sent, err
+			}
 		}
 	}
 	if streamed {
