@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,10 +14,11 @@ import (
 	"time"
 )
 
-// swapServices is the number of Services of the swap test: enough that
-// kube-proxy's rules and nftproxy's first sync take a while, small enough
-// for make test.
-const swapServices = 2000
+// swapServices is the number of Services of the swap test: by default
+// enough that kube-proxy's rules and nftproxy's first sync take a while,
+// small enough for make test (`-args -swap-services 10000` for the scale
+// run).
+var swapServices = flag.Int("swap-services", 2000, "Services of TestSwapResyncAndRestartLoseNoConnection")
 
 // TestSwapResyncAndRestartLoseNoConnection: kube-proxy's own iptables proxier
 // (the oracle, iptables-legacy) programs the node for 2,000 Services; a
@@ -37,7 +39,7 @@ func TestSwapResyncAndRestartLoseNoConnection(t *testing.T) {
 	}
 	client := tp.AddPod("client", PodIP(100), nil, nil)
 	objs := []any{testNode()}
-	for i := range swapServices - 1 {
+	for i := range *swapServices - 1 {
 		name := fmt.Sprintf("svc-%d", i)
 		objs = append(objs, ClusterIPService("scale", name, fmt.Sprintf("10.97.%d.%d", i/250, i%250+1), httpPort),
 			Slice("scale", name, name+"-1", []PortSpec{httpPort}, fmt.Sprintf("10.250.%d.%d", i/250, i%250+1), fmt.Sprintf("10.251.%d.%d", i/250, i%250+1)))
