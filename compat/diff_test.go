@@ -82,3 +82,38 @@ func TestDiffReportsMissingExtraChangedAndOrder(t *testing.T) {
 		t.Errorf("a save differs from itself: %+v", d)
 	}
 }
+
+// TestDiffExplainsDestinationsNamedTwice: kube-proxy writes a rule for
+// each listing of one destination (and for each Service naming it); only
+// the first can match, and nftproxy's map holds one element. diff explains
+// the rest instead of reporting drift, but still reports a destination
+// nftproxy does not serve at all.
+func TestDiffExplainsDestinationsNamedTwice(t *testing.T) {
+	const head = "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-EXT-AAAAAAAAAAAAAAAA - [0:0]\n:KUBE-EXT-BBBBBBBBBBBBBBBB - [0:0]\n"
+	a := `-A KUBE-SERVICES -d 203.0.113.1/32 -p tcp -m comment --comment "ns/a external IP" -m tcp --dport 80 -j KUBE-EXT-AAAAAAAAAAAAAAAA`
+	aLB := `-A KUBE-SERVICES -d 203.0.113.1/32 -p tcp -m comment --comment "ns/a loadbalancer IP" -m tcp --dport 80 -j KUBE-EXT-AAAAAAAAAAAAAAAA`
+	b := `-A KUBE-SERVICES -d 203.0.113.1/32 -p tcp -m comment --comment "ns/b external IP" -m tcp --dport 80 -j KUBE-EXT-BBBBBBBBBBBBBBBB`
+	other := `-A KUBE-SERVICES -d 203.0.113.2/32 -p tcp -m comment --comment "ns/b external IP" -m tcp --dport 80 -j KUBE-EXT-BBBBBBBBBBBBBBBB`
+	legacy, err := ParseString(head + strings.Join([]string{a, aLB, b, other}, "\n") + "\nCOMMIT\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	current, err := ParseString(head + a + "\nCOMMIT\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := Diff(legacy, current, DiffOptions{})
+	var b2 strings.Builder
+	Report(&b2, d)
+	if DriftCount(d) != 1 || len(d) != 3 {
+		t.Fatalf("want 2 explained and 1 drift (203.0.113.2 is served by nobody):\n%s", b2.String())
+	}
+	for _, x := range d {
+		if x.Drift() && !strings.Contains(x.Legacy, "203.0.113.2") {
+			t.Errorf("reported as drift: %+v", x)
+		}
+	}
+	if !strings.Contains(b2.String(), "1 differences (and 2 explained") {
+		t.Errorf("report does not count the explained ones apart:\n%s", b2.String())
+	}
+}
