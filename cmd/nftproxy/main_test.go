@@ -67,6 +67,7 @@ func TestBadInputExitsWith2(t *testing.T) {
 		{[]string{"--objects", "../../deploy/examples/services.yaml", "--metrics-bind-address", "127.0.0.1:99999"}, "must be within [1, 65535]"},
 		{[]string{"--objects", "../../deploy/examples/services.yaml", "--config-sync-period", "0"}, "--config-sync-period: 0s must be greater than 0"},
 		{[]string{"--objects", "../../deploy/examples/services.yaml", "--cluster-cidr", "10.0.0.0/16,10.1.0.0/16"}, "at most one CIDR per IP family"},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--feature-gates", "Bogus=true,NFTablesProxyMode=true"}, "--feature-gates: unrecognized feature gate: Bogus"},
 	}
 	for _, tt := range tests {
 		code, _, stderr := captureRun(t, tt.args...)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -94,6 +95,17 @@ func (o *options) validate() error {
 		if families[true] > 1 || families[false] > 1 {
 			bad("--cluster-cidr", "clusterCIDR", "%q: at most one CIDR per IP family", o.clusterCIDR)
 		}
+	}
+	var unknown []string
+	for name := range o.kp.featureGates {
+		if !knownFeatureGates[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	for _, name := range unknown {
+		// kube-proxy refuses to start on a gate it does not know.
+		bad("--feature-gates", "featureGates", "unrecognized feature gate: %s", name)
 	}
 	if len(errs) == 0 {
 		return nil
