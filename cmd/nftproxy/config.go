@@ -158,6 +158,7 @@ func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
 		klog.InfoS("Warning: unknown fields in the configuration file", "file", path, "err", err)
 	}
 	applyConfigDefaults(&cfg)
+	o.loggingFromConfig(&cfg, fs)
 	if !fs.Changed("hostname-override") {
 		o.hostnameOverride = cfg.HostnameOverride
 	}

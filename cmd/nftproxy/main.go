@@ -111,6 +111,13 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
 		return 2
 	}
+	if err := opts.applyLogging(); err != nil {
+		fmt.Fprintln(os.Stderr, "nftproxy:", err)
+		return 2
+	}
+	if cmd != "render" {
+		opts.logStartup(commandName(cmd, opts))
+	}
 	warnNoEffect(fs)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -268,4 +275,17 @@ func runSync(ctx context.Context, opts *options) error {
 	}
 	klog.InfoS("Programmed rules", "services", res.Services, "operations", res.Ops, "elapsed", res.Duration)
 	return nil
+}
+
+// commandName names what this run does, for the start-up log line.
+func commandName(cmd string, opts *options) string {
+	switch {
+	case cmd != "":
+		return cmd
+	case opts.cleanup:
+		return "cleanup"
+	case opts.objects != "":
+		return "daemon (objects file)"
+	}
+	return "daemon"
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,11 @@ func captureRun(t *testing.T, args ...string) (int, string, string) {
 	errF, _ := os.Create(filepath.Join(dir, "err"))
 	oldOut, oldErr := os.Stdout, os.Stderr
 	os.Stdout, os.Stderr = outF, errF
+	// Each run applies its logging configuration, which a process may do
+	// only once with different settings.
+	if err := logsapi.ResetForTest(nil); err != nil {
+		t.Fatal(err)
+	}
 	code := run(args)
 	os.Stdout, os.Stderr = oldOut, oldErr
 	outF.Close()

@@ -1,8 +1,8 @@
 package main
 
 import (
-	"flag"
 	"fmt"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"net/netip"
 	"os"
 	"slices"
@@ -49,10 +49,15 @@ type options struct {
 	nodePortAddresses   []string
 	localhostNodePorts  bool
 	conntrackTCPLiberal bool
+
+	// logging is component-base's logging configuration (flags and the
+	// config file's logging section).
+	logging *logsapi.LoggingConfiguration
 }
 
 func newOptions() *options {
-	return &options{masqueradeBit: nftgen.DefaultMasqueradeBit, syncPeriod: 30 * time.Second, minSyncPeriod: time.Second, localhostNodePorts: true, format: "nft", metricsBindAddress: "127.0.0.1:10249", proxyMode: "iptables"}
+	return &options{masqueradeBit: nftgen.DefaultMasqueradeBit, syncPeriod: 30 * time.Second, minSyncPeriod: time.Second, localhostNodePorts: true, format: "nft", metricsBindAddress: "127.0.0.1:10249", proxyMode: "iptables",
+		logging: logsapi.NewLoggingConfiguration()}
 }
 
 func (o *options) addFlags(fs *pflag.FlagSet) {
@@ -73,9 +78,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.localhostNodePorts, "iptables-localhost-nodeports", o.localhostNodePorts, "If false, NodePorts are not served on 127.0.0.0/8 (IPv4); if true, route_localnet is enabled to serve them.")
 	fs.BoolVar(&o.conntrackTCPLiberal, "conntrack-tcp-be-liberal", o.conntrackTCPLiberal, "If true, do not drop packets in conntrack state INVALID (kube-proxy then relies on nf_conntrack_tcp_be_liberal).")
 	o.addKubeProxyFlags(fs)
-	gofs := flag.NewFlagSet("klog", flag.ContinueOnError)
-	klog.InitFlags(gofs)
-	fs.AddGoFlagSet(gofs)
+	o.addLoggingFlags(fs)
 }
 
 // usageError marks errors in the command line or the input file; they exit
