@@ -96,14 +96,50 @@ func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
 		}
 	}
 	if p.Conntrack != nil && len(udp) > 0 {
-		n, err := p.Conntrack.Clean(udp)
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "Cannot clean stale UDP conntrack entries")
-		} else if n > 0 {
-			klog.FromContext(ctx).V(2).Info("Deleted stale UDP conntrack entries", "count", n)
+		// Per family, as kube-proxy's per-family proxiers reconcile and
+		// count.
+		for _, f := range p.Syncer.Families() {
+			own := udpOfFamily(udp, f == nftgen.FamilyIPv4)
+			if len(own) == 0 {
+				continue
+			}
+			start := time.Now()
+			n, err := p.Conntrack.Clean(own)
+			if p.Metrics != nil {
+				p.Metrics.ConntrackSyncDuration.WithLabelValues(familyLabel(f)).Observe(metrics.Since(start))
+				p.Metrics.ConntrackDeleted.WithLabelValues(familyLabel(f)).Add(float64(n))
+			}
+			if err != nil {
+				klog.FromContext(ctx).Error(err, "Cannot clean stale UDP conntrack entries", "family", f)
+			} else if n > 0 {
+				klog.FromContext(ctx).V(2).Info("Deleted stale UDP conntrack entries", "family", f, "count", n)
+			}
 		}
 	}
 	return res, nil
+}
+
+// udpOfFamily returns the UDP Services' destinations and endpoints of one
+// family (a node port matches any address, so it stays with both).
+func udpOfFamily(udp []conntrack.UDPService, is4 bool) []conntrack.UDPService {
+	var out []conntrack.UDPService
+	for _, u := range udp {
+		own := conntrack.UDPService{NodePort: u.NodePort}
+		for _, d := range u.Destinations {
+			if d.Addr().Is4() == is4 {
+				own.Destinations = append(own.Destinations, d)
+			}
+		}
+		for _, e := range u.Endpoints {
+			if e.Addr().Is4() == is4 {
+				own.Endpoints = append(own.Endpoints, e)
+			}
+		}
+		if len(own.Destinations) > 0 || (own.NodePort != 0 && len(own.Endpoints) > 0) {
+			out = append(out, own)
+		}
+	}
+	return out
 }
 
 // record updates the metrics after a sync.
@@ -117,6 +153,10 @@ func (p *Proxier) record(res SyncResult, start time.Time) {
 		fam := familyLabel(f)
 		if slices.Contains(res.Failed, f) {
 			m.SyncFailures.WithLabelValues(fam).Inc()
+			m.RestoreFailures.WithLabelValues(fam).Inc()
+			if !res.Full {
+				m.PartialRestoreFailures.WithLabelValues(fam).Inc()
+			}
 			continue
 		}
 		m.SyncDuration.WithLabelValues(fam).Observe(elapsed)

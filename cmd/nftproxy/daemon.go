@@ -93,6 +93,9 @@ func runLoop(ctx context.Context, opts *options) error {
 		}
 		c.WithLabelValues(fmt.Sprint(code)).Inc()
 	})
+	for _, f := range p.Syncer.Families() {
+		p.Metrics.InitFamily(familyName(f))
+	}
 	// A health check node port answers 503 while nftproxy's own rules are
 	// stale, as kube-proxy's does.
 	st.serviceHealth.SetProxyHealthy(func() bool { return d.health.Health().Healthy })
@@ -350,8 +353,8 @@ func (d *daemon) changed(endpoints bool) {
 	}
 	for _, f := range d.p.Syncer.Families() {
 		d.health.QueuedUpdate(familyName(f))
+		d.p.Metrics.LastQueuedTimestamp.WithLabelValues(familyName(f)).SetToCurrentTime()
 	}
-	d.p.Metrics.LastQueuedTimestamp.WithLabelValues("IPv4").SetToCurrentTime()
 	if d.runner != nil {
 		d.runner.Run()
 	}

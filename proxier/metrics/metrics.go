@@ -1,16 +1,21 @@
 // Package metrics holds nftproxy's Prometheus metrics: kube-proxy's names,
 // types and labels (subsystem "kubeproxy"), so that dashboards and alerts
 // keep working, plus a few of nftproxy's own. Metrics live in a registry of
-// their own, created by New; there are no package-level collectors.
+// their own, created by New; the only package-level collectors are the ones
+// every Kubernetes component registers with component-base (Go, process,
+// build info, client-go).
 package metrics
 
 import (
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/component-base/metrics/legacyregistry"
+	_ "k8s.io/component-base/metrics/prometheus/restclient" // client-go's rest_client_* metrics
+	_ "k8s.io/component-base/metrics/prometheus/version"    // kubernetes_build_info
 )
 
 const subsystem = "kubeproxy"
@@ -35,7 +40,13 @@ type Metrics struct {
 	ServicePending      prometheus.Gauge
 	HealthzTotal        *prometheus.CounterVec
 	LivezTotal          *prometheus.CounterVec
-	ConntrackDeleted    prometheus.Counter
+	// RestoreFailures and PartialRestoreFailures are kube-proxy's iptables
+	// mode names for failed syncs (all, and partial ones): nftproxy's
+	// failed transactions.
+	RestoreFailures        *prometheus.CounterVec
+	PartialRestoreFailures *prometheus.CounterVec
+	ConntrackSyncDuration  *prometheus.HistogramVec
+	ConntrackDeleted       *prometheus.CounterVec
 
 	// nftproxy's own.
 	SyncOperations *prometheus.HistogramVec
@@ -57,8 +68,9 @@ func New() *Metrics {
 		SyncPartialDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "sync_partial_proxy_rules_duration_seconds",
 			Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: buckets}, family),
 		NetworkProgramming: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "network_programming_duration_seconds",
-			Help:    "In Cluster Network Programming Latency in seconds",
-			Buckets: append(append(prometheus.LinearBuckets(0.25, 0.25, 2), prometheus.LinearBuckets(1, 1, 59)...), prometheus.LinearBuckets(60, 5, 12)...)}, family),
+			Help: "In Cluster Network Programming Latency in seconds",
+			Buckets: slices.Concat(prometheus.LinearBuckets(0.25, 0.25, 2), prometheus.LinearBuckets(1, 1, 59),
+				prometheus.LinearBuckets(60, 5, 12), prometheus.LinearBuckets(120, 30, 7))}, family),
 		LastSyncTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_last_timestamp_seconds",
 			Help: "The last time proxy rules were successfully synced"}, family),
 		LastQueuedTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_last_queued_timestamp_seconds",
@@ -83,8 +95,14 @@ func New() *Metrics {
 			Help: "Cumulative proxy healthz HTTP status"}, []string{"code"}),
 		LivezTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "proxy_livez_total",
 			Help: "Cumulative proxy livez HTTP status"}, []string{"code"}),
-		ConntrackDeleted: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: subsystem, Name: "conntrack_reconciler_deleted_entries_total",
-			Help: "Cumulative conntrack flows deleted by conntrack reconciler"}),
+		RestoreFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_iptables_restore_failures_total",
+			Help: "Cumulative proxy iptables restore failures"}, family),
+		PartialRestoreFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_iptables_partial_restore_failures_total",
+			Help: "Cumulative proxy iptables partial restore failures"}, family),
+		ConntrackSyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "conntrack_reconciler_sync_duration_seconds",
+			Help: "ReconcileConntrackFlowsLatency latency in seconds", Buckets: buckets}, family),
+		ConntrackDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "conntrack_reconciler_deleted_entries_total",
+			Help: "Cumulative conntrack flows deleted by conntrack reconciler"}, family),
 		SyncOperations: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "nftproxy", Name: "sync_operations",
 			Help: "nftables operations sent per sync, in one atomic transaction", Buckets: prometheus.ExponentialBuckets(1, 4, 12)}, []string{"ip_family", "sync"}),
 		TableObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "table_objects",
@@ -92,16 +110,44 @@ func New() *Metrics {
 		DriftRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "nftproxy", Name: "drift_repairs_total",
 			Help: "Full resyncs that found the kernel table changed behind nftproxy's back, by reason"}, []string{"reason"}),
 	}
-	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming, m.LastSyncTimestamp, m.LastQueuedTimestamp,
+	m.Registry.MustRegister(m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming, m.LastSyncTimestamp, m.LastQueuedTimestamp,
 		m.RulesTotal, m.RulesLast, m.SyncFailures, m.NoLocalEndpoints, m.EndpointChanges, m.EndpointPending, m.ServiceChanges,
-		m.ServicePending, m.HealthzTotal, m.LivezTotal, m.ConntrackDeleted, m.SyncOperations, m.TableObjects, m.DriftRepairs)
+		m.ServicePending, m.HealthzTotal, m.LivezTotal, m.RestoreFailures, m.PartialRestoreFailures, m.ConntrackSyncDuration, m.ConntrackDeleted, m.SyncOperations, m.TableObjects, m.DriftRepairs)
 	return m
 }
 
-// Handler serves the registry in the Prometheus text format.
+// InitFamily creates the series of every per-family metric for fam (with
+// zero counts), so that /metrics lists them before anything happened, as
+// dashboards and the kube-proxy comparison expect.
+func (m *Metrics) InitFamily(fam string) {
+	for _, h := range []*prometheus.HistogramVec{m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming, m.ConntrackSyncDuration} {
+		h.WithLabelValues(fam)
+	}
+	for _, g := range []*prometheus.GaugeVec{m.LastSyncTimestamp, m.LastQueuedTimestamp} {
+		g.WithLabelValues(fam)
+	}
+	for _, c := range []*prometheus.CounterVec{m.SyncFailures, m.RestoreFailures, m.PartialRestoreFailures, m.ConntrackDeleted} {
+		c.WithLabelValues(fam)
+	}
+	for _, table := range []string{"nat", "filter"} {
+		m.RulesTotal.WithLabelValues(table, fam)
+		m.RulesLast.WithLabelValues(table, fam)
+	}
+	for _, policy := range []string{"internal", "external"} {
+		m.NoLocalEndpoints.WithLabelValues(policy, fam)
+	}
+	for _, code := range []string{"200", "503"} {
+		m.HealthzTotal.WithLabelValues(code)
+		m.LivezTotal.WithLabelValues(code)
+	}
+}
+
+// Handler serves the registry in the Prometheus text format, together with
+// what every Kubernetes component serves: component-base's registry (Go
+// and process collectors, kubernetes_build_info) and client-go's
+// rest_client_* metrics.
 func (m *Metrics) Handler() http.Handler {
-	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{})
+	return promhttp.HandlerFor(prometheus.Gatherers{m.Registry, legacyregistry.DefaultGatherer}, promhttp.HandlerOpts{})
 }
 
 // Since returns the seconds since t.

@@ -1,0 +1,201 @@
+//go:build linux
+
+package e2e
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// notProvided are kube-proxy iptables-mode metrics nftproxy does not
+// serve, with the reason (README: Health, metrics and config).
+var notProvided = map[string]string{
+	"kubeproxy_iptables_ct_state_invalid_dropped_packets_total":     "kube-proxy reads an nfacct counter; nftproxy has no counter on its ct-invalid drop rule yet",
+	"kubeproxy_iptables_localhost_nodeports_accepted_packets_total": "kube-proxy reads an nfacct counter; nftproxy has no counter on its localhost NodePort rule yet",
+}
+
+// kubeProxyIPTablesMetrics returns the names of the metrics kube-proxy
+// v1.37.2 registers in iptables mode, read from its source in the module
+// the oracle requires (pkg/proxy/metrics: the collectors' names and the
+// ones RegisterMetrics registers for every mode and for iptables mode).
+func kubeProxyIPTablesMetrics(t *testing.T) []string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-mod=mod", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes")
+	cmd.Dir = "legacy"
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("locate k8s.io/kubernetes (run make deps): %v", err)
+	}
+	path := filepath.Join(strings.TrimSpace(string(out)), "pkg", "proxy", "metrics", "metrics.go")
+	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	str := func(e ast.Expr) string {
+		if l, ok := e.(*ast.BasicLit); ok && l.Kind == token.STRING {
+			s, _ := strconv.Unquote(l.Value)
+			return s
+		}
+		return ""
+	}
+	// Collector variable -> metric name.
+	byVar := map[string]string{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		vs, ok := n.(*ast.ValueSpec)
+		if !ok || len(vs.Names) != 1 || len(vs.Values) != 1 {
+			return true
+		}
+		call, ok := vs.Values[0].(*ast.CallExpr)
+		if !ok || len(call.Args) == 0 {
+			return true
+		}
+		if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "NewDesc" {
+			byVar[vs.Names[0].Name] = str(call.Args[0])
+			return true
+		}
+		opts, ok := call.Args[0].(*ast.UnaryExpr)
+		if !ok {
+			return true
+		}
+		lit, ok := opts.X.(*ast.CompositeLit)
+		if !ok {
+			return true
+		}
+		var sub, name string
+		for _, el := range lit.Elts {
+			kv, ok := el.(*ast.KeyValueExpr)
+			if !ok {
+				continue
+			}
+			switch kv.Key.(*ast.Ident).Name {
+			case "Name":
+				name = str(kv.Value)
+			case "Subsystem":
+				if id, ok := kv.Value.(*ast.Ident); ok && id.Name == "kubeProxySubsystem" {
+					sub = "kubeproxy"
+				}
+			}
+		}
+		if name != "" {
+			if sub != "" {
+				name = sub + "_" + name
+			}
+			byVar[vs.Names[0].Name] = name
+		}
+		return true
+	})
+	var names []string
+	register := func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) != 1 {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok || (sel.Sel.Name != "MustRegister" && sel.Sel.Name != "CustomMustRegister") {
+			return true
+		}
+		if id, ok := call.Args[0].(*ast.Ident); ok {
+			name := byVar[id.Name]
+			if name == "" && strings.HasSuffix(id.Name, "Collector") {
+				// An nfacct collector built in place from a description.
+				name = "nfacct:" + id.Name
+			}
+			names = append(names, name)
+		}
+		return true
+	}
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok || fn.Name.Name != "RegisterMetrics" {
+			continue
+		}
+		ast.Inspect(fn.Body, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.CaseClause:
+				iptables := false
+				for _, e := range n.List {
+					if sel, ok := e.(*ast.SelectorExpr); ok && sel.Sel.Name == "ProxyModeIPTables" {
+						iptables = true
+					}
+				}
+				if iptables {
+					for _, st := range n.Body {
+						ast.Inspect(st, register)
+					}
+				}
+				return false
+			case *ast.CallExpr:
+				return register(n)
+			}
+			return true
+		})
+	}
+	// The nfacct collectors are built from these descriptions.
+	for i, n := range names {
+		switch n {
+		case "nfacct:iptablesCTStateInvalidDroppedMetricCollector":
+			names[i] = byVar["iptablesCTStateInvalidDroppedPacketsDescription"]
+		case "nfacct:localhostNodePortsAcceptedMetricsCollector":
+			names[i] = byVar["localhostNodePortsAcceptedPacketsDescription"]
+		}
+	}
+	if len(names) < 15 || slices.Contains(names, "") {
+		t.Fatalf("could not read kube-proxy's metrics from %s: %q", path, names)
+	}
+	slices.Sort(names)
+	return slices.Compact(names)
+}
+
+// TestMetricNamesMatchKubeProxy: every metric kube-proxy registers in
+// iptables mode is on nftproxy's /metrics from the start, or listed in
+// notProvided with the reason; so are the metrics every Kubernetes
+// component serves (build info, client-go, Go runtime, process).
+func TestMetricNamesMatchKubeProxy(t *testing.T) {
+	want := kubeProxyIPTablesMetrics(t)
+	ns := nodeNamespace(t, "nfp-met")
+	dir := t.TempDir()
+	objects := writeObjects(t, dir, testNode(), ClusterIPService("ns", "web", "10.96.0.96", httpPort))
+	startNftproxy(t, filepath.Join(dir, "nftproxy.log"), "--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode,
+		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0")
+	var body string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, b, err := httpGetStatus(ns, "http://127.0.0.1:10249/metrics")
+		if err == nil && code == 200 && strings.Contains(b, "kubeproxy_sync_proxy_rules_last_timestamp_seconds{") {
+			body = b
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no metrics after 10 s (%d, %v)", code, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	served := map[string]bool{}
+	for _, l := range strings.Split(body, "\n") {
+		if f := strings.Fields(l); len(f) >= 3 && f[0] == "#" && f[1] == "HELP" {
+			served[f[2]] = true
+		}
+	}
+	for _, name := range append(want, "kubernetes_build_info", "go_goroutines", "process_resident_memory_bytes") {
+		if served[name] {
+			if _, ok := notProvided[name]; ok {
+				t.Errorf("%s is served now: remove it from notProvided", name)
+			}
+			continue
+		}
+		if why, ok := notProvided[name]; ok {
+			t.Logf("not provided: %s (%s)", name, why)
+			continue
+		}
+		t.Errorf("kube-proxy's metric %s is not on nftproxy's /metrics", name)
+	}
+	t.Logf("%d kube-proxy iptables-mode metrics checked", len(want))
+}
