@@ -178,6 +178,9 @@ func TestMetricNamesMatchKubeProxy(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	if code, b, err := httpGetStatus(ns, "http://127.0.0.1:10249/healthz"); err != nil || code != 200 || b != "ok" {
+		t.Errorf("metrics port /healthz = %d %q %v, want 200 \"ok\" as kube-proxy's", code, b, err)
+	}
 	served := map[string]bool{}
 	for _, l := range strings.Split(body, "\n") {
 		if f := strings.Fields(l); len(f) >= 3 && f[0] == "#" && f[1] == "HELP" {

@@ -103,8 +103,13 @@ func runLoop(ctx context.Context, opts *options) error {
 		klog.ErrorS(err, "Could not apply all conntrack settings")
 	}
 	mux := metricsMux(p.Metrics, st.dp, opts.proxyMode, opts.effectiveConfig())
-	mux.Handle("/healthz", d.health.HealthzHandler())
-	mux.Handle("/livez", d.health.LivezHandler())
+	// kube-proxy's metrics port answers /healthz with a plain "ok" (the
+	// generic component check); the health port has the JSON.
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		_, _ = w.Write([]byte("ok"))
+	})
 	// With --bind-address-hard-fail a port that cannot be bound ends the
 	// daemon, as it ends kube-proxy.
 	serveFailed := make(chan error, 2)

@@ -98,12 +98,9 @@ func (s *ProxyHealthServer) Health() Health {
 		}
 		h.Status[fam] = st
 	}
-	for fam, pending := range s.oldestPending {
-		if _, synced := s.lastUpdated[fam]; !synced && now.Sub(pending) >= s.timeout {
-			h.Healthy = false
-			h.Status[fam] = ProxierHealth{Healthy: false}
-		}
-	}
+	// A family that never synced is healthy while it starts up, however
+	// long that takes (kube-proxy's rule: a first sync of a large cluster
+	// must not make the node look broken).
 	return h
 }
 

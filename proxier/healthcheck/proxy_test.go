@@ -29,6 +29,18 @@ func TestProxyHealthStalenessAndNode(t *testing.T) {
 	if code, _ := get2(t, s, "/healthz"); code != 200 {
 		t.Errorf("starting up: %d, want 200", code)
 	}
+	// A first sync that takes longer than the timeout is still starting
+	// up, as in kube-proxy.
+	s.QueuedUpdate("IPv4")
+	clk.Step(5 * time.Minute)
+	if code, _ := get2(t, s, "/healthz"); code != 200 {
+		t.Errorf("first sync running for 5 min: %d, want 200", code)
+	}
+	s.SetNode(nil)
+	if code, h := get2(t, s, "/healthz"); code != 503 || h.NodeEligible == nil || *h.NodeEligible {
+		t.Errorf("Node object gone: %d %+v, want 503 and not eligible", code, h)
+	}
+	s.SetNode(&v1.Node{})
 	s.Updated("IPv4")
 	s.QueuedUpdate("IPv4")
 	clk.Step(59 * time.Second)
