@@ -36,10 +36,16 @@ func parseCompatFlags(name string, args []string, withDiff bool) (*compatFlags, 
 	fs.BoolVarP(&f.counters, "counters", "c", false, "print [packets:bytes] counters, as iptables-save -c does (always zero)")
 	fs.BoolVarP(&f.ipv6, "ipv6", "6", false, "the IPv6 view (ip6tables-save)")
 	fs.StringVar(&f.netns, "netns", "", "read the network namespace at this path instead of the current one")
+	header := "Usage: nftproxy save [-t TABLE] [-c] [-6] [--netns PATH]\n\nPrints the compat view of the kernel's table: what kube-proxy's iptables mode would have written, as iptables-save prints it.\n"
 	if withDiff {
 		fs.BoolVar(&f.ignoreNfacct, "ignore-nfacct", false, "ignore -m nfacct matches and the localhost NodePort rules that only feed nfacct counters")
+		header = "Usage: nftproxy diff LEGACY [CURRENT] [--ignore-nfacct] [-6] [--netns PATH]\n\nCompares a legacy iptables-save (LEGACY, - for stdin) with the compat view of the kernel, or of CURRENT.\nExit code 0: equal (differences nftproxy makes on purpose are explained), 1: different, 2: error.\n"
 	}
+	setUsage(fs, os.Stderr, header)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return nil, nil, err
+		}
 		return nil, nil, usageError{err}
 	}
 	if f.table != "" && f.table != "nat" && f.table != "filter" && f.table != "mangle" {
@@ -59,6 +65,13 @@ func liveTables(ctx context.Context, netns string, fam nftgen.Family) ([]*compat
 	st, err := dp.Read(ctx, fam)
 	if err != nil {
 		return nil, err
+	}
+	if st == nil {
+		where := "this network namespace"
+		if netns != "" {
+			where = netns
+		}
+		fmt.Fprintf(os.Stderr, "nftproxy: there is no table %s %s in %s: nftproxy has not programmed it\n", fam, nftgen.TableName, where)
 	}
 	return compat.Build(st), nil
 }

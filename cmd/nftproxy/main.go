@@ -49,6 +49,10 @@ func run(args []string) int {
 	if len(args) > 0 && (args[0] == "sync" || args[0] == "render" || args[0] == "save" || args[0] == "diff") {
 		cmd, args = args[0], args[1:]
 	}
+	if len(args) > 0 && args[0] == "help" && cmd == "" {
+		fmt.Print(commandsUsage)
+		return 0
+	}
 	if cmd == "save" || cmd == "diff" {
 		ctx := context.Background()
 		run := runSave
@@ -59,7 +63,7 @@ func run(args []string) int {
 		var de differentError
 		var ue usageError
 		switch {
-		case err == nil:
+		case err == nil, errors.Is(err, pflag.ErrHelp):
 			return 0
 		case errors.As(err, &de):
 			return 1
@@ -74,6 +78,7 @@ func run(args []string) int {
 	opts := newOptions()
 	fs := pflag.NewFlagSet("nftproxy", pflag.ContinueOnError)
 	opts.addFlags(fs)
+	setUsage(fs, os.Stderr, commandHeader(cmd))
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return 0

@@ -107,3 +107,25 @@ func TestBareServerAddressGetsTheDefaultPort(t *testing.T) {
 		t.Errorf("got %q and %q", o.kp.healthzBindAddress, o.metricsBindAddress)
 	}
 }
+
+// TestHelpForEveryCommand: `help`, `--help` and each command's --help exit
+// 0 and say what the command takes.
+func TestHelpForEveryCommand(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"help"}, "nftproxy render --objects FILE"},
+		{[]string{"--help"}, "nftproxy diff LEGACY [CURRENT]"},
+		{[]string{"render", "--help"}, "Usage: nftproxy render --objects FILE"},
+		{[]string{"sync", "--help"}, "Usage: nftproxy sync --objects FILE"},
+		{[]string{"save", "--help"}, "Usage: nftproxy save [-t TABLE]"},
+		{[]string{"diff", "--help"}, "Usage: nftproxy diff LEGACY [CURRENT]"},
+	}
+	for _, tt := range tests {
+		code, out, stderr := captureRun(t, tt.args...)
+		if code != 0 || !strings.Contains(out+stderr, tt.want) {
+			t.Errorf("%v: exit %d, want 0 and %q in:\n%s%s", tt.args, code, tt.want, out, stderr)
+		}
+	}
+}
