@@ -2,7 +2,10 @@ package main
 
 import (
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -33,6 +36,7 @@ type kubeProxyFlags struct {
 	conntrackUDPTimeout               time.Duration
 	conntrackUDPStream                time.Duration
 	bindAddressHardFail               bool
+	healthzPort, metricsPort          int32
 	ignored                           ignoredFlags
 }
 
@@ -63,8 +67,6 @@ var noEffect = map[string]string{
 	"pod-bridge-interface":            "only --detect-local-mode ClusterCIDR and NodeCIDR are implemented",
 	"pod-interface-name-prefix":       "only --detect-local-mode ClusterCIDR and NodeCIDR are implemented",
 	"oom-score-adj":                   "set the container's OOM score in the pod spec",
-	"healthz-port":                    "deprecated; use --healthz-bind-address",
-	"metrics-port":                    "deprecated; use --metrics-bind-address",
 }
 
 func (o *options) addKubeProxyFlags(fs *pflag.FlagSet) {
@@ -103,8 +105,8 @@ func (o *options) addKubeProxyFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&k.conntrackUDPTimeout, "conntrack-udp-timeout", 0, "Idle timeout for UNREPLIED UDP connections (0 to leave as-is).")
 	fs.DurationVar(&k.conntrackUDPStream, "conntrack-udp-timeout-stream", 0, "Idle timeout for ASSURED UDP connections (0 to leave as-is).")
 	fs.DurationVar(&k.configSyncPeriod, "config-sync-period", 15*time.Minute, "How often configuration from the apiserver is refreshed (informer resync).")
-	fs.Int32Var(&k.ignored.i, "healthz-port", 10256, "Accepted for compatibility; no effect.")
-	fs.Int32Var(&k.ignored.i, "metrics-port", 10249, "Accepted for compatibility; no effect.")
+	fs.Int32Var(&k.healthzPort, "healthz-port", 10256, "The port to bind the health check server. Use 0 to disable (deprecated: use --healthz-bind-address).")
+	fs.Int32Var(&k.metricsPort, "metrics-port", 10249, "The port to bind the metrics server. Use 0 to disable (deprecated: use --metrics-bind-address).")
 	fs.BoolVar(&k.version, "version", false, "Print version information and quit.")
 }
 
@@ -210,11 +212,17 @@ func applyConfigDefaults(c *proxyv1alpha1.KubeProxyConfiguration) {
 	if c.BindAddress == "" {
 		c.BindAddress = "0.0.0.0"
 	}
+	// kube-proxy's defaults follow the family of bindAddress: kubeadm's
+	// "::" gives [::]:10256 and [::1]:10249.
+	healthz, metricsHost := "0.0.0.0", "127.0.0.1"
+	if a, err := netip.ParseAddr(c.BindAddress); err == nil && a.Is6() && !a.Is4In6() {
+		healthz, metricsHost = "::", "::1"
+	}
 	if c.HealthzBindAddress == "" {
-		c.HealthzBindAddress = "0.0.0.0:10256"
+		c.HealthzBindAddress = net.JoinHostPort(healthz, "10256")
 	}
 	if c.MetricsBindAddress == "" {
-		c.MetricsBindAddress = "127.0.0.1:10249"
+		c.MetricsBindAddress = net.JoinHostPort(metricsHost, "10249")
 	}
 	if c.Mode == "" {
 		c.Mode = "iptables"
@@ -265,10 +273,8 @@ func applyConfigDefaults(c *proxyv1alpha1.KubeProxyConfiguration) {
 }
 
 // writeDefaultConfig writes kube-proxy's defaults as a configuration file.
-func writeDefaultConfig(path string) error {
-	cfg := proxyv1alpha1.KubeProxyConfiguration{TypeMeta: metav1.TypeMeta{APIVersion: "kubeproxy.config.k8s.io/v1alpha1", Kind: "KubeProxyConfiguration"}}
-	applyConfigDefaults(&cfg)
-	data, err := yaml.Marshal(&cfg)
+func (o *options) writeConfig(path string) error {
+	data, err := yaml.Marshal(o.effectiveConfig())
 	if err != nil {
 		return err
 	}
@@ -331,4 +337,28 @@ func (o *options) effectiveConfig() *proxyv1alpha1.KubeProxyConfiguration {
 	cfg.ClientConnection.Kubeconfig = o.kp.kubeconfig
 	cfg.ClientConnection.QPS, cfg.ClientConnection.Burst = o.kp.kubeAPIQPS, o.kp.kubeAPIBurst
 	return cfg
+}
+
+// applyDeprecatedPorts applies --healthz-port and --metrics-port when they
+// were given, as kube-proxy does: the port replaces the one of the bind
+// address, and 0 disables the server.
+func (o *options) applyDeprecatedPorts(fs *pflag.FlagSet) {
+	for _, p := range []struct {
+		flag string
+		port int32
+		addr *string
+	}{{"healthz-port", o.kp.healthzPort, &o.kp.healthzBindAddress}, {"metrics-port", o.kp.metricsPort, &o.metricsBindAddress}} {
+		if !fs.Changed(p.flag) {
+			continue
+		}
+		if p.port == 0 {
+			*p.addr = ""
+			continue
+		}
+		host := *p.addr
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		*p.addr = net.JoinHostPort(host, strconv.Itoa(int(p.port)))
+	}
 }

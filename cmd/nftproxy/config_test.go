@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	proxyv1alpha1 "k8s.io/kube-proxy/config/v1alpha1"
 )
 
 func parse(t *testing.T, args ...string) (*options, *pflag.FlagSet) {
@@ -104,5 +105,34 @@ func TestHelpListsKubeProxyFlags(t *testing.T) {
 		if fs.Lookup(name) == nil {
 			t.Errorf("kube-proxy flag --%s is not accepted", name)
 		}
+	}
+}
+
+// TestWriteConfigToWritesTheEffectiveConfig: --write-config-to writes the
+// configuration in effect, flag values included, as kube-proxy does.
+func TestWriteConfigToWritesTheEffectiveConfig(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "written.yaml")
+	code, _, stderr := captureRun(t, "--write-config-to", out, "--iptables-sync-period", "45s", "--cluster-cidr", "10.244.0.0/16", "--healthz-port", "20256")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"syncPeriod: 45s", "clusterCIDR: 10.244.0.0/16", "healthzBindAddress: 0.0.0.0:20256", "kind: KubeProxyConfiguration"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("written config lacks %q:\n%s", want, b)
+		}
+	}
+}
+
+// TestServerAddressDefaultsFollowTheBindAddress: kubeadm's IPv6 config
+// (bindAddress "::") gets IPv6 health and metrics addresses.
+func TestServerAddressDefaultsFollowTheBindAddress(t *testing.T) {
+	c := &proxyv1alpha1.KubeProxyConfiguration{BindAddress: "::"}
+	applyConfigDefaults(c)
+	if c.HealthzBindAddress != "[::]:10256" || c.MetricsBindAddress != "[::1]:10249" {
+		t.Errorf("got %q and %q, want [::]:10256 and [::1]:10249", c.HealthzBindAddress, c.MetricsBindAddress)
 	}
 }

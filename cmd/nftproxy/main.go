@@ -94,13 +94,6 @@ func run(args []string) int {
 		fmt.Printf("nftproxy %s (kube-proxy compatible: iptables mode semantics on nftables)\n", version)
 		return 0
 	}
-	if opts.kp.writeConfigTo != "" {
-		if err := writeDefaultConfig(opts.kp.writeConfigTo); err != nil {
-			fmt.Fprintln(os.Stderr, "nftproxy:", err)
-			return 1
-		}
-		return 0
-	}
 	if opts.kp.configFile != "" {
 		if err := opts.loadConfigFile(opts.kp.configFile, fs); err != nil {
 			fmt.Fprintln(os.Stderr, "nftproxy:", err)
@@ -111,7 +104,17 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
 		return 2
 	}
+	opts.applyDeprecatedPorts(fs)
 	opts.defaultServerPorts()
+	if opts.kp.writeConfigTo != "" {
+		// The configuration in effect, flags and file applied, as
+		// kube-proxy writes it.
+		if err := opts.writeConfig(opts.kp.writeConfigTo); err != nil {
+			fmt.Fprintln(os.Stderr, "nftproxy:", err)
+			return 1
+		}
+		return 0
+	}
 	if err := opts.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
 		return 2
