@@ -112,7 +112,7 @@ func runLoop(ctx context.Context, opts *options) error {
 	})
 	// With --bind-address-hard-fail a port that cannot be bound ends the
 	// daemon, as it ends kube-proxy.
-	serveFailed := make(chan error, 2)
+	serveFailed := make(chan error, 3)
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go func() {
@@ -124,6 +124,9 @@ func runLoop(ctx context.Context, opts *options) error {
 	}()
 	serve(ctx, opts.netns, opts.metricsBindAddress, mux, opts.kp.bindAddressHardFail, serveFailed)
 	serve(ctx, opts.netns, opts.kp.healthzBindAddress, d.health.Mux(), opts.kp.bindAddressHardFail, serveFailed)
+	if opts.kp.configFile != "" {
+		go watchConfigFile(ctx, opts.kp.configFile, configPoll, serveFailed)
+	}
 
 	d.runner = runner.New(func(r runner.Reason) error { return d.sync(ctx, r) }, opts.minSyncPeriod, opts.syncPeriod, nil)
 	go d.watchDrift(ctx)

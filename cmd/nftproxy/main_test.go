@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // captureRun runs the command line with stdout and stderr redirected to
@@ -127,5 +129,30 @@ func TestHelpForEveryCommand(t *testing.T) {
 		if code != 0 || !strings.Contains(out+stderr, tt.want) {
 			t.Errorf("%v: exit %d, want 0 and %q in:\n%s%s", tt.args, code, tt.want, out, stderr)
 		}
+	}
+}
+
+// TestConfigFileChangeIsReported: a changed configuration file is reported
+// (the daemon then exits so that it restarts with it, as kube-proxy).
+func TestConfigFileChangeIsReported(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(path, []byte("a: 1\n"), 0o644)
+	changed := make(chan error, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go watchConfigFile(ctx, path, 10*time.Millisecond, changed)
+	select {
+	case err := <-changed:
+		t.Fatalf("reported before any change: %v", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	os.WriteFile(path, []byte("a: 2\n"), 0o644)
+	select {
+	case err := <-changed:
+		if !strings.Contains(err.Error(), "changed") {
+			t.Errorf("error %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a changed configuration file was not reported")
 	}
 }
