@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,47 @@ func TestStartupRemovesLegacyKubeProxyRules(t *testing.T) {
 			if !strings.Contains(after, kept) {
 				t.Errorf("%s lost %q:\n%s", saveCmd, kept, after)
 			}
+		}
+	}
+}
+
+// TestCleanupRemovesKubeProxysRulesToo: `nftproxy --cleanup`, like
+// kube-proxy's, removes kube-proxy's rules of every backend (iptables
+// legacy and nft, the nftables mode's table) besides nftproxy's tables,
+// and nothing else.
+func TestCleanupRemovesKubeProxysRulesToo(t *testing.T) {
+	ns := nodeNamespace(t, "nfp-cleanall")
+	save, err := os.ReadFile("testdata/kube-proxy-legacy.save")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, restore := range []string{"iptables-legacy-restore", "iptables-nft-restore"} {
+		cmd := ns.Command(restore)
+		cmd.Stdin = strings.NewReader(string(save))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", restore, err, out)
+		}
+	}
+	ns.MustRun(t, "nft", "add", "table", "ip", "kube-proxy")
+	ns.MustRun(t, "nft", "add", "chain", "ip", "kube-proxy", "services")
+	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.51", httpPort))
+	if out, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", ns.Path()).CombinedOutput(); err != nil {
+		t.Fatalf("sync: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(nftproxyBinary, "--cleanup", "--netns", ns.Path()).CombinedOutput(); err != nil {
+		t.Fatalf("--cleanup: %v\n%s", err, out)
+	}
+	tables := ns.MustRun(t, "nft", "list", "tables")
+	if strings.Contains(tables, "nftproxy") || strings.Contains(tables, "kube-proxy") {
+		t.Errorf("tables left after --cleanup:\n%s", tables)
+	}
+	for _, saveCmd := range []string{"iptables-legacy-save", "iptables-nft-save"} {
+		after := ns.MustRun(t, saveCmd)
+		if strings.Contains(after, "KUBE-SVC-") || strings.Contains(after, ":KUBE-SERVICES") {
+			t.Errorf("%s still shows kube-proxy's rules:\n%s", saveCmd, after)
+		}
+		if !strings.Contains(after, "-A FORWARD -j CNI-FORWARD") {
+			t.Errorf("%s lost another tool's rule:\n%s", saveCmd, after)
 		}
 	}
 }

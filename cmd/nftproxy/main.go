@@ -208,6 +208,9 @@ func runCleanup(ctx context.Context, opts *options) error {
 		return err
 	}
 	defer done()
+	// As kube-proxy's --cleanup: the rules of kube-proxy's modes go too
+	// (iptables legacy and nft backends, nftables mode).
+	removeLegacyRules(opts.netns)
 	return proxier.Cleanup(ctx, dp)
 }
 

@@ -25,9 +25,18 @@ const (
 
 // CleanupLegacy removes kube-proxy's rules from the legacy (x_tables) nat
 // and filter tables of both families in the current network namespace.
+//
+// It holds the x_tables lock (XtablesLock) meanwhile, as iptables-legacy
+// does; if the lock file cannot be opened (not mounted into the container),
+// it goes on without it and says so in the error.
 func CleanupLegacy() (Result, error) {
 	var total Result
 	var errs []error
+	if release, err := lockXtables(XtablesLock, xtablesLockWait); err != nil {
+		errs = append(errs, fmt.Errorf("without the x_tables lock: %w", err))
+	} else {
+		defer release()
+	}
 	for _, fam := range []struct {
 		domain, level int
 		l             layout
