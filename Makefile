@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: all build test unit fuzz fuzz-short differential e2e-binaries deps bench demo image clean
+.PHONY: all build test unit fuzz fuzz-short differential e2e-binaries deps bench demo image image-docker clean
 
 all: build
 
@@ -111,8 +111,22 @@ unit:
 demo: build
 	./$(BIN)/demo -nftproxy $(BIN)/nftproxy -echo $(BIN)/echoserver -objects deploy/examples/services.yaml
 
+# The container image as an OCI archive, without a container daemon or
+# builder: a static binary, stamped with VERSION, on an empty base
+# (deploy/image). ARCH picks the architecture (GOARCH); load the archive
+# with podman load -i, skopeo copy oci-archive:..., ctr images import or
+# docker load. `make image-docker` builds the Dockerfile with a builder.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+ARCH ?= $(shell $(GO) env GOARCH)
+IMAGE ?= nftproxy:$(VERSION)
 image:
-	docker build -t nftproxy:dev .
+	@mkdir -p $(BIN)
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/nftproxy-linux-$(ARCH) ./cmd/nftproxy
+	$(GO) run ./deploy/image -binary $(BIN)/nftproxy-linux-$(ARCH) -arch $(ARCH) -tag $(IMAGE) -version $(VERSION) -o $(BIN)/nftproxy-image-$(ARCH).tar
+	@echo "image: $(BIN)/nftproxy-image-$(ARCH).tar ($(IMAGE), linux/$(ARCH))"
+
+image-docker:
+	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
 
 clean:
 	rm -rf $(BIN)

@@ -1,0 +1,44 @@
+// Command image writes nftproxy's container image as an OCI image archive
+// (the OCI image layout in a tar file), without a container daemon or
+// builder: one layer on an empty base holding the static binary as
+// /usr/local/bin/nftproxy and /usr/local/bin/kube-proxy (a symlink, the
+// path kubeadm's kube-proxy DaemonSet runs). Load it with `podman load -i`,
+// `skopeo copy oci-archive:FILE ...`, `ctr images import` or `docker load`.
+//
+//	go run ./deploy/image -binary bin/nftproxy -arch amd64 -tag nftproxy:v1 -o bin/nftproxy-image.tar
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+)
+
+func main() {
+	binary := flag.String("binary", "", "the static nftproxy binary to put in the image")
+	arch := flag.String("arch", "amd64", "the binary's architecture (GOARCH)")
+	tag := flag.String("tag", "nftproxy:dev", "the image's name and tag")
+	version := flag.String("version", "dev", "nftproxy's version, recorded in the image's labels")
+	out := flag.String("o", "nftproxy-image.tar", "the OCI archive to write")
+	flag.Parse()
+	if *binary == "" {
+		fmt.Fprintln(os.Stderr, "image: -binary is required")
+		os.Exit(2)
+	}
+	bin, err := os.ReadFile(*binary)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "image:", err)
+		os.Exit(1)
+	}
+	f, err := os.Create(*out)
+	if err == nil {
+		err = Write(f, Spec{Binary: bin, Arch: *arch, Tag: *tag, Version: *version})
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "image:", err)
+		os.Exit(1)
+	}
+}

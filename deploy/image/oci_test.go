@@ -1,0 +1,121 @@
+package main
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+)
+
+// readArchive returns the files of an OCI archive by name.
+func readArchive(t *testing.T, b []byte) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	tr := tar.NewReader(bytes.NewReader(b))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return files
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		files[h.Name] = data
+	}
+}
+
+// TestImageArchiveIsAValidOCIImage: the index names the tag and platform,
+// every descriptor's digest and size match its blob, the config runs
+// /usr/local/bin/nftproxy, and the layer holds the binary (executable) and
+// kube-proxy as a symlink to it; the same input gives the same bytes.
+func TestImageArchiveIsAValidOCIImage(t *testing.T) {
+	bin := []byte("\x7fELF fake nftproxy")
+	var buf bytes.Buffer
+	spec := Spec{Binary: bin, Arch: "arm64", Tag: "registry.example/nftproxy:v9", Version: "v9"}
+	if err := Write(&buf, spec); err != nil {
+		t.Fatal(err)
+	}
+	files := readArchive(t, buf.Bytes())
+	if string(files["oci-layout"]) != `{"imageLayoutVersion":"1.0.0"}` {
+		t.Errorf("oci-layout = %q", files["oci-layout"])
+	}
+	blob := func(d descriptor) []byte {
+		t.Helper()
+		b, ok := files["blobs/sha256/"+strings.TrimPrefix(d.Digest, "sha256:")]
+		if !ok || digest(b) != d.Digest || int64(len(b)) != d.Size {
+			t.Fatalf("blob %s missing or not matching its descriptor", d.Digest)
+		}
+		return b
+	}
+	var index struct{ Manifests []descriptor }
+	if err := json.Unmarshal(files["index.json"], &index); err != nil || len(index.Manifests) != 1 {
+		t.Fatalf("index.json: %v %s", err, files["index.json"])
+	}
+	m := index.Manifests[0]
+	if m.Annotations["org.opencontainers.image.ref.name"] != spec.Tag || m.Platform == nil || m.Platform.Architecture != "arm64" {
+		t.Errorf("index manifest %+v", m)
+	}
+	var manifest struct {
+		Config descriptor
+		Layers []descriptor
+	}
+	if err := json.Unmarshal(blob(m), &manifest); err != nil || len(manifest.Layers) != 1 {
+		t.Fatalf("manifest: %v", err)
+	}
+	var config struct {
+		Architecture string
+		Config       struct {
+			Entrypoint []string
+			Labels     map[string]string
+		}
+		RootFS struct {
+			DiffIDs []string `json:"diff_ids"`
+		} `json:"rootfs"`
+	}
+	if err := json.Unmarshal(blob(manifest.Config), &config); err != nil {
+		t.Fatal(err)
+	}
+	if config.Architecture != "arm64" || len(config.Config.Entrypoint) != 1 || config.Config.Entrypoint[0] != BinaryPath || config.Config.Labels["org.opencontainers.image.version"] != "v9" {
+		t.Errorf("config %+v", config)
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(blob(manifest.Layers[0])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(zr)
+	if len(config.RootFS.DiffIDs) != 1 || config.RootFS.DiffIDs[0] != digest(raw) {
+		t.Errorf("diff_ids %v do not match the layer", config.RootFS.DiffIDs)
+	}
+	tr := tar.NewReader(bytes.NewReader(raw))
+	seen := map[string]bool{}
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		seen[h.Name] = true
+		switch h.Name {
+		case BinaryPath[1:]:
+			data, _ := io.ReadAll(tr)
+			if h.Mode != 0o755 || !bytes.Equal(data, bin) {
+				t.Errorf("binary mode %o, %d bytes", h.Mode, len(data))
+			}
+		case KubeProxyPath[1:]:
+			if h.Typeflag != tar.TypeSymlink || h.Linkname != "nftproxy" {
+				t.Errorf("kube-proxy is %c -> %q, want a symlink to nftproxy", h.Typeflag, h.Linkname)
+			}
+		}
+	}
+	if !seen[BinaryPath[1:]] || !seen[KubeProxyPath[1:]] {
+		t.Errorf("layer holds %v", seen)
+	}
+	var again bytes.Buffer
+	Write(&again, spec)
+	if !bytes.Equal(again.Bytes(), buf.Bytes()) {
+		t.Error("the same input gave a different archive")
+	}
+}
