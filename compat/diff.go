@@ -65,8 +65,6 @@ func Parse(r io.Reader) (Save, error) {
 	return s, sc.Err()
 }
 
-// ParseString is Parse for a string.
-func ParseString(s string) (Save, error) { return Parse(strings.NewReader(s)) }
 
 // FromTables converts rendered tables into a Save.
 func FromTables(tables []*Table) Save {

@@ -22,11 +22,11 @@ COMMIT
 `
 
 func TestDiffIgnoresForeignRulesAndNfacct(t *testing.T) {
-	legacy, err := ParseString(legacySnippet)
+	legacy, err := parseString(legacySnippet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	current, err := ParseString(`*nat
+	current, err := parseString(`*nat
 :PREROUTING ACCEPT [0:0]
 :KUBE-NODEPORTS - [0:0]
 [12:720] -A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
@@ -50,7 +50,7 @@ func TestDiffReportsMissingExtraChangedAndOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	legacy, _ := ParseString(string(basic))
+	legacy, _ := parseString(string(basic))
 	mutated := string(basic)
 	// Drop one endpoint chain's DNAT rule, change a probability, reorder
 	// KUBE-SERVICES (allowed) and KUBE-POSTROUTING (not allowed).
@@ -64,7 +64,7 @@ func TestDiffReportsMissingExtraChangedAndOrder(t *testing.T) {
 		}
 	}
 	lines[pr[0]], lines[pr[1]] = lines[pr[1]], lines[pr[0]]
-	current, err := ParseString(strings.Replace(strings.Join(lines, "\n"), "COMMIT", "-A KUBE-SEP-NEW -j ACCEPT\nCOMMIT", 1))
+	current, err := parseString(strings.Replace(strings.Join(lines, "\n"), "COMMIT", "-A KUBE-SEP-NEW -j ACCEPT\nCOMMIT", 1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,11 +94,11 @@ func TestDiffExplainsDestinationsNamedTwice(t *testing.T) {
 	aLB := `-A KUBE-SERVICES -d 203.0.113.1/32 -p tcp -m comment --comment "ns/a loadbalancer IP" -m tcp --dport 80 -j KUBE-EXT-AAAAAAAAAAAAAAAA`
 	b := `-A KUBE-SERVICES -d 203.0.113.1/32 -p tcp -m comment --comment "ns/b external IP" -m tcp --dport 80 -j KUBE-EXT-BBBBBBBBBBBBBBBB`
 	other := `-A KUBE-SERVICES -d 203.0.113.2/32 -p tcp -m comment --comment "ns/b external IP" -m tcp --dport 80 -j KUBE-EXT-BBBBBBBBBBBBBBBB`
-	legacy, err := ParseString(head + strings.Join([]string{a, aLB, b, other}, "\n") + "\nCOMMIT\n")
+	legacy, err := parseString(head + strings.Join([]string{a, aLB, b, other}, "\n") + "\nCOMMIT\n")
 	if err != nil {
 		t.Fatal(err)
 	}
-	current, err := ParseString(head + a + "\nCOMMIT\n")
+	current, err := parseString(head + a + "\nCOMMIT\n")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,3 +117,5 @@ func TestDiffExplainsDestinationsNamedTwice(t *testing.T) {
 		t.Errorf("report does not count the explained ones apart:\n%s", b2.String())
 	}
 }
+
+func parseString(s string) (Save, error) { return Parse(strings.NewReader(s)) }

@@ -39,8 +39,3 @@ type StreamApplier interface {
 // IsNotFound reports whether err says that an object does not exist.
 func IsNotFound(err error) bool { return errors.Is(err, syscall.ENOENT) }
 
-// IsExists reports whether err says that an object exists already.
-func IsExists(err error) bool { return errors.Is(err, syscall.EEXIST) }
-
-// IsBusy reports whether err says that an object is still in use.
-func IsBusy(err error) bool { return errors.Is(err, syscall.EBUSY) }

@@ -19,7 +19,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/proxier"
-	"github.com/nftproxy/nftproxy/proxier/cleanup"
 	"github.com/nftproxy/nftproxy/proxier/conntrack"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
 	"github.com/nftproxy/nftproxy/proxier/model"
@@ -163,26 +162,6 @@ func (o *options) conntrackSettings() conntrack.Settings {
 	k := o.kp
 	return conntrack.Settings{MaxPerCore: k.conntrackMaxPerCore, Min: k.conntrackMin, TCPEstablishedTimeout: k.conntrackTCPEstablished,
 		TCPCloseWait: k.conntrackTCPCloseWait, UDPTimeout: k.conntrackUDPTimeout, UDPStreamTimeout: k.conntrackUDPStream, TCPBeLiberal: o.conntrackTCPLiberal}
-}
-
-// removeLegacyRules deletes the iptables-mode rules of the kube-proxy this
-// node ran before, in both iptables backends, and kube-proxy's nftables
-// mode tables: they would shadow or double-handle nftproxy's rules.
-func removeLegacyRules(nsPath string) {
-	_ = netns.Do(nsPath, func() error {
-		nft, err := cleanup.CleanupNFT()
-		if err != nil {
-			klog.ErrorS(err, "Could not remove kube-proxy's iptables-nft rules")
-		}
-		legacy, err := cleanup.CleanupLegacy()
-		if err != nil {
-			klog.ErrorS(err, "Could not remove kube-proxy's legacy iptables rules")
-		}
-		if nft.Chains+nft.Rules+legacy.Chains+legacy.Rules > 0 {
-			klog.InfoS("Removed the previous kube-proxy's rules", "nftChains", nft.Chains, "nftJumps", nft.Rules, "legacyChains", legacy.Chains, "legacyRules", legacy.Rules)
-		}
-		return nil
-	})
 }
 
 // newClient builds a clientset from --kubeconfig and --master, or from the
@@ -451,11 +430,19 @@ func (d *daemon) SetNode(node *v1.Node) {
 	go d.changed(false)
 }
 
+// maxReported bounds the problems remembered as already reported.
+const maxReported = 10000
+
 // problem logs an object that cannot be programmed, and records an Event
 // on it, once per distinct problem.
 func (d *daemon) problem(p model.Problem) {
 	d.reportedMu.Lock()
 	seen := d.reported[p.Error()]
+	if len(d.reported) >= maxReported {
+		// Bounded: problems of objects long gone would pile up; the
+		// still-current ones are reported once more.
+		clear(d.reported)
+	}
 	d.reported[p.Error()] = true
 	d.reportedMu.Unlock()
 	if seen {

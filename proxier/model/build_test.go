@@ -200,13 +200,13 @@ func TestUsableEndpoints(t *testing.T) {
 	ready := Endpoint{Addr: netip.MustParseAddr("10.0.0.1"), Ready: true, Serving: true}
 	term := Endpoint{Addr: netip.MustParseAddr("10.0.0.2"), Serving: true, Terminating: true}
 	notServing := Endpoint{Addr: netip.MustParseAddr("10.0.0.3"), Terminating: true}
-	if got := UsableEndpoints([]Endpoint{ready, term, notServing}); len(got) != 1 || got[0].Addr != ready.Addr {
+	if got := Categorize(&ServicePort{}, []Endpoint{ready, term, notServing}, Node{}).Cluster; len(got) != 1 || got[0].Addr != ready.Addr {
 		t.Errorf("with a ready endpoint got %v", got)
 	}
-	if got := UsableEndpoints([]Endpoint{term, notServing}); len(got) != 1 || got[0].Addr != term.Addr {
+	if got := Categorize(&ServicePort{}, []Endpoint{term, notServing}, Node{}).Cluster; len(got) != 1 || got[0].Addr != term.Addr {
 		t.Errorf("without ready endpoints got %v, want the serving terminating one", got)
 	}
-	if got := UsableEndpoints([]Endpoint{notServing}); len(got) != 0 {
+	if got := Categorize(&ServicePort{}, []Endpoint{notServing}, Node{}).Cluster; len(got) != 0 {
 		t.Errorf("got %v, want none", got)
 	}
 }

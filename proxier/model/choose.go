@@ -165,9 +165,3 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// UsableEndpoints returns the endpoints that cluster-wide traffic may use
-// when no policy or topology applies: the ready endpoints if there are any,
-// otherwise those that are serving and terminating.
-func UsableEndpoints(eps []Endpoint) []Endpoint {
-	return Categorize(&ServicePort{}, eps, Node{}).Cluster
-}

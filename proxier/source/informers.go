@@ -166,15 +166,10 @@ func listOf[T any](inf cache.SharedIndexInformer) []T {
 	return out
 }
 
-// Start starts the informers and returns a function that reports whether
-// all of them have synced. Informers keep their cache when the API server
-// goes away and relist when their watch expires, so the sink keeps the last
-// known state.
-func Start(ctx context.Context, client kubernetes.Interface, nodeName string, resync time.Duration, sink Sink) func() bool {
-	_, _, hasSynced := start(ctx, client, nodeName, resync, sink, nil)
-	return hasSynced
-}
-
+// start starts the informers and returns them and a function that reports
+// whether all of them have synced. Informers keep their cache when the API
+// server goes away and relist when their watch expires, so the sink keeps
+// the last known state.
 func start(ctx context.Context, client kubernetes.Interface, nodeName string, resync time.Duration, sink Sink,
 	onError cache.WatchErrorHandlerWithContext) (svcs, slices cache.SharedIndexInformer, hasSynced func() bool) {
 	factory := informers.NewSharedInformerFactoryWithOptions(client, resync,
