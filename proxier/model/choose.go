@@ -164,4 +164,3 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
