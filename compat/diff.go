@@ -65,7 +65,6 @@ func Parse(r io.Reader) (Save, error) {
 	return s, sc.Err()
 }
 
-
 // FromTables converts rendered tables into a Save.
 func FromTables(tables []*Table) Save {
 	s := Save{}

@@ -38,4 +38,3 @@ type StreamApplier interface {
 
 // IsNotFound reports whether err says that an object does not exist.
 func IsNotFound(err error) bool { return errors.Is(err, syscall.ENOENT) }
-
