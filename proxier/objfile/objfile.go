@@ -54,14 +54,8 @@ func Decode(data []byte) (*Objects, error) {
 		return nil, ErrEmpty
 	}
 	objs := &Objects{Ignored: map[string]int{}}
-	docs, err := documents(data)
-	if err != nil {
+	if err := eachDocument(data, objs.add); err != nil {
 		return nil, err
-	}
-	for i, doc := range docs {
-		if err := objs.add(doc, fmt.Sprintf("document %d", i+1)); err != nil {
-			return nil, err
-		}
 	}
 	objs.applyDefaults()
 	return objs, nil
@@ -91,44 +85,127 @@ func (o *Objects) applyDefaults() {
 	}
 }
 
-// documents splits data into JSON documents.
-func documents(data []byte) ([]json.RawMessage, error) {
+// eachDocument calls fn with each JSON document of data, one at a time,
+// and where it is ("document 3", "document 1, items[7]"). A YAML List in
+// block style (what kubectl prints) is split into its items before any is
+// converted, so that only one object's text and tree exist at a time: a
+// 20 MB List is never held as one generic tree.
+func eachDocument(data []byte, fn func(doc json.RawMessage, where string) error) error {
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
-		var docs []json.RawMessage
 		dec := json.NewDecoder(bytes.NewReader(trimmed))
-		for {
+		for n := 1; ; n++ {
 			var raw json.RawMessage
 			err := dec.Decode(&raw)
 			if errors.Is(err, io.EOF) {
-				return docs, nil
+				return nil
 			}
 			if err != nil {
-				return nil, fmt.Errorf("document %d: invalid JSON: %w", len(docs)+1, err)
+				return fmt.Errorf("document %d: invalid JSON: %w", n, err)
 			}
 			if bytes.HasPrefix(bytes.TrimSpace(raw), []byte("[")) {
 				var items []json.RawMessage
 				if err := json.Unmarshal(raw, &items); err != nil {
-					return nil, fmt.Errorf("document %d: %w", len(docs)+1, err)
+					return fmt.Errorf("document %d: %w", n, err)
 				}
-				docs = append(docs, items...)
+				for i, item := range items {
+					if err := fn(item, fmt.Sprintf("document %d, items[%d]", n, i)); err != nil {
+						return err
+					}
+				}
 				continue
 			}
-			docs = append(docs, raw)
+			if err := fn(raw, fmt.Sprintf("document %d", n)); err != nil {
+				return err
+			}
 		}
 	}
-	var docs []json.RawMessage
 	for i, part := range splitYAML(string(data)) {
 		if strings.TrimSpace(stripComments(part)) == "" {
 			continue
 		}
-		j, err := yaml.YAMLToJSON([]byte(part))
-		if err != nil {
-			return nil, fmt.Errorf("document %d: invalid YAML: %w", i+1, err)
+		where := fmt.Sprintf("document %d", i+1)
+		if items, ok := listItems(part); ok {
+			for j, item := range items {
+				doc, err := yaml.YAMLToJSON([]byte(item))
+				if err != nil {
+					return fmt.Errorf("%s, items[%d]: invalid YAML: %w", where, j, err)
+				}
+				if err := fn(doc, fmt.Sprintf("%s, items[%d]", where, j)); err != nil {
+					return err
+				}
+			}
+			continue
 		}
-		docs = append(docs, j)
+		doc, err := yaml.YAMLToJSON([]byte(part))
+		if err != nil {
+			return fmt.Errorf("%s: invalid YAML: %w", where, err)
+		}
+		if err := fn(doc, where); err != nil {
+			return err
+		}
 	}
-	return docs, nil
+	return nil
+}
+
+// listItems splits a YAML document that is a List in block style into the
+// texts of its items, each de-indented into a document of its own. ok is
+// false for anything else (flow style, an unusual layout), which is then
+// decoded whole.
+func listItems(doc string) (items []string, ok bool) {
+	lines := strings.SplitAfter(doc, "\n")
+	isList, start := false, -1
+	for i, l := range lines {
+		if strings.HasPrefix(l, "kind:") && strings.HasSuffix(strings.TrimSpace(strings.TrimPrefix(l, "kind:")), "List") {
+			isList = true
+		}
+		if strings.TrimRight(l, " \r\n") == "items:" {
+			start = i + 1
+		}
+	}
+	if !isList || start < 0 {
+		return nil, false
+	}
+	// The items' dash and its indentation, from the first item.
+	prefix := ""
+	for _, l := range lines[start:] {
+		if t := strings.TrimSpace(l); t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		i := strings.Index(l, "- ")
+		if i < 0 || strings.TrimSpace(l[:i]) != "" {
+			return nil, false
+		}
+		prefix = l[:i]
+		break
+	}
+	var cur strings.Builder
+	flush := func() {
+		if cur.Len() > 0 {
+			items = append(items, cur.String())
+			cur.Reset()
+		}
+	}
+	for _, l := range lines[start:] {
+		t := strings.TrimSpace(l)
+		switch {
+		case t == "" || strings.HasPrefix(t, "#"):
+			cur.WriteString("\n")
+		case strings.HasPrefix(l, prefix+"- "):
+			flush()
+			cur.WriteString("  " + l[len(prefix)+2:])
+		case strings.HasPrefix(l, prefix+"  "):
+			cur.WriteString(l[len(prefix):])
+		case len(prefix) == 0 && l[0] != ' ':
+			// The next top-level key: the items are over.
+			flush()
+			return items, true
+		default:
+			return nil, false
+		}
+	}
+	flush()
+	return items, true
 }
 
 func splitYAML(s string) []string {

@@ -119,3 +119,84 @@ endpoints: [{addresses: [10.0.0.1]}]
 		t.Errorf("service port not defaulted: %+v", p)
 	}
 }
+
+// TestListItemsDecodeOneByOneAsAWhole: a List in block style is split into
+// its items before decoding (so a large file is never one generic tree);
+// the result equals decoding it whole, for kubectl's layout, an indented
+// sequence and flow style (which are decoded whole), and an error still
+// names the item.
+func TestListItemsDecodeOneByOneAsAWhole(t *testing.T) {
+	kubectl := `apiVersion: v1
+items:
+- apiVersion: v1
+  kind: Service
+  metadata:
+    name: a
+    namespace: ns
+  spec:
+    clusterIP: 10.96.0.1
+    ports:
+    - name: http
+      port: 80
+
+- apiVersion: discovery.k8s.io/v1
+  kind: EndpointSlice
+  # a comment inside an item
+  metadata:
+    labels:
+      kubernetes.io/service-name: a
+    name: a-1
+    namespace: ns
+  addressType: IPv4
+  endpoints:
+  - addresses: ["10.0.0.1"]
+  ports:
+  - name: http
+    port: 8080
+kind: List
+metadata:
+  resourceVersion: ""
+`
+	// The same List with its sequence indented under items:.
+	var ind []string
+	inItems := false
+	for _, l := range strings.Split(kubectl, "\n") {
+		switch {
+		case l == "items:":
+			inItems = true
+		case strings.HasPrefix(l, "kind: List"):
+			inItems = false
+		case inItems && l != "":
+			l = "  " + l
+		}
+		ind = append(ind, l)
+	}
+	indented := strings.Join(ind, "\n")
+	if items, ok := listItems(kubectl); !ok || len(items) != 2 {
+		t.Fatalf("kubectl's layout: %d items, ok %v", len(items), ok)
+	}
+	if _, ok := listItems(`{"kind": "List", "items": []}`); ok {
+		t.Error("flow style split")
+	}
+	want, err := Decode([]byte(kubectl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want.Services) != 1 || len(want.EndpointSlices) != 1 || want.EndpointSlices[0].Ports[0].Port == nil || *want.EndpointSlices[0].Ports[0].Port != 8080 {
+		t.Fatalf("decoded %+v", want)
+	}
+	for name, text := range map[string]string{"indented sequence": indented} {
+		got, err := Decode([]byte(text))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if len(got.Services) != 1 || len(got.EndpointSlices) != 1 || got.Services[0].Name != "a" {
+			t.Errorf("%s: %+v", name, got)
+		}
+	}
+	_, err = Decode([]byte(strings.Replace(kubectl, "port: 8080", "port: eighty", 1)))
+	if err == nil || !strings.Contains(err.Error(), "document 1, items[1]") {
+		t.Errorf("error %v, want one naming document 1, items[1]", err)
+	}
+}
