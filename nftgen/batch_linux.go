@@ -3,6 +3,7 @@
 package nftgen
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -55,12 +56,11 @@ func (n *Netlink) sendBatch(batch []netlink.Message) error {
 			}
 		}
 	}
-	sent, err := c.SendMessages(batch)
+	lastSeq, err := n.writeBatch(c, batch)
 	if err != nil {
 		n.dropBatchSocket()
 		return fmt.Errorf("send batch: %w", err)
 	}
-	lastSeq := sent[last].Header.Sequence
 	if err := c.SetReadDeadline(time.Now().Add(batchReplyTimeout)); err != nil {
 		n.dropBatchSocket()
 		return err
@@ -94,6 +94,43 @@ func (n *Netlink) sendBatch(batch []netlink.Message) error {
 			}
 		}
 	}
+}
+
+// writeBatch marshals batch into one buffer of exactly its size and sends
+// it with one sendto; it returns the sequence number of the message that
+// asks for the acknowledgement. (mdlayher/netlink's SendMessages marshals
+// each message apart and grows the buffer as it goes: five times the
+// batch's size in garbage, a quarter of a cold sync's allocations.)
+func (n *Netlink) writeBatch(c *netlink.Conn, batch []netlink.Message) (lastSeq uint32, err error) {
+	buf := make([]byte, 0, batchBytes(batch))
+	for i, m := range batch {
+		n.batchSeq++
+		if i == len(batch)-2 {
+			lastSeq = n.batchSeq
+		}
+		size := nlmsgHeaderLen + len(m.Data)
+		buf = binary.NativeEndian.AppendUint32(buf, uint32(size))
+		buf = binary.NativeEndian.AppendUint16(buf, uint16(m.Header.Type))
+		buf = binary.NativeEndian.AppendUint16(buf, uint16(m.Header.Flags))
+		buf = binary.NativeEndian.AppendUint32(buf, n.batchSeq)
+		buf = binary.NativeEndian.AppendUint32(buf, 0)
+		buf = append(buf, m.Data...)
+		for range nlmsgAlign(size) - size {
+			buf = append(buf, 0)
+		}
+	}
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return 0, err
+	}
+	var sendErr error
+	if err := rc.Write(func(fd uintptr) bool {
+		sendErr = unix.Sendto(int(fd), buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+		return sendErr != unix.EAGAIN
+	}); err != nil {
+		return 0, err
+	}
+	return lastSeq, sendErr
 }
 
 func (n *Netlink) dropBatchSocket() {

@@ -38,6 +38,8 @@ type Netlink struct {
 	endpointMaps map[Family]map[string]string
 	// epMu guards endpointMaps.
 	epMu sync.Mutex
+	// batchSeq numbers the messages of the batches sendBatch sends.
+	batchSeq uint32
 	// endpointMapSeq makes endpoint map names unique across commits and
 	// processes.
 	endpointMapSeq uint64

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"syscall"
@@ -61,6 +62,9 @@ type Report struct {
 	FloorDelete Step    `json:"floor_delete"`
 	PeakRSSMiB  float64 `json:"peak_rss_mib"`
 }
+
+// inuseProfile is -inuseprofile.
+var inuseProfile string
 
 // floorRounds is how many times the kernel floor is measured.
 const floorRounds = 5
@@ -107,6 +111,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole probe to this file")
 	memProfile := flag.String("memprofile", "", "write a heap profile (allocations) to this file at the end")
 	watch := flag.Bool("watch", false, "run the drift monitor during the syncs, as the daemon does")
+	inuse := flag.String("inuseprofile", "", "write a heap profile (in use) to this file right after the cold sync")
 	flag.Parse()
 	if *nsPath == "" || *n < 1 || *endpoints < 2 {
 		fmt.Fprintln(os.Stderr, "scaleprobe: -netns is required, -n must be positive and -endpoints at least 2")
@@ -123,6 +128,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	inuseProfile = *inuse
 	rep, err := probe(*n, *endpoints, *nsPath, *nftOut, *iptOut, *watch)
 	if err == nil && *memProfile != "" {
 		err = writeHeapProfile(*memProfile)
@@ -210,6 +216,17 @@ func probe(n, endpoints int, nsPath, nftOut, iptOut string, watch bool) (*Report
 	}
 	if rep.Cold, err = sync("cold full sync", n*endpoints); err != nil {
 		return nil, err
+	}
+	if inuseProfile != "" {
+		runtime.GC()
+		f, err := os.Create(inuseProfile)
+		if err == nil {
+			err = pprof.Lookup("heap").WriteTo(f, 0)
+			f.Close()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("in-use profile: %w", err)
+		}
 	}
 	if got := s.ElementCounts(nftgen.FamilyIPv4)["service-ips"]; got != n {
 		return nil, fmt.Errorf("service-ips holds %d elements after the cold sync, want %d", got, n)
