@@ -6,7 +6,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -28,14 +27,8 @@ var notProvided = map[string]string{
 // ones RegisterMetrics registers for every mode and for iptables mode).
 func kubeProxyIPTablesMetrics(t *testing.T) []string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-mod=mod", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes")
-	cmd.Dir = "legacy"
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("locate k8s.io/kubernetes (run make deps): %v", err)
-	}
-	path := filepath.Join(strings.TrimSpace(string(out)), "pkg", "proxy", "metrics", "metrics.go")
-	f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+	const path = "pkg/proxy/metrics/metrics.go"
+	f, err := parser.ParseFile(token.NewFileSet(), path, k8sSource(t, path), 0)
 	if err != nil {
 		t.Fatal(err)
 	}
