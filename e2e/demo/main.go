@@ -93,7 +93,9 @@ func demo(r *runner, nftproxy, echo, objects string, n int) {
 	if err != nil {
 		r.Fatalf("nftproxy sync: %v\n%s", err, out)
 	}
-	fmt.Printf("$ nftproxy sync --objects %s --cluster-cidr %s   (%v)\n\n", objects, e2e.ClusterCIDR, time.Since(start).Round(time.Millisecond))
+	// The command as it really ran: pasted without --netns it would
+	// program the host.
+	fmt.Printf("$ nftproxy sync --objects %s --netns %s --cluster-cidr %s   (%v)\n\n", objects, tp.Node.Path(), e2e.ClusterCIDR, time.Since(start).Round(time.Millisecond))
 
 	for _, proto := range []string{"tcp", "udp"} {
 		addr := "10.96.0.10:80"
