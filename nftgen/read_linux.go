@@ -54,6 +54,9 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 	type anonMap struct{ targets, comments []string }
 	anon := map[string]anonMap{}
 	for _, s := range sets {
+		if !s.Anonymous {
+			st.SetNames = append(st.SetNames, s.Name)
+		}
 		elems, err := c.GetSetElements(s)
 		if err != nil {
 			return nil, fmt.Errorf("list elements of %s: %w", s.Name, err)

@@ -6,7 +6,7 @@ import (
 )
 
 // PlanReconcile returns a transaction that makes a live table, whose
-// decoded content is live and whose named sets are listed in inv, hold
+// decoded content is live, hold
 // exactly desired, touching only what differs: chains whose rules differ
 // are flushed and refilled, missing ones added, stray ones deleted, and
 // map elements added or deleted one by one. A table nothing has touched
@@ -16,7 +16,7 @@ import (
 // a half-written table.
 //
 // Chains that pick endpoints from a numgen map are always rewritten and
-// every endpoint map in inv deleted: the dataplane names those maps and
+// every endpoint map in live.SetNames deleted: the dataplane names those maps and
 // may not know the live ones' names. Like PlanFull's, a non-empty
 // transaction starts by declaring the table, which tells the dataplane
 // that it replaces every endpoint map.
@@ -24,8 +24,8 @@ import (
 // It returns nil when the live table cannot be patched in place (objects
 // nftproxy cannot decode, a base chain or map declared differently): the
 // caller then rewrites the table (PlanFull).
-func PlanReconcile(desired *Ruleset, live *TableState, inv *Inventory) *Transaction {
-	if live == nil || inv == nil || len(live.Unknown) > 0 {
+func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
+	if live == nil || len(live.Unknown) > 0 {
 		return nil
 	}
 	tx := &Transaction{Family: desired.Family}
@@ -116,7 +116,7 @@ func PlanReconcile(desired *Ruleset, live *TableState, inv *Inventory) *Transact
 		addRules(tx, c)
 	}
 	tx.Ops = append(tx.Ops, addElems...)
-	for _, name := range inv.Sets {
+	for _, name := range live.SetNames {
 		if isEndpointMap(name) || (!wantMap[name] && !wantSet[name]) {
 			add(Op{Kind: OpDeleteSet, Name: name})
 		}

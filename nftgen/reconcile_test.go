@@ -15,8 +15,7 @@ func reconcileOnto(t *testing.T, fake *Fake, rs *Ruleset) *Transaction {
 	t.Helper()
 	ctx := context.Background()
 	live, _ := fake.Read(ctx, rs.Family)
-	inv, _ := fake.Inventory(ctx, rs.Family, nil)
-	tx := PlanReconcile(rs, live, inv)
+	tx := PlanReconcile(rs, live)
 	if tx == nil {
 		t.Fatal("PlanReconcile gave up on a table it should patch")
 	}
@@ -86,11 +85,10 @@ func TestReconcileGivesUpOnWhatItCannotPatch(t *testing.T) {
 	rs := featureGenerator(t).Ruleset(featurePorts())
 	fake := applyFull(t, rs)
 	ctx := context.Background()
-	inv, _ := fake.Inventory(ctx, FamilyIPv4, nil)
 
 	live, _ := fake.Read(ctx, FamilyIPv4)
 	live.Unknown = []string{"rule in chain x: unknown expression"}
-	if tx := PlanReconcile(rs, live, inv); tx != nil {
+	if tx := PlanReconcile(rs, live); tx != nil {
 		t.Errorf("reconcile over undecodable objects = %d operations, want nil (rewrite)", len(tx.Ops))
 	}
 
@@ -103,10 +101,10 @@ func TestReconcileGivesUpOnWhatItCannotPatch(t *testing.T) {
 			break
 		}
 	}
-	if tx := PlanReconcile(rs, live, inv); tx != nil {
+	if tx := PlanReconcile(rs, live); tx != nil {
 		t.Errorf("reconcile over a base chain with another priority = %d operations, want nil (rewrite)", len(tx.Ops))
 	}
-	if tx := PlanReconcile(rs, nil, inv); tx != nil {
+	if tx := PlanReconcile(rs, nil); tx != nil {
 		t.Error("reconcile without a live table must give up")
 	}
 }
@@ -124,9 +122,8 @@ func TestReconcileRewritesEndpointMapChains(t *testing.T) {
 	fake := applyFull(t, rs)
 	ctx := context.Background()
 	live, _ := fake.Read(ctx, FamilyIPv4)
-	inv, _ := fake.Inventory(ctx, FamilyIPv4, nil)
-	inv.Sets = append(inv.Sets, endpointMapPrefix+"0123")
-	tx := PlanReconcile(rs, live, inv)
+	live.SetNames = append(live.SetNames, endpointMapPrefix+"0123")
+	tx := PlanReconcile(rs, live)
 	if tx == nil {
 		t.Fatal("reconcile gave up")
 	}

@@ -15,6 +15,9 @@ type TableState struct {
 	Maps []MapState
 	// Sets are the dynamic affinity sets.
 	Sets []SetSpec
+	// SetNames names every named set and map of the table, those the
+	// dataplane made for its own use (endpoint maps) included.
+	SetNames []string
 	// Unknown describes objects in the table that nftproxy did not create
 	// or cannot decode.
 	Unknown []string
@@ -56,6 +59,18 @@ func (s *TableState) Set(name string) (SetSpec, bool) {
 	return SetSpec{}, false
 }
 
+// Inventory names what the table holds, as Dataplane.Inventory does.
+func (s *TableState) Inventory() *Inventory {
+	if s == nil {
+		return nil
+	}
+	inv := &Inventory{Sets: s.SetNames}
+	for _, c := range s.Chains {
+		inv.Chains = append(inv.Chains, c.Name)
+	}
+	return inv
+}
+
 // State returns the table that applying r would produce.
 func (r *Ruleset) State() *TableState {
 	s := &TableState{Family: r.Family, Chains: r.Chains(), Sets: r.Sets()}
@@ -89,5 +104,6 @@ func (f *Fake) State(fam Family) *TableState {
 	for _, name := range sortedKeys(t.sets) {
 		s.Sets = append(s.Sets, t.sets[name])
 	}
+	s.SetNames = append(sortedKeys(t.maps), sortedKeys(t.sets)...)
 	return s
 }

@@ -67,15 +67,24 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*n
 	if err != nil {
 		return nil, false, nil, err
 	}
-	inv, err := s.dp.Inventory(ctx, fam, rs.ChainNames())
-	if err != nil {
-		return nil, false, nil, fmt.Errorf("inventory of %s table: %w", fam, err)
+	// The table as it is: read once, it tells whether the table is live
+	// and what differs. Only if it cannot be read are its objects listed
+	// by name instead, and a live one rewritten.
+	var inv *nftgen.Inventory
+	live, err := s.dp.Read(ctx, fam)
+	if err == nil {
+		inv = live.Inventory()
+	} else {
+		klog.FromContext(ctx).Error(err, "Reading the table failed; listing it to rewrite it", "family", fam)
+		if inv, err = s.dp.Inventory(ctx, fam, rs.ChainNames()); err != nil {
+			return nil, false, nil, fmt.Errorf("inventory of %s table: %w", fam, err)
+		}
 	}
 	if inv.Hooked(rs) {
 		// A live table is patched where it differs from rs, in one
 		// transaction: packets see the old rules or the new ones, never a
 		// table in between, and a table nothing touched costs no commit.
-		txs = slices.Values([]*nftgen.Transaction{s.reconcile(ctx, rs, inv)})
+		txs = slices.Values([]*nftgen.Transaction{s.reconcile(ctx, rs, live, inv)})
 	} else {
 		// Nothing hooked up yet (none, or one whose streamed sync did not
 		// finish): build it anew in chunks.
@@ -107,16 +116,15 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*n
 }
 
 // reconcile returns the transaction that makes the hooked table of rs's
-// family hold rs, from what the table holds now: only what differs, or a
-// rewrite of everything when the table cannot be read or patched.
-func (s *Syncer) reconcile(ctx context.Context, rs *nftgen.Ruleset, inv *nftgen.Inventory) *nftgen.Transaction {
+// family hold rs, from what the table holds now (live, nil when it could
+// not be read; inv lists it): only what differs, or a rewrite of
+// everything when the table cannot be read or patched.
+func (s *Syncer) reconcile(ctx context.Context, rs *nftgen.Ruleset, live *nftgen.TableState, inv *nftgen.Inventory) *nftgen.Transaction {
 	logger := klog.FromContext(ctx)
-	live, err := s.dp.Read(ctx, rs.Family)
-	if err != nil {
-		logger.Error(err, "Reading the live table failed; rewriting all of it", "family", rs.Family)
+	if live == nil {
 		return nftgen.PlanFull(rs, inv)
 	}
-	if tx := nftgen.PlanReconcile(rs, live, inv); tx != nil {
+	if tx := nftgen.PlanReconcile(rs, live); tx != nil {
 		if !tx.Empty() {
 			logger.Info("The live table differs from the desired rules; patching it", "family", rs.Family, "operations", len(tx.Ops))
 		}
