@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nftproxy/nftproxy/e2e/netns"
 )
 
 // TestStartupRemovesLegacyKubeProxyRules loads a real kube-proxy iptables
@@ -17,17 +19,7 @@ import (
 // else is still there.
 func TestStartupRemovesLegacyKubeProxyRules(t *testing.T) {
 	ns := nodeNamespace(t, "nfp-cleanup")
-	save, err := os.ReadFile("testdata/kube-proxy-legacy.save")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, restore := range []string{"iptables-legacy-restore", "iptables-nft-restore"} {
-		cmd := ns.Command(restore)
-		cmd.Stdin = strings.NewReader(string(save))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", restore, err, out)
-		}
-	}
+	loadKubeProxyRules(t, ns)
 	before := ns.MustRun(t, "iptables-legacy-save")
 	if !strings.Contains(before, "KUBE-SVC-") || !strings.Contains(ns.MustRun(t, "iptables-nft-save"), "KUBE-SVC-") {
 		t.Fatal("the legacy ruleset did not load")
@@ -68,17 +60,7 @@ func TestStartupRemovesLegacyKubeProxyRules(t *testing.T) {
 // and nothing else.
 func TestCleanupRemovesKubeProxysRulesToo(t *testing.T) {
 	ns := nodeNamespace(t, "nfp-cleanall")
-	save, err := os.ReadFile("testdata/kube-proxy-legacy.save")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, restore := range []string{"iptables-legacy-restore", "iptables-nft-restore"} {
-		cmd := ns.Command(restore)
-		cmd.Stdin = strings.NewReader(string(save))
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", restore, err, out)
-		}
-	}
+	loadKubeProxyRules(t, ns)
 	ns.MustRun(t, "nft", "add", "table", "ip", "kube-proxy")
 	ns.MustRun(t, "nft", "add", "chain", "ip", "kube-proxy", "services")
 	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.51", httpPort))
@@ -99,6 +81,24 @@ func TestCleanupRemovesKubeProxysRulesToo(t *testing.T) {
 		}
 		if !strings.Contains(after, "-A FORWARD -j CNI-FORWARD") {
 			t.Errorf("%s lost another tool's rule:\n%s", saveCmd, after)
+		}
+	}
+}
+
+// loadKubeProxyRules loads a real kube-proxy iptables ruleset (captured
+// from kube-proxy v1.37.2, with foreign chains beside it) into both
+// iptables backends of ns.
+func loadKubeProxyRules(t *testing.T, ns *netns.NS) {
+	t.Helper()
+	save, err := os.ReadFile("testdata/kube-proxy-legacy.save")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, restore := range []string{"iptables-legacy-restore", "iptables-nft-restore"} {
+		cmd := ns.Command(restore)
+		cmd.Stdin = strings.NewReader(string(save))
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", restore, err, out)
 		}
 	}
 }

@@ -59,19 +59,8 @@ func (rc randomCluster) oracleFlags(family string) []string {
 }
 
 func (rc randomCluster) commonFlags(names scenarioFlagNames) []string {
-	var out []string
-	if rc.masqueradeAll {
-		out = append(out, names.masqueradeAll)
-	}
-	if rc.masqueradeBit != 0 {
-		out = append(out, names.masqueradeBit, fmt.Sprint(rc.masqueradeBit))
-	}
-	if rc.nodePortAddresses != "" {
-		out = append(out, names.nodePortAddresses, rc.nodePortAddresses)
-	}
-	if rc.noLocalhost {
-		out = append(out, names.localhostNodePorts+"=false")
-	}
+	out := legacyScenario{masqueradeAll: rc.masqueradeAll, masqueradeBit: rc.masqueradeBit,
+		nodePortAddresses: rc.nodePortAddresses, noLocalhost: rc.noLocalhost}.flags(names)
 	if rc.bindAddress != "" && names == nftproxyFlagNames {
 		// kube-proxy's oracle gets it as its node IP.
 		out = append(out, "--bind-address", rc.bindAddress)
