@@ -66,14 +66,7 @@ var tableOrder = []string{"nat", "filter", "mangle"}
 // Build converts one family's table into kube-proxy's iptables tables. A
 // nil state (no table in the kernel) gives empty tables.
 func Build(st *nftgen.TableState) []*Table {
-	b := &builder{st: st, tables: map[string]*Table{}}
-	for _, name := range tableOrder {
-		t := &Table{Name: name, Builtin: map[string]bool{}, Rules: map[string][]string{}}
-		for _, c := range builtins[name] {
-			t.Builtin[c] = true
-		}
-		b.tables[name] = t
-	}
+	b := newBuilder(st)
 	if st != nil {
 		b.build()
 	}
@@ -140,9 +133,26 @@ func Render(tables []*Table, opts Options) string {
 	return b.String()
 }
 
+// newBuilder starts the view of st with kube-proxy's empty tables.
+func newBuilder(st *nftgen.TableState) *builder {
+	b := &builder{st: st, tables: map[string]*Table{}}
+	for _, name := range tableOrder {
+		t := &Table{Name: name, Builtin: map[string]bool{}, Rules: map[string][]string{}}
+		for _, c := range builtins[name] {
+			t.Builtin[c] = true
+		}
+		b.tables[name] = t
+	}
+	return b
+}
+
 type builder struct {
 	st     *nftgen.TableState
 	tables map[string]*Table
+	// origin is the nftables object being rendered; origins, when not
+	// nil, collects the lines rendered for each (see Origins).
+	origin  Origin
+	origins map[Origin][]Line
 	// emptyChains lists every chain of each table, so that chains without
 	// rules are still declared.
 	emptyChains map[string][]string
@@ -154,7 +164,11 @@ func (b *builder) note(table, format string, args ...any) {
 
 func (b *builder) add(table string, r *iptRule) {
 	t := b.tables[table]
-	t.Rules[r.chain] = append(t.Rules[r.chain], r.String())
+	line := r.String()
+	t.Rules[r.chain] = append(t.Rules[r.chain], line)
+	if b.origins != nil {
+		b.origins[b.origin] = append(b.origins[b.origin], Line{Table: table, Chain: r.chain, Rule: line})
+	}
 }
 
 // tableOf says which iptables table an nftproxy chain stands for, and its
@@ -190,7 +204,8 @@ func (b *builder) build() {
 	for _, name := range []string{nftgen.ChainNATPrerouting, nftgen.ChainNATOutput, nftgen.ChainNATPostrouting, nftgen.ChainFilterInput, nftgen.ChainFilterForward} {
 		if c := b.st.Chain(name); c != nil {
 			bc := baseChains[name]
-			for _, r := range c.Rules {
+			for i, r := range c.Rules {
+				b.origin = Origin{Chain: name, Rule: i}
 				b.baseRule(bc[0], bc[1], r)
 			}
 		}
@@ -198,21 +213,29 @@ func (b *builder) build() {
 	// filter OUTPUT is two nftables chains (before and after DNAT). In
 	// iptables mode it reads: kubelet's firewall, the load balancer
 	// firewall, then the service portals.
-	var first, rest []nftgen.Rule
+	type located struct {
+		at Origin
+		r  nftgen.Rule
+	}
+	var first, rest []located
 	if c := b.st.Chain(nftgen.ChainFilterOutput); c != nil {
-		for _, r := range c.Rules {
+		for i, r := range c.Rules {
+			l := located{Origin{Chain: c.Name, Rule: i}, r}
 			if jumpTarget(r) == nftgen.ChainFilterKubeletFirewall {
-				first = append(first, r)
+				first = append(first, l)
 			} else {
-				rest = append(rest, r)
+				rest = append(rest, l)
 			}
 		}
 	}
 	if c := b.st.Chain(nftgen.ChainFilterOutputPostNAT); c != nil {
-		first = append(first, c.Rules...)
+		for i, r := range c.Rules {
+			first = append(first, located{Origin{Chain: c.Name, Rule: i}, r})
+		}
 	}
-	for _, r := range append(first, rest...) {
-		b.baseRule("filter", "OUTPUT", r)
+	for _, l := range append(first, rest...) {
+		b.origin = l.at
+		b.baseRule("filter", "OUTPUT", l.r)
 	}
 	for _, c := range b.st.Chains {
 		if _, isBase := baseChains[c.Name]; isBase || c.Name == nftgen.ChainReject {
@@ -229,7 +252,8 @@ func (b *builder) build() {
 		}
 		// Every chain is declared, even if its map is empty.
 		b.emptyChains[table] = append(b.emptyChains[table], name)
-		for _, r := range c.Rules {
+		for i, r := range c.Rules {
+			b.origin = Origin{Chain: c.Name, Rule: i}
 			b.rule(table, name, r)
 		}
 	}
@@ -433,7 +457,9 @@ func (b *builder) expandMap(table, chain, mapName string, r nftgen.Rule) {
 		}
 		return elems[i].Key.Addr.Less(elems[j].Key.Addr) || (elems[i].Key.Addr == elems[j].Key.Addr && elems[i].Key.Port < elems[j].Key.Port)
 	})
+	at := b.origin
 	for _, e := range elems {
+		b.origin = Origin{Chain: at.Chain, Rule: at.Rule, Element: ElementKey(e.Key)}
 		comments := []string{e.Comment}
 		if mapName == nftgen.MapHealthCheckNodePorts {
 			comments = nftgen.SplitHealthCheckComment(e.Comment)
@@ -457,7 +483,9 @@ func (b *builder) expandMap(table, chain, mapName string, r nftgen.Rule) {
 // expandNumgen writes kube-proxy's statistic rules for a random choice.
 func (b *builder) expandNumgen(table, chain string, s nftgen.NumgenVmap, comment string) {
 	n := len(s.Targets)
+	at := b.origin
 	for i, sep := range s.Targets {
+		b.origin = Origin{Chain: at.Chain, Rule: at.Rule, Element: TargetKey(i)}
 		out := &iptRule{chain: chain, target: "-j " + sep}
 		switch {
 		case i < len(s.Comments) && s.Comments[i] != "":

@@ -137,7 +137,7 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 		}
 		for _, r := range byChain[ch.Name] {
 			comment, _ := userdata.GetString(r.UserData, userdata.TypeComment)
-			out.Rules = append(out.Rules, Rule{Stmts: dec.decode(r.Exprs), Comment: comment})
+			out.Rules = append(out.Rules, Rule{Stmts: dec.decode(r.Exprs), Comment: comment, Handle: r.Handle})
 		}
 		st.Chains = append(st.Chains, out)
 	}

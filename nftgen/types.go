@@ -97,6 +97,9 @@ const MaxCommentLen = 127
 type Rule struct {
 	Stmts   []Stmt
 	Comment string
+	// Handle is the kernel's handle of a rule read back from the kernel
+	// (0 in a desired ruleset). Equal ignores it.
+	Handle uint64
 }
 
 // NewRule builds a rule, truncating the comment to MaxCommentLen bytes.

@@ -10,6 +10,8 @@
 //	nftproxy save [-t TABLE] [-c] [-6]     print the compat view of the kernel, like iptables-save
 //	nftproxy diff LEGACY [CURRENT]         compare a legacy iptables-save with the compat view
 //	    [--ignore-nfacct] [-6]             (exit 0 equal, 1 different, 2 error)
+//	nftproxy explain [--from pod|node|external] [--proto P] [--src IP] DST:PORT
+//	                                       walk a packet through the table, step by step
 //	nftproxy --cleanup                     remove everything nftproxy created
 package main
 
@@ -46,7 +48,7 @@ func main() {
 // 1 on a runtime failure, 2 on a bad command line or input file.
 func run(args []string) int {
 	cmd := ""
-	if len(args) > 0 && (args[0] == "sync" || args[0] == "render" || args[0] == "save" || args[0] == "diff") {
+	if len(args) > 0 && (args[0] == "sync" || args[0] == "render" || args[0] == "save" || args[0] == "diff" || args[0] == "explain") {
 		cmd, args = args[0], args[1:]
 	}
 	if len(args) > 0 && args[0] == "help" && cmd == "" {
@@ -78,6 +80,10 @@ func run(args []string) int {
 	opts := newOptions()
 	fs := pflag.NewFlagSet("nftproxy", pflag.ContinueOnError)
 	opts.addFlags(fs)
+	ef := &explainFlags{}
+	if cmd == "explain" {
+		ef.addFlags(fs)
+	}
 	setUsage(fs, os.Stderr, commandHeader(cmd))
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -86,7 +92,11 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
 		return 2
 	}
-	if fs.NArg() > 0 {
+	if cmd == "explain" && fs.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "nftproxy: explain needs one destination, IP:PORT")
+		return 2
+	}
+	if cmd != "explain" && fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "nftproxy: unexpected argument %q\n", fs.Arg(0))
 		return 2
 	}
@@ -123,7 +133,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
 		return 2
 	}
-	if cmd != "render" {
+	if cmd != "render" && cmd != "explain" {
 		opts.logStartup(commandName(cmd, opts))
 	}
 	warnNoEffect(fs)
@@ -133,6 +143,8 @@ func run(args []string) int {
 	switch {
 	case cmd == "render":
 		err = runRender(opts, os.Stdout)
+	case cmd == "explain":
+		err = runExplain(ctx, opts, ef, fs.Arg(0), os.Stdout)
 	case opts.cleanup:
 		err = runCleanup(ctx, opts)
 	case cmd == "sync":

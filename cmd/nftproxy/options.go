@@ -103,6 +103,8 @@ type setup struct {
 	// of the objects file has an IPv6 cluster IP.
 	local []netip.Addr
 	ipv6  bool
+	// nodeAddrs are the addresses of this node's Node object.
+	nodeAddrs []netip.Addr
 }
 
 // newSetup builds the store, the node facts and one generator per family
@@ -172,6 +174,7 @@ func (o *options) generatorsFor(st *setup, nodeObj *v1.Node) ([]*nftgen.Generato
 		return nil, usageError{fmt.Errorf("--detect-local-mode %q is not supported; use ClusterCIDR or NodeCIDR", o.kp.detectLocalMode)}
 	}
 	all = append(all, primary...)
+	st.nodeAddrs = all
 	families := []nftgen.Family{nftgen.FamilyIPv4}
 	if len(byFamily[nftgen.FamilyIPv6]) > 0 || st.ipv6 || hasIPv6Addr(primary) {
 		families = append(families, nftgen.FamilyIPv6)

@@ -17,10 +17,12 @@ Usage:
   nftproxy save [-t TABLE] [-c] [-6]        print the compat view of the kernel, like iptables-save
   nftproxy diff LEGACY [CURRENT] [flags]    compare a legacy iptables-save with the compat view
                                             (exit 0 equal, 1 different, 2 error)
+  nftproxy explain [flags] DST:PORT         where a new connection to DST:PORT goes, and why
+                                            (--from pod|node|external, --proto, --src, -o json)
   nftproxy --cleanup                        remove nftproxy's tables and kube-proxy's rules
   nftproxy help                             this text
 
-Run "nftproxy save --help" or "nftproxy diff --help" for their flags.
+Run "nftproxy save --help", "nftproxy diff --help" or "nftproxy explain --help" for their flags.
 `
 
 // commandHeader is printed above the flags of --help for a command that
@@ -31,6 +33,8 @@ func commandHeader(cmd string) string {
 		return "Usage: nftproxy render --objects FILE [--format nft|iptables-save] [-6] [flags]\n\nPrints what a sync would program, without a kernel. The proxier's flags below decide it.\n"
 	case "sync":
 		return "Usage: nftproxy sync --objects FILE [flags]\n\nPrograms the rules once and exits.\n"
+	case "explain":
+		return explainHeader
 	}
 	return commandsUsage
 }

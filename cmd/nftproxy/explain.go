@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+
+	"github.com/spf13/pflag"
+
+	"github.com/nftproxy/nftproxy/compat/explain"
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier"
+	"github.com/nftproxy/nftproxy/proxier/netns"
+)
+
+// explainFlags are the flags only `nftproxy explain` has.
+type explainFlags struct {
+	from, proto, src, output string
+}
+
+func (f *explainFlags) addFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&f.from, "from", "pod", "where the packet starts: pod (a pod on this node), node (the node itself) or external (another host)")
+	fs.StringVar(&f.proto, "proto", "tcp", "the protocol: tcp, udp or sctp")
+	fs.StringVar(&f.src, "src", "", "the source address (required from a pod or an external host; from the node, the node's first address of the family)")
+	fs.StringVarP(&f.output, "output", "o", "text", "text or json")
+}
+
+const explainHeader = `Usage: nftproxy explain [--from pod|node|external] [--proto tcp|udp|sctp] [--src IP] [-o text|json] DST:PORT
+       nftproxy explain --objects FILE [proxier flags] ... DST:PORT
+
+Walks the first packet of a new connection through the table as the kernel
+holds it (or, with --objects, as a sync would program it) and prints each
+rule it meets, as nftables and as kube-proxy's iptables rule, with the
+endpoints it can reach and their probabilities, whether it is masqueraded
+and why, or why it is dropped or rejected. IPv6: DST as [IP]:PORT.
+`
+
+// runExplain answers one explain query, live or from --objects.
+func runExplain(ctx context.Context, opts *options, ef *explainFlags, dst string, out io.Writer) error {
+	if ef.output != "text" && ef.output != "json" {
+		return usageError{fmt.Errorf("--output: %q is neither text nor json", ef.output)}
+	}
+	var st *nftgen.TableState
+	var local []netip.Addr
+	var err error
+	if opts.objects != "" {
+		local, _ = proxier.LocalAddresses()
+		q, err := explain.ParseQuery(ef.from, ef.proto, ef.src, dst, local)
+		if err != nil {
+			return usageError{err}
+		}
+		objs, err := loadObjects(opts.objects)
+		if err != nil {
+			return err
+		}
+		setup, err := opts.newSetup(objs, local)
+		if err != nil {
+			return err
+		}
+		for _, rs := range desiredRulesets(setup) {
+			if rs.Family == q.Family() {
+				st = rs.State()
+			}
+		}
+		// Offline, the node is the Node object of the file (and this
+		// host, whose addresses node-port-addresses also uses).
+		return writeExplanation(out, ef.output, explain.Explain(st, q, explain.LocalAddrs(append(local, setup.nodeAddrs...))))
+	}
+	if err = netns.Do(opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {
+		return err
+	}
+	q, err := explain.ParseQuery(ef.from, ef.proto, ef.src, dst, local)
+	if err != nil {
+		return usageError{err}
+	}
+	dp, done, err := dataplane(opts)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if st, err = dp.Read(ctx, q.Family()); err != nil {
+		return fmt.Errorf("read table %s %s: %w", q.Family(), nftgen.TableName, err)
+	}
+	return writeExplanation(out, ef.output, explain.Explain(st, q, explain.LocalAddrs(local)))
+}
+
+func writeExplanation(out io.Writer, format string, e *explain.Explanation) error {
+	if format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(e)
+	}
+	explain.WriteText(out, e)
+	return nil
+}

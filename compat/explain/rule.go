@@ -1,0 +1,271 @@
+package explain
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/nftproxy/nftproxy/compat"
+	"github.com/nftproxy/nftproxy/nftgen"
+)
+
+// branch is one way a rule's evaluation can go.
+type branch struct {
+	s       *state
+	matched bool
+	// verdict is the rule's jump, goto, return, accept or drop.
+	verdict *nftgen.Verdict
+	// terminal is a verdict that ends the walk of this hook (accept
+	// after a NAT statement, reject) or Unknown.
+	terminal string
+	element  string
+	comment  string
+	chance   string
+	actions  []string
+}
+
+func (b *branch) fork() *branch {
+	c := *b
+	c.s = b.s.clone()
+	c.actions = append([]string(nil), b.actions...)
+	return &c
+}
+
+// rule evaluates rule i of c: each branch says whether it matched and
+// what it did; matched branches have their step recorded.
+func (w *walker) rule(s *state, c *nftgen.Chain, i int) []*branch {
+	r := &c.Rules[i]
+	live := []*branch{{s: s.clone(), matched: true, comment: r.Comment}}
+	for _, st := range r.Stmts {
+		var next []*branch
+		for _, b := range live {
+			if !b.matched || b.verdict != nil || b.terminal != "" {
+				next = append(next, b)
+				continue
+			}
+			next = append(next, w.stmt(b, c, i, st)...)
+		}
+		live = next
+	}
+	for _, b := range live {
+		if !b.matched {
+			continue
+		}
+		did := strings.Join(b.actions, ", ")
+		switch {
+		case b.verdict != nil && did != "":
+			did += ", " + verdictText(*b.verdict)
+		case b.verdict != nil:
+			did = verdictText(*b.verdict)
+		case did == "":
+			did = "continue"
+		}
+		w.step(b.s, c, i, b.element, did, b.chance)
+		if b.terminal == Dropped || b.terminal == Rejected || (b.verdict != nil && b.verdict.Kind == nftgen.VerdictDrop) {
+			b.s.cause = w.lastComment(b.s, b.comment)
+		}
+	}
+	return live
+}
+
+// lastComment is the comment that explains a drop or reject: the deciding
+// rule's or element's, or, for the shared reject chain, that of the rule
+// that sent the packet there.
+func (w *walker) lastComment(s *state, own string) string {
+	if own != "" {
+		return own
+	}
+	if n := len(s.steps); n >= 2 {
+		prev := s.steps[n-2]
+		if c := w.st.Chain(prev.Chain); c != nil && prev.Rule-1 < len(c.Rules) {
+			if prev.Element != "" {
+				if m := w.elementComment(c.Rules[prev.Rule-1], prev.Element); m != "" {
+					return m
+				}
+			}
+			return c.Rules[prev.Rule-1].Comment
+		}
+	}
+	return ""
+}
+
+func (w *walker) elementComment(r nftgen.Rule, element string) string {
+	for _, st := range r.Stmts {
+		switch st := st.(type) {
+		case nftgen.DispatchMap:
+			if e := w.find(st.Map, element); e != nil {
+				return e.Comment
+			}
+		case nftgen.ProtoPortMap:
+			if e := w.find(st.Map, element); e != nil {
+				return e.Comment
+			}
+		}
+	}
+	return ""
+}
+
+func (w *walker) find(mapName, element string) *nftgen.MapElement {
+	m := w.st.Map(mapName)
+	if m == nil {
+		return nil
+	}
+	for i := range m.Elements {
+		if compat.ElementKey(m.Elements[i].Key) == element {
+			return &m.Elements[i]
+		}
+	}
+	return nil
+}
+
+func verdictText(v nftgen.Verdict) string {
+	if v.Chain != "" {
+		return string(v.Kind) + " " + v.Chain
+	}
+	return string(v.Kind)
+}
+
+// stmt applies one statement to a branch that still matches.
+func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*branch {
+	s := b.s
+	match := func(ok bool) []*branch { b.matched = ok; return []*branch{b} }
+	switch st := st.(type) {
+	case nftgen.MatchProto:
+		return match(s.proto == st.Proto)
+	case nftgen.MatchAddr:
+		a := s.dst
+		if st.Dir == nftgen.Saddr {
+			a = s.src
+		}
+		return match(st.Prefix.Contains(a) != st.Negate)
+	case nftgen.MatchDport:
+		return match(s.dport == st.Port)
+	case nftgen.MatchMark:
+		return match((s.mark&st.Mask == 0) == st.Zero)
+	case nftgen.MatchFibLocal:
+		a := s.dst
+		if st.Dir == nftgen.Saddr {
+			a = s.src
+		}
+		return match(w.host.IsLocal(a))
+	case nftgen.MatchCtState:
+		// The first packet of a connection is NEW.
+		return match((st.Mask&nftgen.CtNew != 0) != st.None)
+	case nftgen.MatchCtStatusDNAT:
+		return match(s.natted != st.Not)
+	case nftgen.MatchRandom:
+		if st.Mod == 0 {
+			return w.unknown(b, c, i, "numgen random mod 0")
+		}
+		miss := b.fork()
+		miss.matched = false
+		miss.s.prob *= float64(st.Mod-1) / float64(st.Mod)
+		b.s.prob /= float64(st.Mod)
+		b.chance = fmt.Sprintf("1/%d", st.Mod)
+		return []*branch{b, miss}
+	case nftgen.DispatchMap:
+		return w.lookup(b, st.Map, nftgen.MapKey{Addr: s.dst, Proto: s.proto, Port: s.dport})
+	case nftgen.ProtoPortMap:
+		return w.lookup(b, st.Map, nftgen.MapKey{Proto: s.proto, Port: s.dport})
+	case nftgen.NumgenVmap:
+		n := len(st.Targets)
+		if n == 0 {
+			return match(false)
+		}
+		var out []*branch
+		for k, target := range st.Targets {
+			o := b.fork()
+			o.s.prob /= float64(n)
+			o.chance = fmt.Sprintf("1/%d", n)
+			o.element = compat.TargetKey(k)
+			if k < len(st.Comments) && st.Comments[k] != "" {
+				o.comment = st.Comments[k]
+			}
+			o.verdict = &nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: target}
+			out = append(out, o)
+		}
+		return out
+	case nftgen.AffinityCheck:
+		if s.affinity != "" {
+			return match(false)
+		}
+		hit := b.fork()
+		hit.s.affinity = st.Set
+		hit.chance = "client in @" + st.Set
+		hit.verdict = &nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: st.Chain}
+		b.matched = false
+		return []*branch{b, hit}
+	case nftgen.AffinityUpdate:
+		b.actions = append(b.actions, fmt.Sprintf("remember %s in @%s", s.src, st.Set))
+		return []*branch{b}
+	case nftgen.MarkOr:
+		s.mark |= st.Bits
+		b.actions = append(b.actions, fmt.Sprintf("set mark | 0x%x", st.Bits))
+		if n := len(s.callers); n > 0 {
+			caller := s.callers[n-1]
+			if cc := w.st.Chain(caller.Chain); cc != nil && caller.Rule-1 < len(cc.Rules) {
+				s.markReason = masqueradeReason(&caller, &cc.Rules[caller.Rule-1])
+			}
+		}
+		return []*branch{b}
+	case nftgen.MarkXor:
+		s.mark ^= st.Bits
+		b.actions = append(b.actions, fmt.Sprintf("set mark ^ 0x%x", st.Bits))
+		return []*branch{b}
+	case nftgen.DNAT:
+		s.dst, s.dport, s.natted = st.Addr, st.Port, true
+		s.endpoint = netip.AddrPortFrom(st.Addr, st.Port).String()
+		s.endpointChain = c.Name
+		b.actions = append(b.actions, "dnat to "+s.endpoint)
+		b.terminal = Accepted
+		return []*branch{b}
+	case nftgen.Masquerade:
+		s.masquerade = true
+		s.masqReason = s.markReason
+		b.actions = append(b.actions, "masquerade")
+		b.terminal = Accepted
+		return []*branch{b}
+	case nftgen.Reject:
+		b.actions = append(b.actions, "reject")
+		b.terminal = Rejected
+		return []*branch{b}
+	case nftgen.Verdict:
+		v := st
+		b.verdict = &v
+		return []*branch{b}
+	case nftgen.Unknown:
+		return w.unknown(b, c, i, "an expression nftproxy did not write: "+st.Desc)
+	}
+	return w.unknown(b, c, i, fmt.Sprintf("statement %T", st))
+}
+
+// unknown ends a branch at a statement the walk cannot evaluate.
+func (w *walker) unknown(b *branch, c *nftgen.Chain, i int, what string) []*branch {
+	b.terminal = Unknown
+	b.actions = append(b.actions, "stops the walk")
+	b.s.cause = fmt.Sprintf("rule %d of %s has %s", i+1, c.Name, what)
+	return []*branch{b}
+}
+
+// lookup finds the packet's key in a verdict map.
+func (w *walker) lookup(b *branch, mapName string, key nftgen.MapKey) []*branch {
+	m := w.st.Map(mapName)
+	if m == nil {
+		b.terminal = Unknown
+		b.s.cause = fmt.Sprintf("map %s is missing from the table", mapName)
+		return []*branch{b}
+	}
+	for _, e := range m.Elements {
+		if e.Key == key {
+			v := e.Verdict
+			b.verdict = &v
+			b.element = compat.ElementKey(e.Key)
+			if e.Comment != "" {
+				b.comment = e.Comment
+			}
+			return []*branch{b}
+		}
+	}
+	b.matched = false
+	return []*branch{b}
+}
