@@ -242,7 +242,6 @@ func text(e *Explanation) string {
 	return b.String()
 }
 
-
 func TestParseQuery(t *testing.T) {
 	local := []netip.Addr{netip.MustParseAddr("127.0.0.1"), netip.MustParseAddr("fe80::1"), netip.MustParseAddr("2001:db8::1"), netip.MustParseAddr(nodeIP)}
 	for _, tc := range []struct {
