@@ -155,12 +155,24 @@ func TestMixedServicesFromEveryVantagePoint(t *testing.T) {
 		{"v6-empty", node, "[fd00:10:96::74]:80", refuse},
 		{"v6-empty", ext, "[fd00:10:96::74]:80", refuse},
 	}
+	// After each probe, `nftproxy explain` must predict what its packets
+	// did and walk the chains as the kernel's trace shows.
+	x := newExplainChecker(t, c, pods)
 	for _, p := range probes {
 		probeTCP(t, p.service, p.from, p.addr, 20, p.want)
+		x.check(t, p.service, p.from, "tcp", p.addr, p.want)
 	}
-	probeUDP(t, "udp", pod, "10.96.0.72:53", 20, ok(clientIP, "a1", "b1"))
-	probeUDP(t, "udp", node, "10.96.0.72:53", 20, ok(NodePodSideIP, "a1", "b1"))
-	probeUDP(t, "udp", ext, "10.96.0.72:53", 20, ok(NodePodSideIP, "a1", "b1"))
+	for _, v := range []vantage{pod, node, ext} {
+		want := ok(NodePodSideIP, "a1", "b1")
+		if v == pod {
+			want = ok(clientIP, "a1", "b1")
+		}
+		probeUDP(t, "udp", v, "10.96.0.72:53", 20, want)
+		x.check(t, "udp", v, "udp", "10.96.0.72:53", want)
+	}
+	if x.traced != len(probes)+3 {
+		t.Errorf("traced %d of %d probes", x.traced, len(probes)+3)
+	}
 
 	// Health check node ports answer like kube-proxy's, from every vantage.
 	for _, v := range []vantage{pod, node, ext} {

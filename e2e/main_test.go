@@ -59,7 +59,9 @@ type cluster struct {
 	store   *model.Store
 	proxier *proxier.Proxier
 	syncer  *proxier.Syncer
-	t       testing.TB
+	// dp is the netlink dataplane of the node namespace.
+	dp *nftgen.Netlink
+	t  testing.TB
 }
 
 // clusterOption changes a generator configuration before it is built.
@@ -107,7 +109,7 @@ func newCluster(t testing.TB, opts ...clusterOption) *cluster {
 	t.Cleanup(func() { health.Close(context.Background()) })
 	p.Health = health
 	p.Conntrack = conntrack.NewCleaner(int(f.Fd()))
-	return &cluster{Topology: tp, store: store, proxier: p, syncer: s, t: t}
+	return &cluster{Topology: tp, store: store, proxier: p, syncer: s, dp: dp, t: t}
 }
 
 // sync programs the node and fails the test on error.

@@ -7,19 +7,23 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/compat"
+	"github.com/nftproxy/nftproxy/compat/explain"
 	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/netns"
 )
 
 // metricsMux serves kube-proxy's metrics endpoints plus the compat view.
 // configz is the effective configuration for /configz.
-func metricsMux(m *metrics.Metrics, dp *nftgen.Netlink, proxyMode string, configz any) *http.ServeMux {
+// nsPath is the network namespace the daemon programs (empty: its own).
+func metricsMux(m *metrics.Metrics, dp *nftgen.Netlink, nsPath, proxyMode string, configz any) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/configz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -49,7 +53,40 @@ func metricsMux(m *metrics.Metrics, dp *nftgen.Netlink, proxyMode string, config
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, compat.Render(compat.Build(st), opts))
 	})
+	mux.HandleFunc("/explain", explainHandler(dp, nsPath))
 	return mux
+}
+
+// explainHandler answers
+// /explain?dst=IP:PORT[&from=pod|node|external][&proto=tcp][&src=IP][&output=json]
+// as `nftproxy explain` does, from the live table.
+func explainHandler(dp *nftgen.Netlink, nsPath string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		v := r.URL.Query()
+		var local []netip.Addr
+		if err := netns.Do(nsPath, func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		q, err := explain.ParseQuery(v.Get("from"), v.Get("proto"), v.Get("src"), v.Get("dst"), local)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		st, err := dp.Read(r.Context(), q.Family())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		e := explain.Explain(st, q, explain.LocalAddrs(local))
+		if v.Get("output") == "json" {
+			w.Header().Set("Content-Type", "application/json")
+			_ = json.NewEncoder(w).Encode(e)
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		explain.WriteText(w, e)
+	}
 }
 
 // serveRetry is how long serve waits before trying to bind again, as
