@@ -4,8 +4,12 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -161,4 +165,114 @@ func (x *explainChecker) compare(e *explain.Explanation, want expect) string {
 		}
 	}
 	return ""
+}
+
+// runExplain runs `nftproxy explain -o json` with args and decodes it.
+func runExplain(t *testing.T, args ...string) *explain.Explanation {
+	t.Helper()
+	out, err := exec.Command(nftproxyBinary, append([]string{"explain", "-o", "json"}, args...)...).Output()
+	if err != nil {
+		t.Fatalf("nftproxy explain %v: %v\n%s", args, err, out)
+	}
+	var e explain.Explanation
+	if err := json.Unmarshal(out, &e); err != nil {
+		t.Fatalf("explain output: %v\n%s", err, out)
+	}
+	return &e
+}
+
+// TestExplainCLIAndHTTPFollowTheKernel checks `nftproxy explain` on the
+// live table of a namespace, offline on the same objects, after the table
+// is tampered with, and over the daemon's metrics address.
+func TestExplainCLIAndHTTPFollowTheKernel(t *testing.T) {
+	tp := NewTopology(t, echoBinary)
+	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
+	tp.AddPod("ep2", PodIP(2), []int{8080}, nil)
+	objects := writeObjects(t, t.TempDir(),
+		ClusterIPService("demo", "web", "10.96.0.32", httpPort),
+		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1), PodIP(2)))
+	flags := []string{"--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR}
+	if out, err := exec.Command(nftproxyBinary, append([]string{"sync"}, flags...)...).CombinedOutput(); err != nil {
+		t.Fatalf("nftproxy sync: %v\n%s", err, out)
+	}
+	query := []string{"--from", "external", "--src", ExternalIP, "10.96.0.32:80"}
+	live := runExplain(t, append([]string{"--netns", tp.Node.Path()}, query...)...)
+	want := []string{PodIP(1) + ":8080", PodIP(2) + ":8080"}
+	if got := live.Endpoints(); !slices.Equal(got, want) {
+		t.Fatalf("live: endpoints %v, want %v", got, want)
+	}
+	var svcChain string
+	for _, p := range live.Paths {
+		if p.Probability != 0.5 || !p.Masquerade {
+			t.Errorf("live path to %s: probability %v masquerade %v, want 0.5 and masqueraded (external source)", p.Endpoint, p.Probability, p.Masquerade)
+		}
+		for _, s := range p.Steps {
+			if strings.HasPrefix(s.Chain, "KUBE-SVC-") {
+				svcChain = s.Chain
+			}
+			if s.Handle == 0 {
+				t.Errorf("live step %s rule %d has no kernel handle", s.Chain, s.Rule)
+			}
+		}
+	}
+	// Offline, from the same objects, the same walk (without handles).
+	offline := runExplain(t, append(flags, query...)...)
+	if len(offline.Paths) != len(live.Paths) {
+		t.Fatalf("offline has %d paths, live %d", len(offline.Paths), len(live.Paths))
+	}
+	for i := range live.Paths {
+		a, b := live.Paths[i].Steps, offline.Paths[i].Steps
+		if len(a) != len(b) {
+			t.Errorf("path %d: %d steps live, %d offline", i, len(a), len(b))
+			continue
+		}
+		for j := range a {
+			if a[j].Chain != b[j].Chain || a[j].NFT != b[j].NFT || !slices.Equal(a[j].Iptables, b[j].Iptables) {
+				t.Errorf("path %d step %d: live %+v, offline %+v", i, j, a[j], b[j])
+			}
+		}
+	}
+
+	// A flushed service chain: the packet leaves unchanged, and indeed no
+	// endpoint answers.
+	tp.Node.MustRun(t, "nft", "flush", "chain", "ip", "nftproxy", svcChain)
+	flushed := runExplain(t, append([]string{"--netns", tp.Node.Path()}, query...)...)
+	if len(flushed.Paths) != 1 || flushed.Paths[0].Endpoint != "" || flushed.Paths[0].Verdict != explain.Accepted {
+		t.Errorf("flushed %s: paths %+v, want one accepted without DNAT", svcChain, flushed.Paths)
+	}
+	if r, err := TCPRequest(tp.External, "10.96.0.32:80", 500*time.Millisecond); err == nil {
+		t.Errorf("after the flush, %s still answered", r.Server)
+	}
+	// A removed map element: not a Service any more.
+	if out, err := exec.Command(nftproxyBinary, append([]string{"sync"}, flags...)...).CombinedOutput(); err != nil {
+		t.Fatalf("nftproxy sync: %v\n%s", err, out)
+	}
+	tp.Node.MustRun(t, "nft", "delete", "element", "ip", "nftproxy", "service-ips", "{ 10.96.0.32 . tcp . 80 }")
+	removed := runExplain(t, append([]string{"--netns", tp.Node.Path()}, query...)...)
+	if len(removed.Endpoints()) != 0 || slices.ContainsFunc(removed.Paths[0].Steps, func(s explain.Step) bool { return s.Chain == svcChain }) {
+		t.Errorf("removed element: %+v", removed.Paths)
+	}
+
+	// Over HTTP on the daemon's metrics address, after it repaired the
+	// table.
+	logPath := filepath.Join(t.TempDir(), "nftproxy.log")
+	startNftproxy(t, logPath, flags...)
+	url := "http://127.0.0.1:10249/explain?dst=10.96.0.32:80&from=external&src=" + ExternalIP + "&output=json"
+	var body string
+	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(100 * time.Millisecond) {
+		code, b, err := httpGetStatus(tp.Node, url)
+		if err == nil && code == 200 && strings.Contains(b, svcChain) {
+			body = b
+			break
+		}
+	}
+	var e explain.Explanation
+	if err := json.Unmarshal([]byte(body), &e); err != nil || !slices.Equal(e.Endpoints(), want) {
+		b, _ := os.ReadFile(logPath)
+		t.Fatalf("GET /explain: %v %q, want endpoints %v\nlog:\n%s", err, body, want, b)
+	}
+	code, b, err := httpGetStatus(tp.Node, "http://127.0.0.1:10249/explain?dst=10.96.0.32")
+	if err != nil || code != 400 || !strings.Contains(b, "IP:PORT") {
+		t.Errorf("GET /explain with a bad destination: %d %q %v, want 400 naming IP:PORT", code, b, err)
+	}
 }
