@@ -156,3 +156,35 @@ func TestConfigFileChangeIsReported(t *testing.T) {
 		t.Fatal("a changed configuration file was not reported")
 	}
 }
+
+func TestExplainExampleOffline(t *testing.T) {
+	base := []string{"explain", "--objects", "../../deploy/examples/explain.yaml", "--hostname-override", "node-1", "--cluster-cidr", "10.244.0.0/16"}
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"--src", "10.244.0.9", "10.96.0.10:80"}, []string{
+			" 50.0%: DNAT to 10.244.0.2:8080 (KUBE-SEP-", " 50.0%: DNAT to 10.244.1.3:8080 (KUBE-SEP-", "source kept",
+			"iptables  -t nat -A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -m comment --comment \"demo/web:http cluster IP\" -m tcp --dport 80 -j KUBE-SVC-"}},
+		{[]string{"--from", "external", "--src", "198.18.0.2", "192.0.2.1:30081"}, []string{"100.0%: dropped (the client times out): demo/local:http has no local endpoints"}},
+		{[]string{"--from", "external", "--src", "198.18.0.2", "203.0.113.10:443"}, []string{"dropped (the client times out): demo/lb:https traffic not accepted by KUBE-FW-"}},
+		{[]string{"--from", "external", "--src", "198.51.100.7", "203.0.113.10:443"}, []string{"100.0%: DNAT to 10.244.0.5:8443", "masqueraded", "masquerade: an external destination"}},
+		{[]string{"--from", "node", "--src", "192.0.2.1", "10.96.0.10:80"}, []string{"masquerade: the source is outside the cluster CIDR 10.244.0.0/16"}},
+	} {
+		code, out, stderr := captureRun(t, append(base, tc.args...)...)
+		if code != 0 {
+			t.Errorf("explain %v: exit %d: %s", tc.args, code, stderr)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("explain %v lacks %q:\n%s", tc.args, w, out)
+			}
+		}
+	}
+	for _, bad := range [][]string{{"10.96.0.10"}, {"--from", "pod", "10.96.0.10:80"}, {"--proto", "icmp", "--src", "10.244.0.9", "10.96.0.10:80"}, {"-o", "yaml", "--src", "10.244.0.9", "10.96.0.10:80"}, {}} {
+		if code, _, stderr := captureRun(t, append(base, bad...)...); code != 2 || stderr == "" {
+			t.Errorf("explain %v: exit %d (%q), want 2 with a message", bad, code, stderr)
+		}
+	}
+}
