@@ -19,11 +19,18 @@ import (
 // rel in the module), from the module the oracle requires.
 func k8sSource(t *testing.T, rel string) string {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-mod=mod", "-m", "-f", "{{.Dir}}", "k8s.io/kubernetes")
+	return moduleSource(t, "k8s.io/kubernetes", rel)
+}
+
+// moduleSource returns the text of file rel of module mod, in the version
+// the oracle's module (e2e/legacy) requires.
+func moduleSource(t *testing.T, mod, rel string) string {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-mod=mod", "-m", "-f", "{{.Dir}}", mod)
 	cmd.Dir = "legacy"
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("locate k8s.io/kubernetes (run make deps): %v", err)
+		t.Fatalf("locate %s (run make deps): %v", mod, err)
 	}
 	b, err := os.ReadFile(filepath.Join(strings.TrimSpace(string(out)), rel))
 	if err != nil {

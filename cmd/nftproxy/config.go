@@ -20,14 +20,16 @@ import (
 // that the DaemonSet's command line keeps working; those listed in
 // noEffect log a warning when set.
 type kubeProxyFlags struct {
-	configFile, writeConfigTo         string
-	kubeconfig, master                string
-	bindAddress, healthzBindAddress   string
-	detectLocalMode                   string
-	featureGates                      map[string]bool
-	version                           bool
-	configSyncPeriod                  time.Duration
-	kubeAPIContentType                string
+	configFile, writeConfigTo       string
+	kubeconfig, master              string
+	bindAddress, healthzBindAddress string
+	detectLocalMode                 string
+	featureGates                    map[string]bool
+	version                         bool
+	configSyncPeriod                time.Duration
+	kubeAPIContentType              string
+	// kubeAPIAcceptContentTypes is clientConnection.acceptContentTypes.
+	kubeAPIAcceptContentTypes         string
 	kubeAPIBurst                      int32
 	kubeAPIQPS                        float32
 	conntrackMaxPerCore, conntrackMin int32
@@ -170,6 +172,7 @@ func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
 	if cfg.ClientConnection.ContentType != "" {
 		k.kubeAPIContentType = cfg.ClientConnection.ContentType
 	}
+	k.kubeAPIAcceptContentTypes = cfg.ClientConnection.AcceptContentTypes
 	k.bindAddress, k.healthzBindAddress = cfg.BindAddress, cfg.HealthzBindAddress
 	k.bindAddressHardFail = cfg.BindAddressHardFail
 	o.metricsBindAddress = cfg.MetricsBindAddress

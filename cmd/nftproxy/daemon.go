@@ -179,6 +179,7 @@ func newClient(opts *options, connErrors chan struct{}) (kubernetes.Interface, e
 	}
 	cfg.QPS, cfg.Burst = opts.kp.kubeAPIQPS, int(opts.kp.kubeAPIBurst)
 	cfg.ContentType = opts.kp.kubeAPIContentType
+	cfg.AcceptContentTypes = opts.kp.kubeAPIAcceptContentTypes
 	cfg.UserAgent = "nftproxy"
 	if opts.netns != "" {
 		cfg.Dial = netnsDialer(opts.netns)
