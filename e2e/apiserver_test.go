@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -210,6 +211,30 @@ func TestDaemonAgainstRealAPIServer(t *testing.T) {
 			}
 		}
 		return errorf("no FailedToProgram event among %d", len(evs.Items))
+	})
+
+	// A health check node port that is taken: kube-proxy's
+	// FailedToStartServiceHealthcheck Event on the Service.
+	var taken net.Listener
+	if err := c.Node.Do(func() (err error) { taken, err = net.Listen("tcp", ":32077"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	hc := With(ClusterIPService("web", "hc", "10.96.0.78", httpPort), LoadBalancer(""), ExternalLocal(32077))
+	if _, err := c.admin.CoreV1().Services("web").Create(ctx, hc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "event for the taken health check node port", 15*time.Second, func() error {
+		evs, err := c.admin.EventsV1().Events("web").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Name == "hc" && e.Reason == "FailedToStartServiceHealthcheck" && strings.Contains(e.Note, "32077") {
+				return nil
+			}
+		}
+		return errorf("no FailedToStartServiceHealthcheck event among %d", len(evs.Items))
 	})
 
 	if cz := httpGet(t, c.Node, "http://127.0.0.1:10249/configz"); !strings.Contains(cz, `"kubeproxy.config.k8s.io"`) || !strings.Contains(cz, `"clusterCIDR":"`+ClusterCIDR+`"`) {

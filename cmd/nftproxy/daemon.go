@@ -134,6 +134,13 @@ func runLoop(ctx context.Context, opts *options) error {
 		broadcaster.StartRecordingToSink(ctx.Done())
 		defer broadcaster.Shutdown()
 		d.events = broadcaster.NewRecorder(scheme.Scheme, "kube-proxy")
+		// As kube-proxy: an Event on the Service whose health check node
+		// port cannot be opened.
+		st.serviceHealth.OnListenFailure(func(nn types.NamespacedName, port uint16, err error) {
+			ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: nn.Namespace, Name: nn.Name}
+			d.events.Eventf(ref, nil, v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Listen",
+				"node %s failed to start healthcheck %q on port %d: %v", opts.nodeName(), nn.String(), port, err)
+		})
 		synced := make(chan struct{}, 1)
 		go source.Run(ctx, client, opts.nodeName(), opts.kp.configSyncPeriod, d, func() {
 			select {

@@ -30,6 +30,10 @@ type ServiceServer struct {
 	// proxy is stale answers 503 even with local endpoints.
 	healthy func() bool
 
+	// onListenFailure, when set, hears of every health check node port
+	// that could not be opened (kube-proxy records an Event then).
+	onListenFailure func(nn types.NamespacedName, port uint16, err error)
+
 	mu       sync.Mutex
 	services map[types.NamespacedName]*hcService
 	// addrs are the addresses to listen on; nil means every address.
@@ -42,6 +46,15 @@ func (s *ServiceServer) SetProxyHealthy(healthy func() bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.healthy = healthy
+}
+
+// OnListenFailure makes f hear of every health check node port that
+// cannot be opened, at every sync that tries; the port is tried again at
+// the next sync.
+func (s *ServiceServer) OnListenFailure(f func(nn types.NamespacedName, port uint16, err error)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onListenFailure = f
 }
 
 // SetAddresses limits the listeners to addrs, as kube-proxy limits them
@@ -98,13 +111,21 @@ func (s *ServiceServer) Sync(ports map[types.NamespacedName]uint16, localEndpoin
 			}
 		}
 		var listeners []net.Listener
+		var failed []error
 		for _, h := range hosts {
 			l, err := s.listen(net.JoinHostPort(h, strconv.Itoa(int(port))))
 			if err != nil {
-				errs = append(errs, fmt.Errorf("health check node port %d of %s: %w", port, nn, err))
+				failed = append(failed, err)
 				continue
 			}
 			listeners = append(listeners, l)
+		}
+		if len(failed) > 0 {
+			err := errors.Join(failed...)
+			errs = append(errs, fmt.Errorf("health check node port %d of %s: %w", port, nn, err))
+			if s.onListenFailure != nil {
+				s.onListenFailure(nn, port, err)
+			}
 		}
 		if len(listeners) == 0 {
 			continue

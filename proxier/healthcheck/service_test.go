@@ -97,3 +97,47 @@ func TestServiceServerListensOnNodePortAddresses(t *testing.T) {
 		t.Errorf("with fresh rules: %d %+v", code, body)
 	}
 }
+
+// TestServiceServerReportsAPortItCannotOpen: a health check node port that
+// is taken is reported (kube-proxy's FailedToStartServiceHealthcheck), the
+// other Services are still served, and the port is tried again at the
+// next sync.
+func TestServiceServerReportsAPortItCannotOpen(t *testing.T) {
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServiceServer(nil, nil)
+	defer s.Close(context.Background())
+	s.SetAddresses([]netip.Addr{netip.MustParseAddr("127.0.0.1")})
+	type failure struct {
+		nn   types.NamespacedName
+		port uint16
+	}
+	var failures []failure
+	s.OnListenFailure(func(nn types.NamespacedName, port uint16, err error) {
+		if err == nil {
+			t.Error("failure without an error")
+		}
+		failures = append(failures, failure{nn, port})
+	})
+	a, b := types.NamespacedName{Namespace: "ns", Name: "a"}, types.NamespacedName{Namespace: "ns", Name: "b"}
+	pa, pb := uint16(busy.Addr().(*net.TCPAddr).Port), freePort(t)
+	ports := map[types.NamespacedName]uint16{a: pa, b: pb}
+	if err := s.Sync(ports, map[types.NamespacedName]int{a: 1, b: 1}); err == nil {
+		t.Error("Sync with a taken port returned no error")
+	}
+	if len(failures) != 1 || failures[0] != (failure{a, pa}) {
+		t.Errorf("failures %v, want one for %s port %d", failures, a, pa)
+	}
+	if code, _ := get(t, pb); code != 200 {
+		t.Errorf("the other Service's port answered %d", code)
+	}
+	busy.Close()
+	if err := s.Sync(ports, map[types.NamespacedName]int{a: 1, b: 1}); err != nil {
+		t.Errorf("second sync, port free: %v", err)
+	}
+	if code, _ := get(t, pa); code != 200 || len(failures) != 1 {
+		t.Errorf("after the port was freed: %d, %d failures", code, len(failures))
+	}
+}
