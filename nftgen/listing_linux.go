@@ -58,7 +58,7 @@ func (n *Netlink) tableChains(table *nftables.Table) ([]*nftables.Chain, error) 
 // per chain costs what the chain holds; a dump of the whole table restarts
 // its walk over every rule for each 32 KB buffer, which is quadratic (26 s
 // against 8.5 s at 3,000 Services).
-func (n *Netlink) tableRules(table *nftables.Table, chains []string) (map[string][]*nftables.Rule, error) {
+func (n *Netlink) tableRules(table *nftables.Table, chains []string) (map[string][]parsedRule, error) {
 	requests := make([][]netlink.Attribute, len(chains))
 	for i, chain := range chains {
 		requests[i] = []netlink.Attribute{
@@ -70,22 +70,18 @@ func (n *Netlink) tableRules(table *nftables.Table, chains []string) (map[string
 	if err != nil {
 		return nil, fmt.Errorf("dump rules: %w", err)
 	}
-	var all []netlink.Message
+	newRule := netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE)
+	out := map[string][]parsedRule{}
 	for _, a := range answers {
-		all = append(all, a...)
-	}
-	dec, err := decoder(all)
-	if err != nil {
-		return nil, err
-	}
-	rules, err := dec.GetRules(table, &nftables.Chain{Table: table})
-	if err != nil {
-		return nil, fmt.Errorf("decode rules: %w", err)
-	}
-	out := map[string][]*nftables.Rule{}
-	for _, r := range rules {
-		if r.Chain != nil {
-			out[r.Chain.Name] = append(out[r.Chain.Name], r)
+		for _, m := range a {
+			if m.Header.Type != newRule {
+				continue
+			}
+			r, err := parseRuleMsg(m.Data)
+			if err != nil {
+				return nil, fmt.Errorf("decode rule: %w", err)
+			}
+			out[r.chain] = append(out[r.chain], r)
 		}
 	}
 	return out, nil
@@ -146,8 +142,8 @@ func chainRequests(table *nftables.Table, names []string) [][]netlink.Attribute 
 // jump and goto. The table's use count (chains plus sets) tells whether
 // that found everything; complete is false when it did not, for example
 // when another process added a chain that nothing jumps to.
-func (n *Netlink) discoverChains(table *nftables.Table, roots []string, sets int) (chains []*nftables.Chain, rules map[string][]*nftables.Rule, complete bool, err error) {
-	rules = map[string][]*nftables.Rule{}
+func (n *Netlink) discoverChains(table *nftables.Table, roots []string, sets int) (chains []*nftables.Chain, rules map[string][]parsedRule, complete bool, err error) {
+	rules = map[string][]parsedRule{}
 	seen := map[string]bool{}
 	var frontier []string
 	add := func(name string) {
@@ -178,8 +174,8 @@ func (n *Netlink) discoverChains(table *nftables.Table, roots []string, sets int
 		for name, rs := range byChain {
 			rules[name] = rs
 			for _, r := range rs {
-				for _, e := range r.Exprs {
-					if v, ok := e.(*expr.Verdict); ok {
+				for _, x := range r.exprs {
+					if v, ok := x.e.(*expr.Verdict); ok {
 						add(v.Chain)
 					}
 				}

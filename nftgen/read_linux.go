@@ -136,8 +136,8 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 			out.Base = &BaseChain{Type: ChainType(ch.Type), Hook: hookName(*ch.Hooknum), Priority: int32(*ch.Priority)}
 		}
 		for _, r := range byChain[ch.Name] {
-			comment, _ := userdata.GetString(r.UserData, userdata.TypeComment)
-			out.Rules = append(out.Rules, Rule{Stmts: dec.decode(r.Exprs), Comment: comment, Handle: r.Handle})
+			comment, _ := userdata.GetString(r.userData, userdata.TypeComment)
+			out.Rules = append(out.Rules, Rule{Stmts: dec.decodeRule(r.exprs), Comment: comment, Handle: r.handle})
 		}
 		st.Chains = append(st.Chains, out)
 	}
