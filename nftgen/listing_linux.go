@@ -137,41 +137,52 @@ func chainRequests(table *nftables.Table, names []string) [][]netlink.Attribute 
 
 // discoverChains finds the chains of table and their rules without a
 // chain dump, which the kernel restarts for every 32 KB buffer (quadratic:
-// minutes at 300,000 chains). It starts from roots (the chains nftproxy's
-// layout always has and the targets of the verdict maps) and follows every
-// jump and goto. The table's use count (chains plus sets) tells whether
-// that found everything; complete is false when it did not, for example
-// when another process added a chain that nothing jumps to.
-func (n *Netlink) discoverChains(table *nftables.Table, roots []string, sets int) (chains []*nftables.Chain, rules map[string][]parsedRule, complete bool, err error) {
+// minutes at 300,000 chains). It looks up the chains of nftproxy's layout
+// by name (they may be missing, and some are base chains), then follows
+// targets (the verdict maps' chains) and every jump and goto, dumping each
+// chain's rules. A chain that a live rule or element jumps to exists and
+// is a regular chain (the kernel refuses a jump to a missing chain or to a
+// base chain, and a chain in use cannot be deleted), so those are not
+// looked up: that halves the requests. The read is not atomic: a commit
+// between two requests shows half (as any listing does). The table's use
+// count (chains plus sets) tells whether this found everything; complete
+// is false when it did not, for example when another process added a
+// chain that nothing jumps to.
+func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string, sets int) (chains []*nftables.Chain, rules map[string][]parsedRule, complete bool, err error) {
+	found, err := n.chainsByName(table, layout)
+	if err != nil {
+		return nil, nil, false, err
+	}
 	rules = map[string][]parsedRule{}
 	seen := map[string]bool{}
 	var frontier []string
+	for _, name := range layout {
+		seen[name] = true
+	}
+	for _, ch := range found {
+		chains = append(chains, ch)
+		frontier = append(frontier, ch.Name)
+	}
+	// add queues a jump target: an existing regular chain.
 	add := func(name string) {
 		if name != "" && !seen[name] {
 			seen[name] = true
 			frontier = append(frontier, name)
+			chains = append(chains, &nftables.Chain{Name: name, Table: table})
 		}
 	}
-	for _, r := range roots {
-		add(r)
+	for _, name := range targets {
+		add(name)
 	}
 	for len(frontier) > 0 {
 		level := frontier
 		frontier = nil
-		found, err := n.chainsByName(table, level)
+		byChain, err := n.tableRules(table, level)
 		if err != nil {
 			return nil, nil, false, err
 		}
-		var names []string
-		for _, ch := range found {
-			chains = append(chains, ch)
-			names = append(names, ch.Name)
-		}
-		byChain, err := n.tableRules(table, names)
-		if err != nil {
-			return nil, nil, false, err
-		}
-		for name, rs := range byChain {
+		for _, name := range level {
+			rs := byChain[name]
 			rules[name] = rs
 			for _, r := range rs {
 				for _, x := range r.exprs {

@@ -97,16 +97,16 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 			st.Unknown = append(st.Unknown, fmt.Sprintf("set %s", s.Name))
 		}
 	}
-	roots := layoutChains(f)
+	var targets []string
 	for _, m := range st.Maps {
 		for _, e := range m.Elements {
-			roots = append(roots, e.Verdict.Chain)
+			targets = append(targets, e.Verdict.Chain)
 		}
 	}
 	for _, m := range anon {
-		roots = append(roots, m.targets...)
+		targets = append(targets, m.targets...)
 	}
-	chains, byChain, complete, err := n.discoverChains(table, roots, len(sets))
+	chains, byChain, complete, err := n.discoverChains(table, layoutChains(f), targets, len(sets))
 	if err != nil {
 		return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
 	}
