@@ -25,7 +25,7 @@ func (r *iptRule) match(m string) { r.matches = append(r.matches, m) }
 
 func (r *iptRule) comment(c string) {
 	if c != "" {
-		r.match(fmt.Sprintf("-m comment --comment %s", quote(c)))
+		r.match("-m comment --comment " + quote(c))
 	}
 }
 
@@ -50,27 +50,43 @@ func (r *iptRule) String() string {
 	if r.raw != "" {
 		return r.raw
 	}
-	var parts []string
+	n := len(r.src) + len(r.dst) + len(r.proto) + len(r.target) + 16
+	for _, m := range r.matches {
+		n += len(m) + 1
+	}
+	var b strings.Builder
+	b.Grow(n)
+	word := func(s string) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(s)
+	}
 	if r.src != "" {
 		if r.notSrc {
-			parts = append(parts, "!")
+			word("!")
 		}
-		parts = append(parts, "-s", r.src)
+		word("-s")
+		word(r.src)
 	}
 	if r.dst != "" {
 		if r.notDst {
-			parts = append(parts, "!")
+			word("!")
 		}
-		parts = append(parts, "-d", r.dst)
+		word("-d")
+		word(r.dst)
 	}
 	if r.proto != "" {
-		parts = append(parts, "-p", r.proto)
+		word("-p")
+		word(r.proto)
 	}
-	parts = append(parts, r.matches...)
+	for _, m := range r.matches {
+		word(m)
+	}
 	if r.target != "" {
-		parts = append(parts, r.target)
+		word(r.target)
 	}
-	return strings.Join(parts, " ")
+	return b.String()
 }
 
 // prefixString prints a prefix as iptables does: always with a length.
