@@ -53,12 +53,15 @@ func (n *Netlink) tableChains(table *nftables.Table) ([]*nftables.Chain, error) 
 	return dec.ListChainsOfTableFamily(table.Family)
 }
 
-// tableRules lists the rules of the named chains of table, by chain. The
-// kernel finds a chain named in a rule dump through its hash, so one dump
-// per chain costs what the chain holds; a dump of the whole table restarts
-// its walk over every rule for each 32 KB buffer, which is quadratic (26 s
+// chainRules dumps the rules of the named chains of table, one dump per
+// chain, and gives each rule of chains[i] to each(i, r) as it arrives (r
+// points into the receive buffer: only valid during the call). each is
+// called from several goroutines, never at once for one chain. The kernel
+// finds a chain named in a rule dump through its hash, so one dump per
+// chain costs what the chain holds; a dump of the whole table restarts its
+// walk over every rule for each 32 KB buffer, which is quadratic (26 s
 // against 8.5 s at 3,000 Services).
-func (n *Netlink) tableRules(table *nftables.Table, chains []string) (map[string][]parsedRule, error) {
+func (n *Netlink) chainRules(table *nftables.Table, chains []string, each func(i int, r *parsedRule) error) error {
 	requests := make([][]netlink.Attribute, len(chains))
 	for i, chain := range chains {
 		requests[i] = []netlink.Attribute{
@@ -66,25 +69,21 @@ func (n *Netlink) tableRules(table *nftables.Table, chains []string) (map[string
 			{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")},
 		}
 	}
-	answers, err := n.dump(unix.NFT_MSG_GETRULE, table.Family, requests)
-	if err != nil {
-		return nil, fmt.Errorf("dump rules: %w", err)
-	}
 	newRule := netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE)
-	out := map[string][]parsedRule{}
-	for _, a := range answers {
-		for _, m := range a {
-			if m.Header.Type != newRule {
-				continue
-			}
-			r, err := parseRuleMsg(m.Data)
-			if err != nil {
-				return nil, fmt.Errorf("decode rule: %w", err)
-			}
-			out[r.chain] = append(out[r.chain], r)
+	err := n.requestEach(unix.NFT_MSG_GETRULE, netlink.Request|netlink.Dump, table.Family, requests, nil, nil, func(i int, h netlink.Header, data []byte) error {
+		if h.Type != newRule {
+			return nil
 		}
+		r, err := parseRuleMsg(data)
+		if err != nil {
+			return fmt.Errorf("decode rule of %s: %w", chains[i], err)
+		}
+		return each(i, &r)
+	})
+	if err != nil {
+		return fmt.Errorf("dump rules: %w", err)
 	}
-	return out, nil
+	return nil
 }
 
 // chainsByName looks the named chains of table up one by one (the kernel
@@ -143,17 +142,17 @@ func chainRequests(table *nftables.Table, names []string) [][]netlink.Attribute 
 // chain's rules. A chain that a live rule or element jumps to exists and
 // is a regular chain (the kernel refuses a jump to a missing chain or to a
 // base chain, and a chain in use cannot be deleted), so those are not
-// looked up: that halves the requests. The read is not atomic: a commit
-// between two requests shows half (as any listing does). The table's use
-// count (chains plus sets) tells whether this found everything; complete
-// is false when it did not, for example when another process added a
-// chain that nothing jumps to.
-func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string, sets int) (chains []*nftables.Chain, rules map[string][]parsedRule, complete bool, err error) {
+// looked up: that halves the requests. Each rule is decoded by decode as
+// it arrives; rules[i] are those of chains[i]. The read is not atomic: a
+// commit between two requests shows half (as any listing does). The
+// table's use count (chains plus sets) tells whether this found
+// everything; complete is false when it did not, for example when another
+// process added a chain that nothing jumps to.
+func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string, sets int, decode func(*parsedRule) Rule) (chains []*nftables.Chain, rules [][]Rule, complete bool, err error) {
 	found, err := n.chainsByName(table, layout)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	rules = map[string][]parsedRule{}
 	seen := map[string]bool{}
 	var frontier []string
 	for _, name := range layout {
@@ -177,21 +176,41 @@ func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string
 	for len(frontier) > 0 {
 		level := frontier
 		frontier = nil
-		byChain, err := n.tableRules(table, level)
+		start := len(rules)
+		rules = append(rules, make([][]Rule, len(level))...)
+		jumps := make([][]string, len(level))
+		err := n.chainRules(table, level, func(i int, r *parsedRule) error {
+			for _, x := range r.exprs {
+				if v, ok := x.e.(*expr.Verdict); ok && v.Chain != "" {
+					jumps[i] = append(jumps[i], v.Chain)
+				}
+			}
+			rules[start+i] = append(rules[start+i], decode(r))
+			return nil
+		})
 		if err != nil {
 			return nil, nil, false, err
 		}
-		for _, name := range level {
-			rs := byChain[name]
-			rules[name] = rs
-			for _, r := range rs {
-				for _, x := range r.exprs {
-					if v, ok := x.e.(*expr.Verdict); ok {
-						add(v.Chain)
-					}
-				}
+		for _, js := range jumps {
+			for _, j := range js {
+				add(j)
 			}
 		}
 	}
 	return chains, rules, uint32(len(chains)+sets) == table.Use, nil
+}
+
+// allRules dumps the rules of every chain of chains, decoded by decode;
+// rules[i] are those of chains[i].
+func (n *Netlink) allRules(table *nftables.Table, chains []*nftables.Chain, decode func(*parsedRule) Rule) ([][]Rule, error) {
+	names := make([]string, len(chains))
+	for i, ch := range chains {
+		names[i] = ch.Name
+	}
+	rules := make([][]Rule, len(chains))
+	err := n.chainRules(table, names, func(i int, r *parsedRule) error {
+		rules[i] = append(rules[i], decode(r))
+		return nil
+	})
+	return rules, err
 }

@@ -52,11 +52,23 @@ const pipelineTimeout = 30 * time.Second
 // An answer that is an error for which skip returns true is left empty.
 func (n *Netlink) request(msgType uint16, flags netlink.HeaderFlags, family nftables.TableFamily, requests [][]netlink.Attribute, skip func(error) bool) ([][]netlink.Message, error) {
 	out := make([][]netlink.Message, len(requests))
+	return out, n.requestEach(msgType, flags, family, requests, skip, out, nil)
+}
+
+// answerSink takes answer message h, data of request i as it arrives;
+// data is only valid during the call. It is called from several
+// goroutines at once, never twice at once for one request.
+type answerSink func(i int, h netlink.Header, data []byte) error
+
+// requestEach is request with the answers given to sink instead of kept
+// in out (when sink is not nil), so that a large listing is decoded
+// without holding or copying its messages.
+func (n *Netlink) requestEach(msgType uint16, flags netlink.HeaderFlags, family nftables.TableFamily, requests [][]netlink.Attribute, skip func(error) bool, out [][]netlink.Message, sink answerSink) error {
 	bodies := make([][]byte, len(requests))
 	for i, attrs := range requests {
 		data, err := netlink.MarshalAttributes(attrs)
 		if err != nil {
-			return nil, fmt.Errorf("request %d: %w", i, err)
+			return fmt.Errorf("request %d: %w", i, err)
 		}
 		bodies[i] = append([]byte{byte(family), unix.NFNETLINK_V0, 0, 0}, data...)
 	}
@@ -78,16 +90,16 @@ func (n *Netlink) request(msgType uint16, flags netlink.HeaderFlags, family nfta
 					mine = append(mine, j)
 				}
 			}
-			errs[w] = n.runPipeline(unix.NFNL_SUBSYS_NFTABLES<<8|msgType, uint16(flags), window, mine, bodies, out, skip)
+			errs[w] = n.runPipeline(unix.NFNL_SUBSYS_NFTABLES<<8|msgType, uint16(flags), window, mine, bodies, out, skip, sink)
 		})
 	}
 	wg.Wait()
-	return out, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // runPipeline sends the requests numbered mine on a socket of its own, a
 // window at a time, and stores their answers in out.
-func (n *Netlink) runPipeline(typ, flags uint16, window int, mine []int, bodies [][]byte, out [][]netlink.Message, skip func(error) bool) error {
+func (n *Netlink) runPipeline(typ, flags uint16, window int, mine []int, bodies [][]byte, out [][]netlink.Message, skip func(error) bool, sink answerSink) error {
 	c, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: max(n.netnsFd, 0)})
 	if err != nil {
 		return fmt.Errorf("open netfilter socket: %w", err)
@@ -100,7 +112,7 @@ func (n *Netlink) runPipeline(typ, flags uint16, window int, mine []int, bodies 
 	if got := readBuffer(rc); got < pipelineReadBuffer {
 		window = max(1, min(window, got/(64<<10)))
 	}
-	p := &pipeline{rc: rc, conn: c, typ: typ, flags: flags, out: out, skip: skip, buf: make([]byte, 64<<10)}
+	p := &pipeline{rc: rc, conn: c, typ: typ, flags: flags, out: out, skip: skip, sink: sink, buf: make([]byte, 64<<10)}
 	for len(mine) > 0 {
 		w := mine[:min(window, len(mine))]
 		// The first request of a window always gets through: exchange
@@ -124,6 +136,7 @@ type pipeline struct {
 	flags uint16
 	out   [][]netlink.Message
 	skip  func(error) bool
+	sink  answerSink
 	buf   []byte
 }
 
@@ -203,7 +216,11 @@ func (p *pipeline) exchange(w []int, bodies [][]byte) (busy []int, err error) {
 					failed = fmt.Errorf("request %d: %w", i, errno)
 				}
 			default:
-				p.out[i] = append(p.out[i], netlink.Message{Header: h, Data: append([]byte(nil), data...)})
+				if p.sink == nil {
+					p.out[i] = append(p.out[i], netlink.Message{Header: h, Data: append([]byte(nil), data...)})
+				} else if err := p.sink(i, h, data); err != nil && failed == nil {
+					failed = fmt.Errorf("request %d: %w", i, err)
+				}
 			}
 		}
 	}

@@ -106,7 +106,15 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 	for _, m := range anon {
 		targets = append(targets, m.targets...)
 	}
-	chains, byChain, complete, err := n.discoverChains(table, layoutChains(f), targets, len(sets))
+	dec := &exprDecoder{family: f, anon: func(name string) ([]string, []string, bool) {
+		m, ok := anon[name]
+		return m.targets, m.comments, ok
+	}}
+	decode := func(r *parsedRule) Rule {
+		comment, _ := userdata.GetString(r.userData, userdata.TypeComment)
+		return Rule{Stmts: dec.decodeRule(r.exprs), Comment: comment, Handle: r.handle}
+	}
+	chains, rules, complete, err := n.discoverChains(table, layoutChains(f), targets, len(sets), decode)
 	if err != nil {
 		return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
 	}
@@ -115,29 +123,17 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 		if chains, err = n.tableChains(table); err != nil {
 			return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
 		}
-		var names []string
-		for _, ch := range chains {
-			names = append(names, ch.Name)
-		}
-		if byChain, err = n.tableRules(table, names); err != nil {
+		if rules, err = n.allRules(table, chains, decode); err != nil {
 			return nil, fmt.Errorf("list rules of %s %s: %w", f, TableName, err)
 		}
 	}
-	dec := &exprDecoder{family: f, anon: func(name string) ([]string, []string, bool) {
-		m, ok := anon[name]
-		return m.targets, m.comments, ok
-	}}
-	for _, ch := range chains {
+	for i, ch := range chains {
 		if ch.Table.Name != TableName {
 			continue
 		}
-		out := &Chain{Name: ch.Name}
+		out := &Chain{Name: ch.Name, Rules: rules[i]}
 		if ch.Hooknum != nil && ch.Priority != nil {
 			out.Base = &BaseChain{Type: ChainType(ch.Type), Hook: hookName(*ch.Hooknum), Priority: int32(*ch.Priority)}
-		}
-		for _, r := range byChain[ch.Name] {
-			comment, _ := userdata.GetString(r.userData, userdata.TypeComment)
-			out.Rules = append(out.Rules, Rule{Stmts: dec.decodeRule(r.exprs), Comment: comment, Handle: r.handle})
 		}
 		st.Chains = append(st.Chains, out)
 	}
