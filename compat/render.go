@@ -5,7 +5,9 @@
 package compat
 
 import (
+	"bufio"
 	"fmt"
+	"io"
 	"net/netip"
 	"slices"
 	"sort"
@@ -109,6 +111,23 @@ func Render(tables []*Table, opts Options) string {
 	}
 	var b strings.Builder
 	b.Grow(size)
+	_ = Write(&b, tables, opts)
+	return b.String()
+}
+
+// Write prints tables in iptables-save format to w, as Render does,
+// without holding the whole text.
+func Write(w io.Writer, tables []*Table, opts Options) error {
+	// A strings.Builder takes the pieces directly; anything else (a file,
+	// a socket) gets them through a buffer, not one write each.
+	var b io.StringWriter
+	var buf *bufio.Writer
+	if sb, ok := w.(*strings.Builder); ok {
+		b = sb
+	} else {
+		buf = bufio.NewWriterSize(w, 64<<10)
+		b = buf
+	}
 	for _, t := range tables {
 		if len(opts.Tables) > 0 && !slices.Contains(opts.Tables, t.Name) {
 			continue
@@ -131,9 +150,9 @@ func Render(tables []*Table, opts Options) string {
 				}
 				b.WriteString("-A ")
 				b.WriteString(c)
-				b.WriteByte(' ')
+				b.WriteString(" ")
 				b.WriteString(r)
-				b.WriteByte('\n')
+				b.WriteString("\n")
 			}
 		}
 		for _, n := range t.Notes {
@@ -144,7 +163,10 @@ func Render(tables []*Table, opts Options) string {
 			b.WriteString("# Completed by " + opts.Header + "\n")
 		}
 	}
-	return b.String()
+	if buf != nil {
+		return buf.Flush()
+	}
+	return nil
 }
 
 // newBuilder starts the view of st with kube-proxy's empty tables.

@@ -97,8 +97,7 @@ func runSave(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprint(out, compat.Render(tables, renderOptions(f, fmt.Sprintf("nftproxy save (compat view of table %s %s)", f.family(), nftgen.TableName))))
-	return nil
+	return compat.Write(out, tables, renderOptions(f, fmt.Sprintf("nftproxy save (compat view of table %s %s)", f.family(), nftgen.TableName)))
 }
 
 // differentError makes diff exit with 1.

@@ -51,7 +51,7 @@ func metricsMux(m *metrics.Metrics, dp *nftgen.Netlink, nsPath, proxyMode string
 			opts.Tables = []string{t}
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprint(w, compat.Render(compat.Build(st), opts))
+		_ = compat.Write(w, compat.Build(st), opts)
 	})
 	mux.HandleFunc("/explain", explainHandler(dp, nsPath))
 	return mux
