@@ -208,16 +208,25 @@ type prepared struct {
 // prepare encodes tx.
 func (n *Netlink) prepare(tx *Transaction) (*prepared, error) {
 	p := &prepared{tx: tx}
+	// The library's messages come out at each Flush (with a batch begin
+	// and end of their own); the rules the writer encodes itself go in
+	// between, in order. One begin and end wrap the whole.
+	p.batch = append(p.batch, batchMessage(unix.NFNL_MSG_BATCH_BEGIN))
 	c, err := nftables.New(nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
-		p.batch = append(p.batch, reqs...) // also called with none, to receive
+		for _, m := range reqs { // also called with none, to receive
+			if !isBatchBoundary(m) {
+				p.batch = append(p.batch, m)
+			}
+		}
 		return nil, nil
 	}))
 	if err != nil {
 		return nil, fmt.Errorf("open encoding connection: %w", err)
 	}
-	if p.commit, err = n.encode(c, tx); err != nil {
+	if p.commit, err = n.encode(c, tx, func(m netlink.Message) { p.batch = append(p.batch, m) }); err != nil {
 		return nil, err
 	}
+	p.batch = append(p.batch, batchMessage(unix.NFNL_MSG_BATCH_END))
 	return p, nil
 }
 
@@ -238,9 +247,9 @@ func (n *Netlink) send(p *prepared) error {
 // encode writes tx on c as one batch and flushes it; c captures the batch
 // (see Apply). commit records what the batch did to the endpoint maps, once
 // the kernel has taken it.
-func (n *Netlink) encode(c *nftables.Conn, tx *Transaction) (commit func(), err error) {
+func (n *Netlink) encode(c *nftables.Conn, tx *Transaction, emit func(netlink.Message)) (commit func(), err error) {
 	table := &nftables.Table{Name: TableName, Family: tableFamily(tx.Family)}
-	w := &batchWriter{conn: c, table: table, family: tx.Family, n: n, created: map[string]string{}, unbound: map[string]bool{}}
+	w := &batchWriter{conn: c, emit: emit, table: table, family: tx.Family, n: n, created: map[string]string{}, unbound: map[string]bool{}}
 	// A full sync deletes every set it does not want, old endpoint maps
 	// included; other syncs delete the endpoint maps of the chains they
 	// flush or delete, which this Netlink remembers from earlier commits.
@@ -289,7 +298,14 @@ func endpointMapName(seq uint64) string {
 
 // batchWriter queues operations on a Conn.
 type batchWriter struct {
-	conn   *nftables.Conn
+	conn *nftables.Conn
+	// emit adds a message the writer encoded itself to the batch; dirty
+	// says the library holds operations not yet flushed, which must go
+	// first.
+	emit  func(netlink.Message)
+	dirty bool
+	// scratch is reused to build rule messages.
+	scratch []byte
 	table  *nftables.Table
 	family Family
 	n      *Netlink
@@ -353,6 +369,9 @@ var hooks = map[Hook]*nftables.ChainHook{
 // follow it, as one message) and returns the index of the next op.
 func (w *batchWriter) write(ops []Op, i int) (int, error) {
 	op := ops[i]
+	if op.Kind != OpAddRule {
+		w.dirty = true
+	}
 	switch op.Kind {
 	case OpAddTable:
 		w.conn.AddTable(w.table)
@@ -425,6 +444,7 @@ func (w *batchWriter) write(ops []Op, i int) (int, error) {
 func (w *batchWriter) addRule(op Op) error {
 	var anonErr error
 	b := &exprBuilder{family: w.family, addAnon: func(m anonVmap) (string, uint32) {
+		w.dirty = true
 		if prev, ok := w.created[op.Name]; ok {
 			anonErr = fmt.Errorf("chain %s has a second numgen rule (endpoint map %s)", op.Name, prev)
 		}
@@ -456,11 +476,23 @@ func (w *batchWriter) addRule(op Op) error {
 	if anonErr != nil {
 		return anonErr
 	}
-	r := &nftables.Rule{Table: w.table, Chain: w.chain(op.Name), Exprs: exprs}
+	var userData []byte
 	if op.Rule.Comment != "" {
-		r.UserData = appendComment(nil, op.Rule.Comment)
+		userData = appendComment(nil, op.Rule.Comment)
 	}
-	w.conn.AddRule(r)
+	msg, err := ruleMessage(w.table.Family, w.table.Name, op.Name, exprs, userData, &w.scratch)
+	if err != nil {
+		return err
+	}
+	if w.dirty {
+		// The chain, a set the rule names, or an earlier flush of this
+		// chain are still in the library: send them first.
+		if err := w.conn.Flush(); err != nil {
+			return err
+		}
+		w.dirty = false
+	}
+	w.emit(msg)
 	return nil
 }
 

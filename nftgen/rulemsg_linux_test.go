@@ -106,3 +106,78 @@ func TestRuleDecoderKeepsForeignExpressions(t *testing.T) {
 		t.Error("a truncated attribute decoded without an error")
 	}
 }
+
+// TestRuleMessageMatchesTheLibrary: for every rule of the feature
+// rulesets, the rule message nftproxy writes itself carries the table,
+// chain, expressions and comment byte for byte as google/nftables' AddRule
+// writes them (which adds only a rule ID and asks for an echo).
+func TestRuleMessageMatchesTheLibrary(t *testing.T) {
+	for _, fam := range []Family{FamilyIPv4, FamilyIPv6} {
+		g := featureGenerator(t)
+		if fam == FamilyIPv6 {
+			g = testGenerator6(t)
+		}
+		table := &nftables.Table{Name: TableName, Family: tableFamily(fam)}
+		var lib []netlink.Message
+		c, err := nftables.New(nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
+			for _, m := range reqs {
+				if m.Header.Type == netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWRULE) {
+					lib = append(lib, m)
+				}
+			}
+			return nil, nil
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := &exprBuilder{family: fam, addAnon: func(anonVmap) (string, uint32) { return "ep-test", 7 }}
+		var own []netlink.Message
+		for _, ch := range g.Ruleset(featurePorts6(fam)).Chains() {
+			for i := range ch.Rules {
+				exprs, err := b.ruleExprs(&ch.Rules[i])
+				if err != nil {
+					t.Fatal(err)
+				}
+				var ud []byte
+				if ch.Rules[i].Comment != "" {
+					ud = appendComment(nil, ch.Rules[i].Comment)
+				}
+				m, err := ruleMessage(table.Family, TableName, ch.Name, exprs, ud, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				own = append(own, m)
+				c.AddRule(&nftables.Rule{Table: table, Chain: &nftables.Chain{Name: ch.Name, Table: table}, Exprs: exprs, UserData: ud})
+			}
+		}
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if len(own) != len(lib) || len(own) < 50 {
+			t.Fatalf("%s: %d own rule messages, %d from the library", fam, len(own), len(lib))
+		}
+		attrsOf := func(m netlink.Message) map[uint16]string {
+			out := map[uint16]string{}
+			a := attrs{b: m.Data[4:]}
+			for typ, v, ok := a.next(); ok; typ, v, ok = a.next() {
+				out[typ] = string(v)
+			}
+			return out
+		}
+		for i := range own {
+			o, l := attrsOf(own[i]), attrsOf(lib[i])
+			if string(own[i].Data[:4]) != string(lib[i].Data[:4]) {
+				t.Errorf("%s rule %d: header %x, library %x", fam, i, own[i].Data[:4], lib[i].Data[:4])
+			}
+			for _, typ := range []uint16{unix.NFTA_RULE_TABLE, unix.NFTA_RULE_CHAIN, unix.NFTA_RULE_EXPRESSIONS, unix.NFTA_RULE_USERDATA} {
+				if o[typ] != l[typ] {
+					t.Errorf("%s rule %d: attribute %d differs:\n own     %x\n library %x", fam, i, typ, o[typ], l[typ])
+				}
+			}
+			delete(l, unix.NFTA_RULE_ID)
+			if len(o) != len(l) {
+				t.Errorf("%s rule %d: attributes %d, library %d (besides its rule ID)", fam, i, len(o), len(l))
+			}
+		}
+	}
+}

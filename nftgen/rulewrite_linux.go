@@ -1,0 +1,89 @@
+//go:build linux
+
+package nftgen
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Rules are most of a large batch. google/nftables builds each rule
+// message through several intermediate copies and keeps a map of every
+// message for the echo it asks for; ruleMessage writes the same rule into
+// one buffer, without the echo (nftproxy reads nothing back). The other
+// operations still go through the library, and the batch keeps the order
+// of the operations (see batchWriter.addRule).
+
+// appendAttr appends one netlink attribute (header, value, padding).
+func appendAttr(b []byte, typ uint16, v []byte) []byte {
+	b = binary.NativeEndian.AppendUint16(b, uint16(4+len(v)))
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	b = append(b, v...)
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// appendString appends a NUL-terminated string attribute.
+func appendString(b []byte, typ uint16, s string) []byte {
+	b = binary.NativeEndian.AppendUint16(b, uint16(4+len(s)+1))
+	b = binary.NativeEndian.AppendUint16(b, typ)
+	b = append(b, s...)
+	b = append(b, 0)
+	for len(b)%4 != 0 {
+		b = append(b, 0)
+	}
+	return b
+}
+
+// ruleMessage encodes a NEWRULE that appends exprs (and the comment in
+// userData) to chain. scratch, if not nil, is a buffer to build it in
+// (reused from one rule to the next); the message holds an exact-size copy,
+// since a batch holds tens of thousands of them.
+func ruleMessage(fam nftables.TableFamily, table, chain string, exprs []expr.Any, userData []byte, scratch *[]byte) (netlink.Message, error) {
+	var b []byte
+	if scratch != nil {
+		b = (*scratch)[:0]
+		defer func() { *scratch = b }()
+	}
+	b = append(b, byte(fam), unix.NFNETLINK_V0, 0, 0)
+	b = appendString(b, unix.NFTA_RULE_TABLE, table)
+	b = appendString(b, unix.NFTA_RULE_CHAIN, chain)
+	start := len(b)
+	b = append(b, 0, 0, 0, 0)
+	for _, e := range exprs {
+		data, err := expr.Marshal(byte(fam), e)
+		if err != nil {
+			return netlink.Message{}, fmt.Errorf("expression %T: %w", e, err)
+		}
+		b = appendAttr(b, unix.NLA_F_NESTED|unix.NFTA_LIST_ELEM, data)
+	}
+	binary.NativeEndian.PutUint16(b[start:], uint16(len(b)-start))
+	binary.NativeEndian.PutUint16(b[start+2:], unix.NLA_F_NESTED|unix.NFTA_RULE_EXPRESSIONS)
+	if userData != nil {
+		b = appendAttr(b, unix.NFTA_RULE_USERDATA, userData)
+	}
+	return netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE), Flags: netlink.Request | netlink.Create | netlink.Append},
+		Data:   append([]byte(nil), b...),
+	}, nil
+}
+
+// batchMessage is the begin or end message of an nf_tables batch.
+func batchMessage(typ uint16) netlink.Message {
+	return netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(typ), Flags: netlink.Request},
+		Data:   []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, unix.NFNL_SUBSYS_NFTABLES},
+	}
+}
+
+// isBatchBoundary reports whether m begins or ends a batch.
+func isBatchBoundary(m netlink.Message) bool {
+	return m.Header.Type == netlink.HeaderType(unix.NFNL_MSG_BATCH_BEGIN) || m.Header.Type == netlink.HeaderType(unix.NFNL_MSG_BATCH_END)
+}
