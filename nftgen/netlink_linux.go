@@ -306,9 +306,9 @@ type batchWriter struct {
 	dirty bool
 	// scratch is reused to build rule messages.
 	scratch []byte
-	table  *nftables.Table
-	family Family
-	n      *Netlink
+	table   *nftables.Table
+	family  Family
+	n       *Netlink
 	// created maps chains to the endpoint maps created for them in this
 	// batch; unbound holds the chains flushed or deleted, whose previous
 	// endpoint maps are gone.
