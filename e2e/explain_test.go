@@ -20,6 +20,10 @@ import (
 	"github.com/nftproxy/nftproxy/proxier"
 )
 
+// deliveredLocally is the outcome of a connection the node itself answers
+// (a health check node port): accepted, no DNAT.
+const deliveredLocally = "delivered to the node"
+
 // explainChecker compares nftproxy explain's answer for a probe with what
 // the probe's real packets did, and its chain walk with the kernel's own
 // trace of one more connection.
@@ -95,7 +99,7 @@ func (x *explainChecker) check(t *testing.T, label string, v vantage, proto, add
 	} else if conn, err := DialTCPFrom(v.ns, v.src, addr, dropTimeout); err == nil {
 		conn.Close()
 	}
-	evs := x.tr.firstPacket(100 * time.Millisecond)
+	evs := x.tr.firstPacket(100*time.Millisecond, src, dst.Addr(), dst.Port())
 	var got []string
 	for _, ev := range evs {
 		got = append(got, fmt.Sprintf("%s#%d", ev.chain, ev.handle))
@@ -130,6 +134,14 @@ func (x *explainChecker) compare(e *explain.Explanation, want expect) string {
 	}
 	if len(first) == 0 {
 		return "no path for a first connection"
+	}
+	if want.outcome == deliveredLocally {
+		for _, p := range first {
+			if p.Verdict != explain.Accepted || p.Endpoint != "" || p.Delivered != "local" {
+				return fmt.Sprintf("a path ends in %s to %q (%s), the node itself answered", p.Verdict, p.Endpoint, p.Delivered)
+			}
+		}
+		return ""
 	}
 	verdict := map[string]string{answered: explain.Accepted, refused: explain.Rejected, dropped: explain.Dropped}[want.outcome]
 	for _, p := range first {

@@ -170,14 +170,17 @@ func TestMixedServicesFromEveryVantagePoint(t *testing.T) {
 		probeUDP(t, "udp", v, "10.96.0.72:53", 20, want)
 		x.check(t, "udp", v, "udp", "10.96.0.72:53", want)
 	}
-	if x.traced != len(probes)+3 {
-		t.Errorf("traced %d of %d probes", x.traced, len(probes)+3)
-	}
 
 	// Health check node ports answer like kube-proxy's, from every vantage.
 	for _, v := range []vantage{pod, node, ext} {
 		checkHealth(t, v, np(32063), 200, 1, "nodeport-local")
 		checkHealth(t, v, np(32064), 503, 0, "nodeport-local-none")
+		// The node itself answers them: no DNAT.
+		x.check(t, "health check of nodeport-local", v, "tcp", np(32063), expect{outcome: deliveredLocally})
+		x.check(t, "health check of nodeport-local-none", v, "tcp", np(32064), expect{outcome: deliveredLocally})
+	}
+	if x.traced != len(probes)+3+6 {
+		t.Errorf("traced %d of %d probes", x.traced, len(probes)+3+6)
 	}
 
 	// SCTP: no SCTP sockets on this kernel, so check that the kernel holds

@@ -5,6 +5,7 @@ package e2e
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,10 @@ type traceEvent struct {
 	handle  uint64
 	verdict int32
 	target  string
+	// src, dst and dport are read from the packet's headers as the event
+	// saw them (after any NAT so far).
+	src, dst netip.Addr
+	dport    uint16
 }
 
 // tracer listens to the trace events of one network namespace.
@@ -98,6 +103,18 @@ func parseTrace(b []byte) (traceEvent, error) {
 			ev.chain = ad.String()
 		case unix.NFTA_TRACE_RULE_HANDLE:
 			ev.handle = ad.Uint64()
+		case unix.NFTA_TRACE_NETWORK_HEADER:
+			h := ad.Bytes()
+			switch {
+			case len(h) >= 20 && h[0]>>4 == 4:
+				ev.src, ev.dst = netip.AddrFrom4([4]byte(h[12:16])), netip.AddrFrom4([4]byte(h[16:20]))
+			case len(h) >= 40 && h[0]>>4 == 6:
+				ev.src, ev.dst = netip.AddrFrom16([16]byte(h[8:24])), netip.AddrFrom16([16]byte(h[24:40]))
+			}
+		case unix.NFTA_TRACE_TRANSPORT_HEADER:
+			if h := ad.Bytes(); len(h) >= 4 {
+				ev.dport = binary.BigEndian.Uint16(h[2:4])
+			}
 		case unix.NFTA_TRACE_VERDICT:
 			ad.Nested(func(nd *netlink.AttributeDecoder) error {
 				nd.ByteOrder = binary.BigEndian
@@ -124,32 +141,50 @@ func (tr *tracer) reset() {
 }
 
 // firstPacket returns the rule events (of rules that matched, in order)
-// in nftproxy's table of the first
-// traced packet that reached it, once settle has passed (the kernel
-// sends the events as the packet goes, the socket delivers them soon
-// after).
-func (tr *tracer) firstPacket(settle time.Duration) []traceEvent {
+// in nftproxy's table of the first packet of the flow from src to
+// dst:dport, once settle has passed (the kernel sends the events as the
+// packet goes, the socket delivers them soon after). The kernel gives a
+// packet a new trace ID when it loops back to the node: a packet the node
+// sends to itself is traced out (output, postrouting) under one ID and in
+// (prerouting, input) under the next; both are returned. Events of other
+// packets are left out: they are told apart by the headers the trace
+// table's own rule saw.
+func (tr *tracer) firstPacket(settle time.Duration, src, dst netip.Addr, dport uint16) []traceEvent {
 	time.Sleep(settle)
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	var id uint32
-	found := false
+	// The flow's traversals, by the chain of the trace table that marked
+	// them ("out" for a packet sent by the node, "pre" for one arriving).
+	var ids []uint32
+	start := map[uint32]string{}
+	for _, ev := range tr.evs {
+		if ev.table == traceTable && ev.handle != 0 && ev.src == src && ev.dst == dst && ev.dport == dport {
+			if _, ok := start[ev.id]; !ok {
+				start[ev.id] = ev.chain
+				ids = append(ids, ev.id)
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	want := map[uint32]bool{ids[0]: true}
+	if len(ids) > 1 && start[ids[0]] == "out" && start[ids[1]] == "pre" {
+		want[ids[1]] = true
+	}
 	var out []traceEvent
 	for _, ev := range tr.evs {
-		if ev.table != nftgen.TableName {
-			continue
-		}
-		if !found {
-			id, found = ev.id, true
-		}
 		// Rule events without a handle mark a chain that ran out of
 		// rules (its implicit return or policy).
-		if ev.id == id && ev.kind == unix.NFT_TRACETYPE_RULE && ev.handle != 0 {
+		if want[ev.id] && ev.table == nftgen.TableName && ev.kind == unix.NFT_TRACETYPE_RULE && ev.handle != 0 {
 			out = append(out, ev)
 		}
 	}
 	return out
 }
+
+// traceTable is the test's table that sets the nftrace bit.
+const traceTable = "nfp-trace"
 
 // traceFlow loads a table of the test's own into ns that sets the nftrace
 // bit on new connections from src to dst:port (family "ip" or "ip6"),
