@@ -4,18 +4,22 @@ package e2e
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"hash/crc32"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nftproxy/nftproxy/compat/explain"
+	"github.com/nftproxy/nftproxy/e2e/netns"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier"
 )
@@ -94,10 +98,17 @@ func (x *explainChecker) check(t *testing.T, label string, v vantage, proto, add
 	// The kernel's trace of one more connection walks one of the paths.
 	traceFlow(t, x.c.Node, string(q.Family()), proto, src.String(), dst.Addr().String(), dst.Port())
 	x.tr.reset()
-	if proto == "udp" {
+	switch {
+	case proto == "udp":
 		UDPRequest(v.ns, addr, dropTimeout)
-	} else if conn, err := DialTCPFrom(v.ns, v.src, addr, dropTimeout); err == nil {
-		conn.Close()
+	case proto == "sctp":
+		if err := sendSCTPInit(v.ns, dst); err != nil {
+			t.Fatalf("%s: send an SCTP INIT: %v", what, err)
+		}
+	default:
+		if conn, err := DialTCPFrom(v.ns, v.src, addr, dropTimeout); err == nil {
+			conn.Close()
+		}
 	}
 	evs := x.tr.firstPacket(100*time.Millisecond, src, dst.Addr(), dst.Port())
 	var got []string
@@ -287,4 +298,34 @@ func TestExplainCLIAndHTTPFollowTheKernel(t *testing.T) {
 	if err != nil || code != 400 || !strings.Contains(b, "IP:PORT") {
 		t.Errorf("GET /explain with a bad destination: %d %q %v, want 400 naming IP:PORT", code, b, err)
 	}
+}
+
+// sendSCTPInit sends one SCTP INIT chunk from ns to dst through a raw
+// socket (this kernel has no SCTP sockets, but conntrack and NAT know the
+// protocol): the first packet of an SCTP association, for the trace.
+func sendSCTPInit(ns *netns.NS, dst netip.AddrPort) error {
+	pkt := make([]byte, 32)
+	binary.BigEndian.PutUint16(pkt[0:], 40000)      // source port
+	binary.BigEndian.PutUint16(pkt[2:], dst.Port()) // destination port
+	// Verification tag 0 (an INIT), checksum at 8..12, then the chunk.
+	pkt[12], pkt[13] = 1, 0 // INIT, no flags
+	binary.BigEndian.PutUint16(pkt[14:], 20)
+	binary.BigEndian.PutUint32(pkt[16:], 0x5eed1234) // initiate tag
+	binary.BigEndian.PutUint32(pkt[20:], 65535)      // a_rwnd
+	binary.BigEndian.PutUint16(pkt[24:], 1)          // outbound streams
+	binary.BigEndian.PutUint16(pkt[26:], 1)          // inbound streams
+	binary.BigEndian.PutUint32(pkt[28:], 1)          // initial TSN
+	binary.LittleEndian.PutUint32(pkt[8:], crc32.Checksum(pkt, crc32.MakeTable(crc32.Castagnoli)))
+	return ns.Do(func() error {
+		fam, sa := syscall.AF_INET, syscall.Sockaddr(&syscall.SockaddrInet4{Addr: dst.Addr().As4()})
+		if dst.Addr().Is6() {
+			fam, sa = syscall.AF_INET6, &syscall.SockaddrInet6{Addr: dst.Addr().As16()}
+		}
+		fd, err := syscall.Socket(fam, syscall.SOCK_RAW, syscall.IPPROTO_SCTP)
+		if err != nil {
+			return err
+		}
+		defer syscall.Close(fd)
+		return syscall.Sendto(fd, pkt, 0, sa)
+	})
 }
