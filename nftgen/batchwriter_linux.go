@@ -1,0 +1,212 @@
+//go:build linux
+
+package nftgen
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
+)
+
+// batchWriter queues operations on a Conn.
+type batchWriter struct {
+	conn *nftables.Conn
+	// emit adds a message the writer encoded itself to the batch; dirty
+	// says the library holds operations not yet flushed, which must go
+	// first.
+	emit  func(netlink.Message)
+	dirty bool
+	// scratch is reused to build rule messages.
+	scratch []byte
+	table   *nftables.Table
+	family  Family
+	n       *Netlink
+	// created maps chains to the endpoint maps created for them in this
+	// batch; unbound holds the chains flushed or deleted, whose previous
+	// endpoint maps are gone.
+	created map[string]string
+	unbound map[string]bool
+	// known maps chains to their endpoint maps in the kernel before this
+	// batch (nil on a full sync).
+	known map[string]string
+}
+
+// unbind records that chain's rules are gone and deletes the endpoint map
+// they used, before anything can delete the chains its elements jump to.
+func (w *batchWriter) unbind(chain string) {
+	if w.unbound[chain] {
+		return
+	}
+	w.unbound[chain] = true
+	if name, ok := w.known[chain]; ok {
+		w.conn.DelSet(&nftables.Set{Table: w.table, Name: name})
+	}
+}
+
+func (w *batchWriter) chain(name string) *nftables.Chain {
+	return &nftables.Chain{Table: w.table, Name: name}
+}
+
+func (w *batchWriter) addrType() nftables.SetDatatype {
+	if w.family == FamilyIPv6 {
+		return nftables.TypeIP6Addr
+	}
+	return nftables.TypeIPAddr
+}
+
+// serviceMap returns a named verdict map. The key type only matters when
+// the map is created.
+func (w *batchWriter) serviceMap(name string, spec *MapSpec) *nftables.Set {
+	s := &nftables.Set{Table: w.table, Name: name, IsMap: true, Concatenation: true, DataType: nftables.TypeVerdict}
+	if spec != nil {
+		s.Comment = spec.Comment
+		if spec.Key == KeyProtoPort {
+			s.KeyType = nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
+		} else {
+			s.KeyType = nftables.MustConcatSetType(w.addrType(), nftables.TypeInetProto, nftables.TypeInetService)
+		}
+	}
+	return s
+}
+
+var hooks = map[Hook]*nftables.ChainHook{
+	HookPrerouting:  nftables.ChainHookPrerouting,
+	HookInput:       nftables.ChainHookInput,
+	HookForward:     nftables.ChainHookForward,
+	HookOutput:      nftables.ChainHookOutput,
+	HookPostrouting: nftables.ChainHookPostrouting,
+}
+
+// write queues ops[i] (and the element operations on the same map that
+// follow it, as one message) and returns the index of the next op.
+func (w *batchWriter) write(ops []Op, i int) (int, error) {
+	op := ops[i]
+	if op.Kind != OpAddRule {
+		w.dirty = true
+	}
+	switch op.Kind {
+	case OpAddTable:
+		w.conn.AddTable(w.table)
+	case OpAddChain:
+		ch := w.chain(op.Name)
+		if op.Base != nil {
+			ch.Hooknum = hooks[op.Base.Hook]
+			ch.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(op.Base.Priority))
+			ch.Type = nftables.ChainTypeFilter
+			if op.Base.Type == NATType {
+				ch.Type = nftables.ChainTypeNAT
+			}
+		}
+		w.conn.AddChain(ch)
+	case OpFlushChain:
+		w.conn.FlushChain(w.chain(op.Name))
+		w.unbind(op.Name)
+	case OpDeleteChain:
+		w.conn.DelChain(w.chain(op.Name))
+		w.unbind(op.Name)
+	case OpAddRule:
+		if err := w.addRule(op); err != nil {
+			return i, err
+		}
+	case OpAddMap:
+		if err := w.conn.AddSet(w.serviceMap(op.Name, op.Map), nil); err != nil {
+			return i, err
+		}
+	case OpFlushMap:
+		w.conn.FlushSet(w.serviceMap(op.Name, nil))
+	case OpDeleteMap, OpDeleteSet:
+		w.conn.DelSet(&nftables.Set{Table: w.table, Name: op.Name})
+	case OpAddSet:
+		set := &nftables.Set{
+			Table:      w.table,
+			Name:       op.Name,
+			KeyType:    w.addrType(),
+			Dynamic:    true,
+			HasTimeout: true,
+			Timeout:    time.Duration(op.Set.TimeoutSeconds) * time.Second,
+		}
+		if err := w.conn.AddSet(set, nil); err != nil {
+			return i, err
+		}
+	case OpAddElement, OpDeleteElement:
+		j := i
+		var elems []nftables.SetElement
+		for ; j < len(ops) && ops[j].Kind == op.Kind && ops[j].Name == op.Name; j++ {
+			e := ops[j].Element
+			elems = append(elems, nftables.SetElement{
+				Key:         mapKeyBytes(e.Key),
+				VerdictData: verdictExpr(e.Verdict),
+				Comment:     e.Comment,
+			})
+		}
+		set := w.serviceMap(op.Name, nil)
+		var err error
+		if op.Kind == OpAddElement {
+			err = w.conn.SetAddElements(set, elems)
+		} else {
+			err = w.conn.SetDeleteElements(set, elems)
+		}
+		return j, err
+	default:
+		return i, fmt.Errorf("unknown op %q", op.Kind)
+	}
+	return i + 1, nil
+}
+
+func (w *batchWriter) addRule(op Op) error {
+	var anonErr error
+	b := &exprBuilder{family: w.family, addAnon: func(m anonVmap) (string, uint32) {
+		w.dirty = true
+		if prev, ok := w.created[op.Name]; ok {
+			anonErr = fmt.Errorf("chain %s has a second numgen rule (endpoint map %s)", op.Name, prev)
+		}
+		w.n.endpointMapSeq++
+		set := &nftables.Set{
+			Table:    w.table,
+			Name:     endpointMapName(w.n.endpointMapSeq),
+			IsMap:    true,
+			KeyType:  nftables.TypeMark,
+			DataType: nftables.TypeVerdict,
+		}
+		w.created[op.Name] = set.Name
+		elems := make([]nftables.SetElement, len(m.Targets))
+		for i, t := range m.Targets {
+			elems[i] = nftables.SetElement{Key: native32(uint32(i)), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: t}}
+			if i < len(m.Comments) {
+				elems[i].Comment = m.Comments[i]
+			}
+		}
+		if err := w.conn.AddSet(set, elems); err != nil {
+			anonErr = err
+		}
+		return set.Name, set.ID
+	}}
+	exprs, err := b.ruleExprs(op.Rule)
+	if err != nil {
+		return err
+	}
+	if anonErr != nil {
+		return anonErr
+	}
+	var userData []byte
+	if op.Rule.Comment != "" {
+		userData = appendComment(nil, op.Rule.Comment)
+	}
+	msg, err := ruleMessage(w.table.Family, w.table.Name, op.Name, exprs, userData, &w.scratch)
+	if err != nil {
+		return err
+	}
+	if w.dirty {
+		// The chain, a set the rule names, or an earlier flush of this
+		// chain are still in the library: send them first.
+		if err := w.conn.Flush(); err != nil {
+			return err
+		}
+		w.dirty = false
+	}
+	w.emit(msg)
+	return nil
+}
