@@ -4,7 +4,8 @@
 // the next, and applies it through a Dataplane: netlink in production, a Fake
 // in tests.
 //
-// Generation and planning are pure; only netlink_linux.go talks to the kernel.
+// Generation and planning are pure; only the _linux.go files (netlink I/O:
+// encoding, batches, reads, the monitor) talk to the kernel.
 package nftgen
 
 import (
