@@ -137,6 +137,20 @@ func (x *explainChecker) check(t *testing.T, label string, v vantage, proto, add
 // compare says how e's prediction differs from what the probe saw ("" if
 // it does not).
 func (x *explainChecker) compare(e *explain.Explanation, want expect) string {
+	if want.sticky {
+		// The probe's connections left the client an entry in one
+		// affinity set, which explain reads from the kernel: one path.
+		if len(e.Paths) != 1 || e.Paths[0].AffinityLeft == "" || e.Paths[0].Verdict != explain.Accepted {
+			return "want one path, to the endpoint the client's affinity entry names"
+		}
+		ip := netip.MustParseAddrPort(e.Paths[0].Endpoint).Addr()
+		for _, name := range want.servers {
+			if x.pods[name].IP == ip || x.pods[name].IP6 == ip {
+				return ""
+			}
+		}
+		return fmt.Sprintf("affinity path to %s, not one of %v", ip, want.servers)
+	}
 	var first []explain.Path
 	for _, p := range e.Paths {
 		if p.Affinity == "" {

@@ -46,7 +46,7 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 	if table == nil || err != nil {
 		return nil, err
 	}
-	st := &TableState{Family: f}
+	st := &TableState{Family: f, Members: map[string][]SetMember{}}
 	sets, err := c.GetSets(table)
 	if err != nil {
 		return nil, fmt.Errorf("list sets of %s %s: %w", f, TableName, err)
@@ -93,6 +93,13 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 			st.Maps = append(st.Maps, decodeMap(f, s, elems, &st.Unknown))
 		case s.HasTimeout && s.Dynamic:
 			st.Sets = append(st.Sets, SetSpec{Name: s.Name, TimeoutSeconds: int32(s.Timeout.Seconds())})
+			var members []SetMember
+			for _, e := range elems {
+				if a, ok := netip.AddrFromSlice(e.Key); ok {
+					members = append(members, SetMember{Addr: a, Expires: e.Expires})
+				}
+			}
+			st.Members[s.Name] = members
 		default:
 			st.Unknown = append(st.Unknown, fmt.Sprintf("set %s", s.Name))
 		}

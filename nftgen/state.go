@@ -1,8 +1,10 @@
 package nftgen
 
 import (
+	"net/netip"
 	"slices"
 	"strings"
+	"time"
 )
 
 // TableState is what one family's table holds: read back from the kernel,
@@ -21,6 +23,15 @@ type TableState struct {
 	// Unknown describes objects in the table that nftproxy did not create
 	// or cannot decode.
 	Unknown []string
+	// Members are the addresses each dynamic (affinity) set holds, as read
+	// from the kernel; nil when not known (a desired Ruleset's state).
+	Members map[string][]SetMember
+}
+
+// SetMember is one address in a dynamic set and the time it has left.
+type SetMember struct {
+	Addr    netip.Addr
+	Expires time.Duration
 }
 
 // MapState is a named map and its elements.

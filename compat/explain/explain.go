@@ -122,8 +122,12 @@ type Path struct {
 	// (an earlier connection chose that endpoint); empty for a first
 	// connection.
 	Affinity string `json:"affinity,omitempty"`
-	Steps    []Step `json:"steps"`
-	Verdict  string `json:"verdict"`
+	// AffinityLeft is set when the table was read from the kernel and the
+	// client has an entry in Affinity: the time that entry has left. The
+	// walk then does not branch: this is the one path.
+	AffinityLeft string `json:"affinityLeft,omitempty"`
+	Steps        []Step `json:"steps"`
+	Verdict      string `json:"verdict"`
 	// Cause explains a drop, a reject or an unknown verdict: the comment
 	// of the rule or map element that decided, or what the walk met.
 	Cause string `json:"cause,omitempty"`
@@ -154,7 +158,7 @@ type Explanation struct {
 }
 
 // Endpoints returns the distinct DNAT destinations of the accepted paths
-// of a first connection, sorted.
+// of a first connection (no affinity entry), sorted.
 func (e *Explanation) Endpoints() []string {
 	var out []string
 	for _, p := range e.Paths {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -267,5 +268,28 @@ func TestParseQuery(t *testing.T) {
 		if got != tc.want {
 			t.Errorf("ParseQuery(%q, %q, %q, %q) = %s (%v), want %s", tc.from, tc.proto, tc.src, tc.dst, got, err, tc.want)
 		}
+	}
+}
+
+// TestAffinityReadFromTheKernel: with the sets' members known (a table read
+// from the kernel), a client with an entry takes only its endpoint, one
+// without takes only the random choice.
+func TestAffinityReadFromTheKernel(t *testing.T) {
+	st := table(t)
+	var set string
+	for _, s := range st.Sets {
+		set = s.Name
+	}
+	st.Members = map[string][]nftgen.SetMember{set: {{Addr: netip.MustParseAddr("10.244.0.9"), Expires: 42 * time.Second}}}
+	e := explain(st, FromPod, "10.244.0.9", "10.96.0.14:80")
+	if len(e.Paths) != 1 || e.Paths[0].Affinity != set || e.Paths[0].AffinityLeft != "42s" || e.Paths[0].Endpoint == "" {
+		t.Errorf("pinned client: %s", text(e))
+	}
+	if !strings.Contains(text(e), "the client is in @"+set+" (42s left)") {
+		t.Errorf("text does not say the client is pinned:\n%s", text(e))
+	}
+	e = explain(st, FromPod, "10.244.0.10", "10.96.0.14:80")
+	if len(e.Paths) != 2 || e.Paths[0].Affinity != "" || e.Paths[1].Affinity != "" {
+		t.Errorf("client without an entry: %s", text(e))
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/nftproxy/nftproxy/compat"
 	"github.com/nftproxy/nftproxy/nftgen"
@@ -186,6 +187,19 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 		}
 		return out
 	case nftgen.AffinityCheck:
+		if w.st.Members != nil {
+			// Read from the kernel: the set says whether this client has
+			// an entry, so the walk does not branch.
+			for _, m := range w.st.Members[st.Set] {
+				if m.Addr.Unmap() == s.src {
+					s.affinity, s.affinityLeft = st.Set, m.Expires.Round(time.Second).String()
+					b.chance = fmt.Sprintf("client in @%s, %s left", st.Set, s.affinityLeft)
+					b.verdict = &nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: st.Chain}
+					return []*branch{b}
+				}
+			}
+			return match(false)
+		}
 		if s.affinity != "" {
 			return match(false)
 		}

@@ -48,9 +48,12 @@ func WriteText(out io.Writer, e *Explanation) {
 // summary is one line: the probability, the verdict and what it means.
 func summary(p Path) string {
 	var b strings.Builder
-	if p.Affinity != "" {
+	switch {
+	case p.AffinityLeft != "":
+		fmt.Fprintf(&b, "the client is in @%s (%s left): ", p.Affinity, p.AffinityLeft)
+	case p.Affinity != "":
 		fmt.Fprintf(&b, "if the client is in @%s: ", p.Affinity)
-	} else {
+	default:
 		fmt.Fprintf(&b, "%5.1f%%: ", 100*p.Probability)
 	}
 	switch p.Verdict {

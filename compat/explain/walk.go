@@ -24,9 +24,11 @@ type state struct {
 	// natted is conntrack's "dnat" status: a DNAT happened.
 	natted bool
 	prob   float64
-	// affinity is the affinity set this path assumes holds the client.
-	affinity string
-	steps    []Step
+	// affinity is the affinity set this path assumes (or, read from the
+	// kernel, knows) holds the client; affinityLeft is the time the
+	// kernel's entry has left, when known.
+	affinity, affinityLeft string
+	steps                  []Step
 	// callers are the steps that jumped into the chains being walked,
 	// innermost last.
 	callers []Step
@@ -224,7 +226,7 @@ func (w *walker) verdict(s *state, c *nftgen.Chain, i, depth int, v nftgen.Verdi
 // path turns a finished walk into a Path.
 func (w *walker) path(r result) Path {
 	s := r.s
-	p := Path{Probability: s.prob, Affinity: s.affinity, Steps: s.steps, Verdict: r.verdict, Cause: s.cause,
+	p := Path{Probability: s.prob, Affinity: s.affinity, AffinityLeft: s.affinityLeft, Steps: s.steps, Verdict: r.verdict, Cause: s.cause,
 		Endpoint: s.endpoint, EndpointChain: s.endpointChain, Masquerade: s.masquerade, MasqueradeReason: s.masqReason}
 	if p.Steps == nil {
 		p.Steps = []Step{}
