@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"sort"
@@ -191,7 +192,7 @@ func Diff(legacy, current Save, opts DiffOptions) []Difference {
 			}
 		}
 		svcOf := serviceIndex(lt, ct)
-		for _, c := range sortedSet(chains) {
+		for _, c := range slices.Sorted(maps.Keys(chains)) {
 			if IsKubeProxyChain(c) && lt.Chains[c] != ct.Chains[c] {
 				kind := "missing"
 				if ct.Chains[c] {
@@ -212,15 +213,6 @@ func chainLine(t *SavedTable, c string) string {
 		return ":" + c
 	}
 	return ""
-}
-
-func sortedSet(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 const nodePortsJump = "KUBE-NODEPORTS"
@@ -346,7 +338,7 @@ func Report(w io.Writer, diffs []Difference) {
 	for _, d := range diffs {
 		bySvc[d.Service] = append(bySvc[d.Service], d)
 	}
-	for _, svc := range sortedKeys(bySvc) {
+	for _, svc := range slices.Sorted(maps.Keys(bySvc)) {
 		fmt.Fprintf(w, "Service %s:\n", svc)
 		for _, d := range bySvc[svc] {
 			fmt.Fprintf(w, "  %s in %s %s:\n", d.Kind, d.Table, d.Chain)
@@ -370,13 +362,4 @@ func Report(w io.Writer, diffs []Difference) {
 		fmt.Fprintf(w, " (and %d explained by nftproxy's design, not drift)", len(diffs)-drift)
 	}
 	fmt.Fprintln(w)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -17,8 +17,6 @@ type iptRule struct {
 	proto    string
 	matches  []string
 	target   string
-	// raw, if set, is printed as the whole rule (after "-A CHAIN ").
-	raw string
 }
 
 func (r *iptRule) match(m string) { r.matches = append(r.matches, m) }
@@ -47,9 +45,6 @@ func quote(s string) string {
 
 // String renders the rule without the "-A CHAIN" prefix.
 func (r *iptRule) String() string {
-	if r.raw != "" {
-		return r.raw
-	}
 	n := len(r.src) + len(r.dst) + len(r.proto) + len(r.target) + 16
 	for _, m := range r.matches {
 		n += len(m) + 1

@@ -288,7 +288,7 @@ func (f *Fake) Inventory(_ context.Context, fam Family, _ []string) (*Inventory,
 	if t == nil {
 		return nil, nil
 	}
-	return &Inventory{Chains: sortedKeys(t.chains), Sets: append(sortedKeys(t.maps), sortedKeys(t.sets)...)}, nil
+	return &Inventory{Chains: slices.Sorted(maps.Keys(t.chains)), Sets: append(slices.Sorted(maps.Keys(t.maps)), slices.Sorted(maps.Keys(t.sets))...)}, nil
 }
 
 // ApplyStream implements StreamApplier, one transaction after the other.
@@ -326,15 +326,15 @@ func (f *Fake) Dump(fam Family) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "table %s %s {\n", fam, TableName)
-	for _, name := range sortedKeys(t.maps) {
+	for _, name := range slices.Sorted(maps.Keys(t.maps)) {
 		els := slices.Collect(maps.Values(t.maps[name]))
 		slices.SortFunc(els, func(a, b MapElement) int { return strings.Compare(a.text(), b.text()) })
 		writeMap(&b, fam, t.specs[name], els)
 	}
-	for _, name := range sortedKeys(t.sets) {
+	for _, name := range slices.Sorted(maps.Keys(t.sets)) {
 		writeSet(&b, fam, t.sets[name])
 	}
-	for _, name := range sortedKeys(t.chains) {
+	for _, name := range slices.Sorted(maps.Keys(t.chains)) {
 		writeChain(&b, fam, t.chains[name])
 	}
 	b.WriteString("}\n")

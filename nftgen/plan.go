@@ -2,6 +2,7 @@ package nftgen
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -320,7 +321,7 @@ func diffElements(oldF, newF *Fragment) (del, add []Op) {
 	}
 	newEls := map[mk]bool{}
 	if newF != nil {
-		for _, m := range sortedKeys(newF.Elements) {
+		for _, m := range slices.Sorted(maps.Keys(newF.Elements)) {
 			for _, e := range newF.Elements[m] {
 				newEls[mk{m, e.Key}] = true
 				old, had := oldEls[mk{m, e.Key}]
@@ -335,7 +336,7 @@ func diffElements(oldF, newF *Fragment) (del, add []Op) {
 		}
 	}
 	if oldF != nil {
-		for _, m := range sortedKeys(oldF.Elements) {
+		for _, m := range slices.Sorted(maps.Keys(oldF.Elements)) {
 			for _, e := range oldF.Elements[m] {
 				if !newEls[mk{m, e.Key}] {
 					del = append(del, Op{Kind: OpDeleteElement, Name: m, Element: &e})
@@ -344,15 +345,6 @@ func diffElements(oldF, newF *Fragment) (del, add []Op) {
 		}
 	}
 	return del, add
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // Commit records in r that updates were applied (see PlanUpdate).

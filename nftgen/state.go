@@ -1,6 +1,7 @@
 package nftgen
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -100,11 +101,11 @@ func (f *Fake) State(fam Family) *TableState {
 		return nil
 	}
 	s := &TableState{Family: fam}
-	for _, name := range sortedKeys(t.chains) {
+	for _, name := range slices.Sorted(maps.Keys(t.chains)) {
 		c := *t.chains[name]
 		s.Chains = append(s.Chains, &c)
 	}
-	for _, name := range sortedKeys(t.maps) {
+	for _, name := range slices.Sorted(maps.Keys(t.maps)) {
 		m := MapState{Spec: t.specs[name]}
 		for _, e := range t.maps[name] {
 			m.Elements = append(m.Elements, e)
@@ -112,9 +113,9 @@ func (f *Fake) State(fam Family) *TableState {
 		slices.SortFunc(m.Elements, func(a, b MapElement) int { return strings.Compare(a.text(), b.text()) })
 		s.Maps = append(s.Maps, m)
 	}
-	for _, name := range sortedKeys(t.sets) {
+	for _, name := range slices.Sorted(maps.Keys(t.sets)) {
 		s.Sets = append(s.Sets, t.sets[name])
 	}
-	s.SetNames = append(sortedKeys(t.maps), sortedKeys(t.sets)...)
+	s.SetNames = append(slices.Sorted(maps.Keys(t.maps)), slices.Sorted(maps.Keys(t.sets))...)
 	return s
 }
