@@ -6,6 +6,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -192,6 +193,18 @@ func TestMetricNamesMatchKubeProxy(t *testing.T) {
 			continue
 		}
 		t.Errorf("kube-proxy's metric %s is not on nftproxy's /metrics", name)
+	}
+	// Each is in the README's drop-in table.
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, _ := strings.Cut(string(readme), "Metric by metric")
+	table, _, _ = strings.Cut(table, "\n### ")
+	for _, name := range want {
+		if !strings.Contains(table, "`"+name+"`") {
+			t.Errorf("kube-proxy's metric %s is not in the README's metric table", name)
+		}
 	}
 	t.Logf("%d kube-proxy iptables-mode metrics checked", len(want))
 }
