@@ -37,14 +37,16 @@ E2E_BIN := e2e/.cache/bin
 K8S_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
 e2e-binaries: deps
 	@mkdir -p $(E2E_BIN)
-	@echo "e2e-binaries: etcd (1/4)"
+	@echo "e2e-binaries: etcd (1/5)"
 	cd e2e/etcd && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/etcd go.etcd.io/etcd/server/v3
-	@echo "e2e-binaries: kube-apiserver (2/4; the longest cold build)"
+	@echo "e2e-binaries: kube-apiserver (2/5; the longest cold build)"
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
-	@echo "e2e-binaries: kubectl (3/4)"
+	@echo "e2e-binaries: kubectl (3/5)"
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
-	@echo "e2e-binaries: kube-proxy iptables oracle (4/4)"
+	@echo "e2e-binaries: kube-proxy iptables oracle (4/5)"
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/kube-proxy-oracle ./oracle
+	@echo "e2e-binaries: kube-proxy (5/5; for the daemon memory comparison)"
+	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/kube-proxy k8s.io/kubernetes/cmd/kube-proxy
 	@echo "e2e-binaries: done"
 
 # The whole suite: formatting, vet, unit tests and, as root, the kernel and
@@ -93,14 +95,22 @@ differential: e2e-binaries
 # (e2e TestSideBySide): nftproxy against kube-proxy's rules in
 # iptables-legacy, iptables-nft and `nft -f`, control plane and data plane,
 # at BENCH_SIZES Services x 10 endpoints. It writes results.md, results.csv
-# and results.png into e2e/results. Times are reported, never asserted.
+# and results.png into e2e/results. Then the daemons' memory: nftproxy's
+# and kube-proxy's against the same real API server (daemon-memory.md).
+# Times and sizes are reported, never asserted.
 BENCH_SIZES ?= 100,1000,10000,30000
 BENCH_CONNS ?= 1500
 BENCH_ROUNDS ?= 7
-bench:
+# Service counts of the daemon memory comparison with kube-proxy (each
+# needs its objects created through a real API server: about 1 min per
+# 10,000).
+BENCH_DAEMON_SIZES ?= 1000,10000
+bench: e2e-binaries
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./nftgen ./compat ./proxier/model
 	NFTPROXY_BENCH_SIZES=$(BENCH_SIZES) NFTPROXY_BENCH_CONNS=$(BENCH_CONNS) NFTPROXY_BENCH_ROUNDS=$(BENCH_ROUNDS) \
 	NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results $(GO) test -count=1 -v -timeout 40m -run TestSideBySide ./e2e
+	NFTPROXY_DAEMON_SIZES=$(BENCH_DAEMON_SIZES) NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results \
+	$(GO) test -count=1 -v -timeout 40m -run TestDaemonMemoryAgainstKubeProxy ./e2e
 
 # Unit tests only; no root, no kernel.
 unit:
