@@ -41,6 +41,7 @@ import (
 var version = "dev"
 
 func main() {
+	proxier.SetGCPercent()
 	os.Exit(run(os.Args[1:]))
 }
 

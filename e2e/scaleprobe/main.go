@@ -103,6 +103,8 @@ func kernelFloor(ctx context.Context, dp nftgen.Dataplane) (add, del Step, err e
 }
 
 func main() {
+	// The probe programs like the daemon, with its collector setting.
+	proxier.SetGCPercent()
 	n := flag.Int("n", 1000, "number of Services")
 	endpoints := flag.Int("endpoints", 10, "endpoints per Service")
 	nsPath := flag.String("netns", "", "network namespace to program (path, e.g. /run/netns/NAME); required")
