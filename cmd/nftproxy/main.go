@@ -41,7 +41,6 @@ import (
 var version = "dev"
 
 func main() {
-	proxier.SetGCPercent()
 	os.Exit(run(os.Args[1:]))
 }
 
@@ -77,6 +76,11 @@ func run(args []string) int {
 			fmt.Fprintln(os.Stderr, "nftproxy:", err)
 			return 2
 		}
+	}
+	if cmd == "" || cmd == "sync" {
+		// The commands that program the kernel (save, diff, render and
+		// explain only read, and are faster with Go's default).
+		proxier.SetGCPercent()
 	}
 	opts := newOptions()
 	fs := pflag.NewFlagSet("nftproxy", pflag.ContinueOnError)
