@@ -63,60 +63,17 @@ func (w *walker) rule(s *state, c *nftgen.Chain, i int) []*branch {
 		}
 		w.step(b.s, c, i, b.element, did, b.chance)
 		if b.terminal == Dropped || b.terminal == Rejected || (b.verdict != nil && b.verdict.Kind == nftgen.VerdictDrop) {
-			b.s.cause = w.lastComment(b.s, b.comment)
+			// The deciding rule's or element's comment, or, for the
+			// shared reject chain, that of the step that sent the
+			// packet there.
+			b.s.cause = b.comment
+			if b.s.cause == "" {
+				b.s.cause = b.s.lastComment
+			}
 		}
+		b.s.lastComment = b.comment
 	}
 	return live
-}
-
-// lastComment is the comment that explains a drop or reject: the deciding
-// rule's or element's, or, for the shared reject chain, that of the rule
-// that sent the packet there.
-func (w *walker) lastComment(s *state, own string) string {
-	if own != "" {
-		return own
-	}
-	if n := len(s.steps); n >= 2 {
-		prev := s.steps[n-2]
-		if c := w.st.Chain(prev.Chain); c != nil && prev.Rule-1 < len(c.Rules) {
-			if prev.Element != "" {
-				if m := w.elementComment(c.Rules[prev.Rule-1], prev.Element); m != "" {
-					return m
-				}
-			}
-			return c.Rules[prev.Rule-1].Comment
-		}
-	}
-	return ""
-}
-
-func (w *walker) elementComment(r nftgen.Rule, element string) string {
-	for _, st := range r.Stmts {
-		switch st := st.(type) {
-		case nftgen.DispatchMap:
-			if e := w.find(st.Map, element); e != nil {
-				return e.Comment
-			}
-		case nftgen.ProtoPortMap:
-			if e := w.find(st.Map, element); e != nil {
-				return e.Comment
-			}
-		}
-	}
-	return ""
-}
-
-func (w *walker) find(mapName, element string) *nftgen.MapElement {
-	m := w.st.Map(mapName)
-	if m == nil {
-		return nil
-	}
-	for i := range m.Elements {
-		if compat.ElementKey(m.Elements[i].Key) == element {
-			return &m.Elements[i]
-		}
-	}
-	return nil
 }
 
 func verdictText(v nftgen.Verdict) string {

@@ -39,6 +39,9 @@ type state struct {
 	masqReason              string
 	markReason              string
 	cause                   string
+	// lastComment is the comment of the last step (its map element's,
+	// else its rule's).
+	lastComment string
 }
 
 func (s *state) clone() *state {
