@@ -57,12 +57,7 @@ func parseCompatFlags(name string, args []string, withDiff bool) (*compatFlags, 
 // liveTables reads the family's table from the kernel and builds the
 // compat view.
 func liveTables(ctx context.Context, netns string, fam nftgen.Family) ([]*compat.Table, error) {
-	dp, done, err := dataplane(&options{netns: netns})
-	if err != nil {
-		return nil, err
-	}
-	defer done()
-	st, err := dp.Read(ctx, fam)
+	st, err := liveTable(ctx, &options{netns: netns}, fam)
 	if err != nil {
 		return nil, err
 	}

@@ -42,48 +42,60 @@ func runExplain(ctx context.Context, opts *options, ef *explainFlags, dst string
 	if ef.output != "text" && ef.output != "json" {
 		return usageError{fmt.Errorf("--output: %q is neither text nor json", ef.output)}
 	}
-	var st *nftgen.TableState
 	var local []netip.Addr
-	var err error
-	if opts.objects != "" {
-		local, _ = proxier.LocalAddresses()
-		q, err := explain.ParseQuery(ef.from, ef.proto, ef.src, dst, local)
-		if err != nil {
-			return usageError{err}
-		}
-		objs, err := loadObjects(opts.objects)
-		if err != nil {
-			return err
-		}
-		setup, err := opts.newSetup(objs, local)
-		if err != nil {
-			return err
-		}
-		for _, rs := range desiredRulesets(setup) {
-			if rs.Family == q.Family() {
-				st = rs.State()
-			}
-		}
-		// Offline, the node is the Node object of the file (and this
-		// host, whose addresses node-port-addresses also uses).
-		return writeExplanation(out, ef.output, explain.Explain(st, q, explain.LocalAddrs(append(local, setup.nodeAddrs...))))
-	}
-	if err = netns.Do(opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {
+	if err := netns.Do(opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {
 		return err
 	}
 	q, err := explain.ParseQuery(ef.from, ef.proto, ef.src, dst, local)
 	if err != nil {
 		return usageError{err}
 	}
-	dp, done, err := dataplane(opts)
-	if err != nil {
+	var st *nftgen.TableState
+	if opts.objects != "" {
+		var nodeAddrs []netip.Addr
+		if st, nodeAddrs, err = objectsTable(opts, q.Family(), local); err != nil {
+			return err
+		}
+		// Offline, the node is the Node object of the file (and this
+		// host, whose addresses node-port-addresses also uses).
+		local = append(local, nodeAddrs...)
+	} else if st, err = liveTable(ctx, opts, q.Family()); err != nil {
 		return err
 	}
-	defer done()
-	if st, err = dp.Read(ctx, q.Family()); err != nil {
-		return fmt.Errorf("read table %s %s: %w", q.Family(), nftgen.TableName, err)
-	}
 	return writeExplanation(out, ef.output, explain.Explain(st, q, explain.LocalAddrs(local)))
+}
+
+// objectsTable is the family's table as a sync of --objects would program
+// it, and the addresses of the file's Node object.
+func objectsTable(opts *options, fam nftgen.Family, local []netip.Addr) (*nftgen.TableState, []netip.Addr, error) {
+	objs, err := loadObjects(opts.objects)
+	if err != nil {
+		return nil, nil, err
+	}
+	setup, err := opts.newSetup(objs, local)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, rs := range desiredRulesets(setup) {
+		if rs.Family == fam {
+			return rs.State(), setup.nodeAddrs, nil
+		}
+	}
+	return nil, setup.nodeAddrs, nil
+}
+
+// liveTable reads the family's table from the kernel (nil: none).
+func liveTable(ctx context.Context, opts *options, fam nftgen.Family) (*nftgen.TableState, error) {
+	dp, done, err := dataplane(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	st, err := dp.Read(ctx, fam)
+	if err != nil {
+		return nil, fmt.Errorf("read table %s %s: %w", fam, nftgen.TableName, err)
+	}
+	return st, nil
 }
 
 func writeExplanation(out io.Writer, format string, e *explain.Explanation) error {

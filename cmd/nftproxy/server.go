@@ -78,14 +78,11 @@ func explainHandler(dp *nftgen.Netlink, nsPath string) http.HandlerFunc {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
-		e := explain.Explain(st, q, explain.LocalAddrs(local))
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if v.Get("output") == "json" {
 			w.Header().Set("Content-Type", "application/json")
-			_ = json.NewEncoder(w).Encode(e)
-			return
 		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		explain.WriteText(w, e)
+		_ = writeExplanation(w, v.Get("output"), explain.Explain(st, q, explain.LocalAddrs(local)))
 	}
 }
 
