@@ -98,20 +98,21 @@ func peakRSS(pid int) (float64, error) {
 // that took.
 func (c *daemonCluster) syncedRules(t *testing.T, n int, limit time.Duration) time.Duration {
 	t.Helper()
-	start := time.Now()
 	re := regexp.MustCompile(`kubeproxy_sync_proxy_rules_iptables_total\{(?:ip_family="IPv4",)?table="nat"\} (\d+)`)
-	for time.Since(start) < limit {
-		if _, body, err := httpGetStatus(c.Node, "http://127.0.0.1:10249/metrics"); err == nil {
-			if m := re.FindStringSubmatch(body); m != nil {
-				if got, _ := strconv.Atoi(m[1]); got >= 20*n {
-					return time.Since(start)
-				}
-			}
+	return eventually(t, fmt.Sprintf("a sync of %d Services", n), limit, func() error {
+		_, body, err := httpGetStatus(c.Node, "http://127.0.0.1:10249/metrics")
+		if err != nil {
+			return err
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("no sync of %d Services within %v", n, limit)
-	return 0
+		m := re.FindStringSubmatch(body)
+		if m == nil {
+			return errorf("no nat rule count yet")
+		}
+		if got, _ := strconv.Atoi(m[1]); got < 20*n {
+			return errorf("%d nat rules", got)
+		}
+		return nil
+	})
 }
 
 // TestDaemonMemoryAgainstKubeProxy runs nftproxy's daemon and then kube-

@@ -295,18 +295,27 @@ func TestExplainCLIAndHTTPFollowTheKernel(t *testing.T) {
 	logPath := filepath.Join(t.TempDir(), "nftproxy.log")
 	startNftproxy(t, logPath, flags...)
 	url := "http://127.0.0.1:10249/explain?dst=10.96.0.32:80&from=external&src=" + ExternalIP + "&output=json"
-	var body string
-	for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(100 * time.Millisecond) {
-		code, b, err := httpGetStatus(tp.Node, url)
-		if err == nil && code == 200 && strings.Contains(b, svcChain) {
-			body = b
-			break
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("nftproxy log:\n%s", b)
 		}
-	}
+	})
+	var body string
+	eventually(t, "GET /explain on the repaired table", 10*time.Second, func() error {
+		code, b, err := httpGetStatus(tp.Node, url)
+		if err != nil {
+			return err
+		}
+		if code != 200 || !strings.Contains(b, svcChain) {
+			return errorf("%d %q", code, b)
+		}
+		body = b
+		return nil
+	})
 	var e explain.Explanation
 	if err := json.Unmarshal([]byte(body), &e); err != nil || !slices.Equal(e.Endpoints(), want) {
-		b, _ := os.ReadFile(logPath)
-		t.Fatalf("GET /explain: %v %q, want endpoints %v\nlog:\n%s", err, body, want, b)
+		t.Fatalf("GET /explain: %v %q, want endpoints %v", err, body, want)
 	}
 	code, b, err := httpGetStatus(tp.Node, "http://127.0.0.1:10249/explain?dst=10.96.0.32")
 	if err != nil || code != 400 || !strings.Contains(b, "IP:PORT") {
