@@ -24,6 +24,28 @@ func (c Counts) Sub(o Counts) {
 	}
 }
 
+// FragmentCounts is what CountFragment returns for one fragment, whose
+// rules are all in the nat and filter tables, small enough to keep one per
+// fragment of a large ruleset.
+type FragmentCounts struct{ NAT, Filter int32 }
+
+// CountFragmentCompact is CountFragment as FragmentCounts.
+func CountFragmentCompact(f *nftgen.Fragment) FragmentCounts {
+	c := CountFragment(f)
+	return FragmentCounts{NAT: int32(c["nat"]), Filter: int32(c["filter"])}
+}
+
+// Plus returns the sum of fc and o.
+func (fc FragmentCounts) Plus(o FragmentCounts) FragmentCounts {
+	return FragmentCounts{NAT: fc.NAT + o.NAT, Filter: fc.Filter + o.Filter}
+}
+
+// AddFragment adds sign times fc to c.
+func (c Counts) AddFragment(fc FragmentCounts, sign int) {
+	c["nat"] += sign * int(fc.NAT)
+	c["filter"] += sign * int(fc.Filter)
+}
+
 // mapTable is the iptables table whose chain a map's elements stand for.
 func mapTable(m string) string {
 	if m == nftgen.MapServiceIPs || m == nftgen.MapServiceNodePorts {

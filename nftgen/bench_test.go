@@ -43,7 +43,7 @@ func BenchmarkPlanFull(b *testing.B) {
 // BenchmarkPlanUpdateOneService plans a one-Service change among 1,000.
 func BenchmarkPlanUpdateOneService(b *testing.B) {
 	ports, g := benchPorts(1001), testGenerator("10.244.0.0/16")
-	rs := g.Ruleset(ports[:1000])
+	rs := AppliedFrom(g.Ruleset(ports[:1000]))
 	changed := ports[1000]
 	b.ReportAllocs()
 	for b.Loop() {

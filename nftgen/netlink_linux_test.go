@@ -57,6 +57,7 @@ func TestNetlinkApply(t *testing.T) {
 	}
 
 	// Incremental: a grows past the cascade to a numgen map, b is deleted.
+	state := AppliedFrom(applied)
 	var many []string
 	for i := range CascadeMaxEndpoints + 1 {
 		many = append(many, fmt.Sprintf("10.244.%d.%d:8080", 1+i/250, 1+i%250))
@@ -64,7 +65,7 @@ func TestNetlinkApply(t *testing.T) {
 	a2 := testPort("ns1", "a", 80, "10.96.0.10", many...)
 	updates := map[string]*Fragment{ServiceKey(a.Name): g.Service(&a2), ServiceKey(b.Name): nil}
 	msgs0, bytes0 := dp.Sent()
-	if err := dp.Apply(ctx, PlanUpdate(applied, updates)); err != nil {
+	if err := dp.Apply(ctx, PlanUpdate(state, updates)); err != nil {
 		t.Fatalf("incremental sync: %v", err)
 	}
 	// Every message has a 16-byte header and a 4-byte nfgenmsg; the batch
@@ -72,7 +73,7 @@ func TestNetlinkApply(t *testing.T) {
 	if msgs, bytes := dp.Sent(); msgs-msgs0 == 0 || bytes-bytes0 < 20*(msgs-msgs0+2) {
 		t.Errorf("incremental sync: %d messages in %d bytes", msgs-msgs0, bytes-bytes0)
 	}
-	applied.Commit(updates)
+	state.Commit(updates)
 	list = ns.MustRun(t, "nft", "list", "table", "ip", TableName)
 	if !strings.Contains(list, fmt.Sprintf("numgen random mod %d vmap @%s", CascadeMaxEndpoints+1, endpointMapPrefix)) || strings.Contains(list, "10.96.0.11") {
 		t.Errorf("after update, want a numgen map of %d and no 10.96.0.11:\n%s", CascadeMaxEndpoints+1, list)
@@ -83,10 +84,10 @@ func TestNetlinkApply(t *testing.T) {
 	// Back to 4 endpoints: a cascade again, and the map is gone.
 	a3 := testPort("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080", "10.244.0.5:8080")
 	updates = map[string]*Fragment{ServiceKey(a.Name): g.Service(&a3)}
-	if err := dp.Apply(ctx, PlanUpdate(applied, updates)); err != nil {
+	if err := dp.Apply(ctx, PlanUpdate(state, updates)); err != nil {
 		t.Fatalf("shrink: %v", err)
 	}
-	applied.Commit(updates)
+	state.Commit(updates)
 	list = ns.MustRun(t, "nft", "list", "table", "ip", TableName)
 	if !strings.Contains(list, "numgen random mod 4 0 goto") || strings.Contains(list, "map "+endpointMapPrefix) {
 		t.Errorf("after shrinking, want a cascade and no endpoint map:\n%s", list)
@@ -94,10 +95,10 @@ func TestNetlinkApply(t *testing.T) {
 
 	// Deleting a removes its chains.
 	updates = map[string]*Fragment{ServiceKey(a.Name): nil}
-	if err := dp.Apply(ctx, PlanUpdate(applied, updates)); err != nil {
+	if err := dp.Apply(ctx, PlanUpdate(state, updates)); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
-	applied.Commit(updates)
+	state.Commit(updates)
 	inv, err = dp.Inventory(ctx, FamilyIPv4, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -314,7 +315,7 @@ func TestRejectedTransactionChangesNothing(t *testing.T) {
 	}
 	before := ns.MustRun(t, "nft", "list", "ruleset")
 	b := testPort("ns1", "b", 80, "10.96.0.11", "10.244.0.3:8080", "10.244.0.4:8080")
-	tx := PlanUpdate(applied, map[string]*Fragment{ServiceKey(b.Name): g.Service(&b), ServiceKey(a.Name): nil})
+	tx := PlanUpdate(AppliedFrom(applied), map[string]*Fragment{ServiceKey(b.Name): g.Service(&b), ServiceKey(a.Name): nil})
 	tx.Ops = append(tx.Ops, Op{Kind: OpDeleteChain, Name: "no-such-chain"})
 	err := dp.Apply(ctx, tx)
 	if err == nil || !IsNotFound(err) {

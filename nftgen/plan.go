@@ -180,8 +180,9 @@ func addRules(tx *Transaction, c *Chain) {
 // it holds now) to applied with the service fragments in updates replaced; a
 // nil fragment deletes that service. Only the chains and map elements of
 // those services are touched, so the size of the transaction does not depend
-// on the number of other services.
-func PlanUpdate(applied *Ruleset, updates map[string]*Fragment) *Transaction {
+// on the number of other services. A chain is rewritten when its rules'
+// digest differs from the applied one's.
+func PlanUpdate(applied *Applied, updates map[string]*Fragment) *Transaction {
 	tx := &Transaction{Family: applied.Family}
 	var addChains, flushChains, deleteChains []string
 	var rulesOf []*Chain
@@ -196,7 +197,7 @@ func PlanUpdate(applied *Ruleset, updates map[string]*Fragment) *Transaction {
 	slices.Sort(keys)
 	for _, key := range keys {
 		oldF, newF := applied.Services[key], updates[key]
-		if oldF.Equal(newF) {
+		if applied.Matches(oldF, newF) {
 			continue
 		}
 		// Sets: a set whose timeout changed is deleted and created again,
@@ -227,10 +228,10 @@ func PlanUpdate(applied *Ruleset, updates map[string]*Fragment) *Transaction {
 				deleteSets = append(deleteSets, name)
 			}
 		}
-		oldChains := map[string]*Chain{}
+		oldChains := map[string]uint64{}
 		if oldF != nil {
 			for _, c := range oldF.Chains {
-				oldChains[c.Name] = c
+				oldChains[c.Name] = c.Digest
 			}
 		}
 		newNames := map[string]bool{}
@@ -242,7 +243,9 @@ func PlanUpdate(applied *Ruleset, updates map[string]*Fragment) *Transaction {
 				case !had:
 					addChains = append(addChains, c.Name)
 					rulesOf = append(rulesOf, c)
-				case !old.Equal(c) || usesAnySet(old, changedSet):
+				// An unchanged digest means unchanged rules: those of c
+				// name the same sets as the applied ones.
+				case old != applied.digest(c) || usesAnySet(c, changedSet):
 					flushChains = append(flushChains, c.Name)
 					rulesOf = append(rulesOf, c)
 				}
@@ -306,17 +309,15 @@ func usesAnySet(c *Chain, sets map[string]bool) bool {
 // diffElements returns the element deletions and additions that turn the
 // elements of oldF into those of newF. A changed element is deleted and
 // added again.
-func diffElements(oldF, newF *Fragment) (del, add []Op) {
+func diffElements(oldF *FragmentSummary, newF *Fragment) (del, add []Op) {
 	type mk struct {
 		m string
 		k MapKey
 	}
 	oldEls := map[mk]MapElement{}
 	if oldF != nil {
-		for m, els := range oldF.Elements {
-			for _, e := range els {
-				oldEls[mk{m, e.Key}] = e
-			}
+		for _, e := range oldF.Elements {
+			oldEls[mk{e.Map, e.Key}] = e.MapElement
 		}
 	}
 	newEls := map[mk]bool{}
@@ -336,24 +337,12 @@ func diffElements(oldF, newF *Fragment) (del, add []Op) {
 		}
 	}
 	if oldF != nil {
-		for _, m := range slices.Sorted(maps.Keys(oldF.Elements)) {
-			for _, e := range oldF.Elements[m] {
-				if !newEls[mk{m, e.Key}] {
-					del = append(del, Op{Kind: OpDeleteElement, Name: m, Element: &e})
-				}
+		for i := range oldF.Elements {
+			e := &oldF.Elements[i]
+			if !newEls[mk{e.Map, e.Key}] {
+				del = append(del, Op{Kind: OpDeleteElement, Name: e.Map, Element: &e.MapElement})
 			}
 		}
 	}
 	return del, add
-}
-
-// Commit records in r that updates were applied (see PlanUpdate).
-func (r *Ruleset) Commit(updates map[string]*Fragment) {
-	for key, f := range updates {
-		if f == nil {
-			delete(r.Services, key)
-		} else {
-			r.Services[key] = f
-		}
-	}
 }

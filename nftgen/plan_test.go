@@ -42,10 +42,11 @@ func TestOneServiceChangeCostDoesNotDependOnOtherServices(t *testing.T) {
 		ports := manyPorts(n)
 		applied := g.Ruleset(ports)
 		fake := applyFull(t, applied)
+		state := AppliedFrom(applied)
 		var c counts
 		step := func(key string, frag *Fragment, chainPrefix string) int {
 			updates := map[string]*Fragment{key: frag}
-			tx := PlanUpdate(applied, updates)
+			tx := PlanUpdate(state, updates)
 			for _, op := range tx.Ops {
 				if strings.HasPrefix(op.Name, "KUBE-S") && !strings.HasPrefix(op.Name, chainPrefix) && op.Name != ChainServices {
 					t.Errorf("n=%d: op touches another service: %s", n, op.text(FamilyIPv4))
@@ -54,7 +55,7 @@ func TestOneServiceChangeCostDoesNotDependOnOtherServices(t *testing.T) {
 			if err := fake.Apply(context.Background(), tx); err != nil {
 				t.Fatalf("n=%d: %v\n%s", n, err, tx)
 			}
-			applied.Commit(updates)
+			state.Commit(updates)
 			return len(tx.Ops)
 		}
 		added := testPort("ns", "new", 80, "10.100.0.1", "10.244.200.1:80", "10.244.200.2:80")
@@ -85,7 +86,7 @@ func TestPlanUpdateSkipsUnchangedServices(t *testing.T) {
 	g := testGenerator()
 	ports := manyPorts(3)
 	applied := g.Ruleset(ports)
-	tx := PlanUpdate(applied, map[string]*Fragment{ServiceKey(ports[1].Name): g.Service(&ports[1])})
+	tx := PlanUpdate(AppliedFrom(applied), map[string]*Fragment{ServiceKey(ports[1].Name): g.Service(&ports[1])})
 	if !tx.Empty() {
 		t.Errorf("an unchanged service produced:\n%s", tx)
 	}

@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"slices"
@@ -14,32 +15,55 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
-// desired builds the whole ruleset of one family, with every conflict over
-// a destination decided (see claim). It is what a full sync programs and
-// what render prints.
-func (s *Syncer) desired(ctx context.Context, fs *familyState) (*nftgen.Ruleset, map[types.NamespacedName][]string, map[destination]claim, error) {
-	rs := &nftgen.Ruleset{Family: fs.gen.Family(), Maps: fs.gen.Maps(), Top: fs.gen.Top(), Services: map[string]*nftgen.Fragment{}}
-	var cands []*candidate
-	owners := map[destination]claim{}
+// eachCandidate computes the candidate fragments of every Service in name
+// order, records each one's claims in owners, and calls visit with it; it
+// stops when visit returns false or ctx ends (the error). A candidate's
+// elements are final only once every claim is in owners (see settle).
+func (s *Syncer) eachCandidate(ctx context.Context, fs *familyState, owners map[destination]claim, visit func(*candidate) bool) error {
 	for i, nn := range s.store.ServiceNames() {
 		if i%1024 == 0 && ctx.Err() != nil {
-			return nil, nil, nil, fmt.Errorf("stopped while building the ruleset: %w", ctx.Err())
+			return fmt.Errorf("stopped while building the ruleset: %w", ctx.Err())
 		}
 		for _, c := range s.candidates(fs, nn) {
-			cands = append(cands, c)
 			for _, k := range destinations(c.frag) {
 				cl := c.claimOn(k)
 				if cur, ok := owners[k]; !ok || cl.beats(cur) {
 					owners[k] = cl
 				}
 			}
+			if !visit(c) {
+				return nil
+			}
 		}
+	}
+	return nil
+}
+
+// settle returns c's fragment without the destinations it lost to another
+// Service in owners, and reports those.
+func (s *Syncer) settle(c *candidate, owners map[destination]claim) *nftgen.Fragment {
+	f, lost := withoutLost(c, owners)
+	s.reportLost(c, lost)
+	return f
+}
+
+// desired builds the whole ruleset of one family, with every conflict over
+// a destination decided (see claim). It is what a full sync of a live table
+// programs and what render prints; a cold sync builds the same through
+// planCold, a Service at a time.
+func (s *Syncer) desired(ctx context.Context, fs *familyState) (*nftgen.Ruleset, map[types.NamespacedName][]string, map[destination]claim, error) {
+	rs := &nftgen.Ruleset{Family: fs.gen.Family(), Maps: fs.gen.Maps(), Top: fs.gen.Top(), Services: map[string]*nftgen.Fragment{}}
+	var cands []*candidate
+	owners := map[destination]claim{}
+	if err := s.eachCandidate(ctx, fs, owners, func(c *candidate) bool {
+		cands = append(cands, c)
+		return true
+	}); err != nil {
+		return nil, nil, nil, err
 	}
 	keys := map[types.NamespacedName][]string{}
 	for _, c := range cands {
-		f, lost := withoutLost(c, owners)
-		s.reportLost(c, lost)
-		rs.Services[c.claim.frag] = f
+		rs.Services[c.claim.frag] = s.settle(c, owners)
 		keys[c.svc] = append(keys[c.svc], c.claim.frag)
 	}
 	return rs, keys, owners, nil
@@ -59,33 +83,66 @@ func (s *Syncer) DesiredRuleset(f nftgen.Family) *nftgen.Ruleset {
 	return rs
 }
 
-// planFull builds the whole ruleset and the transactions that install it
-// over whatever the table holds.
-func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func(), err error) {
-	fam := fs.gen.Family()
-	rs, keys, owners, err := s.desired(ctx, fs)
-	if err != nil {
-		return nil, false, nil, err
+// fullSync is what a full sync leaves for the family once committed.
+type fullSync struct {
+	applied    *nftgen.Applied
+	keys       map[types.NamespacedName][]string
+	owners     map[destination]claim
+	fragCounts map[string]compat.FragmentCounts
+	// err is set when a streamed sync stopped before it was complete.
+	err error
+}
+
+// commit makes r the family's state after a successful full sync.
+func (r *fullSync) commit(fs *familyState) error {
+	if r.err != nil {
+		return r.err
 	}
+	fs.applied, fs.keys, fs.owners, fs.fragCounts = r.applied, r.keys, r.owners, r.fragCounts
+	fs.counts = compat.CountFragment(r.applied.Top)
+	fs.objects = r.applied.Top.Objects()
+	for key, sum := range r.applied.Services {
+		fs.counts.AddFragment(r.fragCounts[key], 1)
+		fs.objects.Add(sum.Objects(), 1)
+	}
+	fs.lastCounts = compat.Counts{}
+	fs.lastCounts.Add(fs.counts)
+	return nil
+}
+
+// fullSyncOf is the state of a full sync that programs rs.
+func fullSyncOf(rs *nftgen.Ruleset, keys map[types.NamespacedName][]string, owners map[destination]claim) *fullSync {
+	r := &fullSync{applied: nftgen.AppliedFrom(rs), keys: keys, owners: owners, fragCounts: make(map[string]compat.FragmentCounts, len(rs.Services))}
+	for key, f := range rs.Services {
+		r.fragCounts[key] = compat.CountFragmentCompact(f)
+	}
+	return r
+}
+
+// planFull returns the transactions that install the whole ruleset over
+// whatever the table holds, and what to record once they are applied.
+func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error, err error) {
+	fam := fs.gen.Family()
 	// The table as it is: read once, it tells whether the table is live
 	// and what differs. Only if it cannot be read are its objects listed
 	// by name instead, and a live one rewritten.
 	var inv *nftgen.Inventory
+	var rs *nftgen.Ruleset
+	var keys map[types.NamespacedName][]string
+	var owners map[destination]claim
 	live, err := s.dp.Read(ctx, fam)
 	if err == nil {
 		inv = live.Inventory()
 	} else {
 		klog.FromContext(ctx).Error(err, "Reading the table failed; listing it to rewrite it", "family", fam)
+		if rs, keys, owners, err = s.desired(ctx, fs); err != nil {
+			return nil, false, nil, err
+		}
 		if inv, err = s.dp.Inventory(ctx, fam, rs.ChainNames()); err != nil {
 			return nil, false, nil, fmt.Errorf("inventory of %s table: %w", fam, err)
 		}
 	}
-	if inv.Hooked(rs) {
-		// A live table is patched where it differs from rs, in one
-		// transaction: packets see the old rules or the new ones, never a
-		// table in between, and a table nothing touched costs no commit.
-		txs = slices.Values([]*nftgen.Transaction{s.reconcile(ctx, rs, live, inv)})
-	} else {
+	if !inv.Hooked(&nftgen.Ruleset{Top: fs.gen.Top()}) {
 		// Nothing hooked up yet (none, or one whose streamed sync did not
 		// finish): build it anew in chunks.
 		if inv != nil {
@@ -97,22 +154,79 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*n
 		if chunk <= 0 {
 			chunk = nftgen.ChunkOps
 		}
-		txs, streamed = nftgen.PlanCold(rs, chunk), true
+		txs, r := s.planCold(ctx, fs, chunk)
+		return txs, true, func() error { return r.commit(fs) }, nil
 	}
-	commit = func() {
-		fs.applied, fs.keys, fs.owners = rs, keys, owners
-		fs.counts = compat.CountFragment(rs.Top)
-		for _, f := range rs.Services {
-			fs.counts.Add(compat.CountFragment(f))
-		}
-		fs.lastCounts = compat.Counts{}
-		fs.lastCounts.Add(fs.counts)
-		fs.objects = rs.Top.Objects()
-		for _, f := range rs.Services {
-			fs.objects.Add(f.Objects(), 1)
+	// A live table is patched where it differs from the desired rules, in
+	// one transaction: packets see the old rules or the new ones, never a
+	// table in between, and a table nothing touched costs no commit.
+	if rs == nil {
+		if rs, keys, owners, err = s.desired(ctx, fs); err != nil {
+			return nil, false, nil, err
 		}
 	}
-	return txs, streamed, commit, nil
+	txs = slices.Values([]*nftgen.Transaction{s.reconcile(ctx, rs, live, inv)})
+	r := fullSyncOf(rs, keys, owners)
+	return txs, false, func() error { return r.commit(fs) }, nil
+}
+
+// planCold returns the transactions of a streamed cold sync of fs's table,
+// made as they are taken: each Service's fragments are generated in turn,
+// their chains and rules go into the current chunk at once, and their map
+// elements, which depend on every other Service's claims, into the chunks
+// after the last Service. Only a summary of each fragment is kept, so that
+// the whole ruleset never exists in memory at once. The result is complete
+// once every transaction was taken; its err says why not otherwise.
+func (s *Syncer) planCold(ctx context.Context, fs *familyState, chunk int) (iter.Seq[*nftgen.Transaction], *fullSync) {
+	fam, top := fs.gen.Family(), fs.gen.Top()
+	r := &fullSync{
+		applied:    nftgen.NewApplied(fam, fs.gen.Maps(), top),
+		keys:       map[types.NamespacedName][]string{},
+		owners:     map[destination]claim{},
+		fragCounts: map[string]compat.FragmentCounts{},
+		err:        errors.New("the streamed sync did not finish"),
+	}
+	txs := func(yield func(*nftgen.Transaction) bool) {
+		b := nftgen.NewColdBuilder(fam, r.applied.Maps, top, chunk)
+		var pending []*candidate
+		stopped := false
+		err := s.eachCandidate(ctx, fs, r.owners, func(c *candidate) bool {
+			chains := &nftgen.Fragment{Chains: c.frag.Chains, Sets: c.frag.Sets}
+			if tx := b.Add(chains); tx != nil && !yield(tx) {
+				stopped = true
+				return false
+			}
+			key := c.claim.frag
+			r.applied.Services[key] = r.applied.Summarize(chains)
+			r.fragCounts[key] = compat.CountFragmentCompact(chains)
+			c.frag = &nftgen.Fragment{Elements: c.frag.Elements}
+			pending = append(pending, c)
+			return true
+		})
+		if err != nil {
+			r.err = err
+			return
+		}
+		if stopped {
+			return
+		}
+		for _, c := range pending {
+			f, key := s.settle(c, r.owners), c.claim.frag
+			if tx := b.Add(f); tx != nil && !yield(tx) {
+				return
+			}
+			r.applied.Services[key].SetElements(f)
+			r.fragCounts[key] = r.fragCounts[key].Plus(compat.CountFragmentCompact(f))
+			r.keys[c.svc] = append(r.keys[c.svc], key)
+		}
+		for _, tx := range b.Finish() {
+			if !yield(tx) {
+				return
+			}
+		}
+		r.err = nil
+	}
+	return txs, r
 }
 
 // reconcile returns the transaction that makes the hooked table of rs's
@@ -146,11 +260,9 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 	release := func(nn types.NamespacedName) {
 		for _, key := range fs.keys[nn] {
 			updates[key] = nil
-			for m, els := range fs.applied.Services[key].Elements {
-				for _, e := range els {
-					if d := (destination{Map: claimDomain(m), Key: e.Key}); fs.owners[d].frag == key {
-						delete(fs.owners, d)
-					}
+			for _, e := range fs.applied.Services[key].Elements {
+				if d := (destination{Map: claimDomain(e.Map), Key: e.Key}); fs.owners[d].frag == key {
+					delete(fs.owners, d)
 				}
 			}
 		}
@@ -187,21 +299,25 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 			}
 		}
 		for _, c := range cands {
-			f, lost := withoutLost(c, fs.owners)
-			s.reportLost(c, lost)
-			updates[c.claim.frag] = f
+			updates[c.claim.frag] = s.settle(c, fs.owners)
 			newKeys[nn] = append(newKeys[nn], c.claim.frag)
 		}
 	}
 	commit := func() {
 		fs.lastCounts = compat.Counts{}
 		for key, f := range updates {
-			fs.counts.Sub(compat.CountFragment(fs.applied.Services[key]))
-			fs.counts.Add(compat.CountFragment(f))
-			fs.objects.Add(fs.applied.Services[key].Objects(), -1)
+			old, cur := fs.applied.Services[key], compat.CountFragmentCompact(f)
+			fs.counts.AddFragment(fs.fragCounts[key], -1)
+			fs.counts.AddFragment(cur, 1)
+			fs.objects.Add(old.Objects(), -1)
 			fs.objects.Add(f.Objects(), 1)
-			if !fs.applied.Services[key].Equal(f) {
-				fs.lastCounts.Add(compat.CountFragment(f))
+			if !fs.applied.Matches(old, f) {
+				fs.lastCounts.AddFragment(cur, 1)
+			}
+			if f == nil {
+				delete(fs.fragCounts, key)
+			} else {
+				fs.fragCounts[key] = cur
 			}
 		}
 		fs.applied.Commit(updates)

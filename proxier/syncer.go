@@ -41,7 +41,7 @@ type Syncer struct {
 type familyState struct {
 	gen *nftgen.Generator
 	// applied is what the kernel holds, or nil when unknown.
-	applied *nftgen.Ruleset
+	applied *nftgen.Applied
 	// keys maps a Service to the fragment keys it owns in applied.
 	keys map[types.NamespacedName][]string
 	// endpoints counts the endpoints of each Service's ports in this
@@ -53,6 +53,8 @@ type familyState struct {
 	// applied, kept up to date from the fragments each sync replaces;
 	// lastCounts those of the fragments the last sync wrote.
 	counts, lastCounts compat.Counts
+	// fragCounts are the counts of each fragment of applied.
+	fragCounts map[string]compat.FragmentCounts
 	// objects counts the table's nftables objects, kept like counts.
 	objects nftgen.ObjectCounts
 	// owners maps an IP, protocol and port (or a node port), per claim
@@ -130,7 +132,7 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 		s.countEndpoints(fs, changed)
 		var txs iter.Seq[*nftgen.Transaction]
 		var streamed bool
-		var commit func()
+		var commit func() error
 		if fs.applied == nil {
 			res.Full = true
 			res.Changed = s.store.ServiceNames()
@@ -149,10 +151,12 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 				res.Changed, res.Services = changed, len(changed)
 			}
 			var tx *nftgen.Transaction
-			tx, commit = s.planUpdate(fs, changed)
+			var update func()
+			tx, update = s.planUpdate(fs, changed)
 			txs = slices.Values([]*nftgen.Transaction{tx})
+			commit = func() error { update(); return nil }
 		}
-		ops, err := s.apply(ctx, g.Family(), res.Services, txs, streamed)
+		ops, err := s.apply(ctx, g.Family(), res.Services, txs, streamed, commit)
 		res.Ops += ops
 		res.FamilyOps[g.Family()] = ops
 		if err != nil {
@@ -163,7 +167,6 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 			}
 			continue
 		}
-		commit()
 	}
 	res.Duration = time.Since(start)
 	if firstErr != nil {
@@ -173,11 +176,12 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 	return res, nil
 }
 
-// apply sends txs in order and returns the operations sent. A streamed
-// sync (a cold one, in chunks) stops between two transactions when ctx
-// ends. It says at V(2) when it starts; at V(0) how far it got every few
-// seconds and, if it took a second or more, when it ended.
-func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs iter.Seq[*nftgen.Transaction], streamed bool) (int, error) {
+// apply sends txs in order, then records them with commit, and returns the
+// operations sent. A streamed sync (a cold one, in chunks) stops between
+// two transactions when ctx ends. It says at V(2) when it starts; at V(0)
+// how far it got every few seconds and, if it took a second or more, when
+// it ended.
+func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error) (int, error) {
 	logger := klog.FromContext(ctx)
 	start, lastLog := time.Now(), time.Now()
 	if streamed {
@@ -213,6 +217,9 @@ func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs
 				return sent, err
 			}
 		}
+	}
+	if err := commit(); err != nil {
+		return sent, err
 	}
 	if streamed {
 		v := 2
@@ -275,11 +282,7 @@ func (s *Syncer) ElementCounts(f nftgen.Family) map[string]int {
 	if fs == nil || fs.applied == nil {
 		return nil
 	}
-	out := map[string]int{}
-	for _, m := range fs.applied.Maps {
-		out[m.Name] = len(fs.applied.Elements(m.Name))
-	}
-	return out
+	return fs.applied.ElementCounts()
 }
 
 // Families returns the families the syncer programs.

@@ -1,0 +1,189 @@
+package nftgen
+
+import (
+	"hash/maphash"
+	"slices"
+)
+
+// Applied is what one family's table holds, kept compactly for planning
+// incremental updates (PlanUpdate): the top-level fragment as it is, and for
+// each service fragment only the names of its chains with a digest of their
+// rules, its sets and its map elements. The statements themselves are not
+// kept: at 30,000 Services x 10 endpoints they are most of a ruleset's
+// memory, and an update only needs to know whether a chain's rules changed.
+type Applied struct {
+	Family Family
+	// Maps are the table's named maps.
+	Maps []MapSpec
+	// Top is the top-level fragment (base chains and shared chains).
+	Top *Fragment
+	// Services summarizes each service fragment, by fragment key.
+	Services map[string]*FragmentSummary
+	// seed keys the digests. It is chosen at random per Applied, so that
+	// no input can be crafted to give a changed chain an unchanged digest.
+	seed maphash.Seed
+}
+
+// FragmentSummary is what Applied keeps of one fragment.
+type FragmentSummary struct {
+	Chains []ChainDigest
+	Sets   []SetSpec
+	// Elements are the fragment's map elements, map by map in the order of
+	// the fragment's map names.
+	Elements []NamedElement
+	// Rules is the number of rules of all its chains.
+	Rules int
+}
+
+// ChainDigest names a chain and digests its rules.
+type ChainDigest struct {
+	Name   string
+	Digest uint64
+}
+
+// NamedElement is a map element with the name of its map.
+type NamedElement struct {
+	Map string
+	MapElement
+}
+
+// NewApplied returns an empty Applied for a table with these maps and top
+// level fragment.
+func NewApplied(f Family, maps []MapSpec, top *Fragment) *Applied {
+	return &Applied{Family: f, Maps: maps, Top: top, Services: map[string]*FragmentSummary{}, seed: maphash.MakeSeed()}
+}
+
+// AppliedFrom returns the Applied of a whole ruleset.
+func AppliedFrom(rs *Ruleset) *Applied {
+	a := NewApplied(rs.Family, rs.Maps, rs.Top)
+	for k, f := range rs.Services {
+		a.Services[k] = a.Summarize(f)
+	}
+	return a
+}
+
+// Summarize returns what a keeps of f.
+func (a *Applied) Summarize(f *Fragment) *FragmentSummary {
+	s := &FragmentSummary{Chains: make([]ChainDigest, len(f.Chains)), Sets: slices.Clip(slices.Clone(f.Sets))}
+	for i, c := range f.Chains {
+		s.Chains[i] = ChainDigest{Name: c.Name, Digest: a.digest(c)}
+		s.Rules += len(c.Rules)
+	}
+	s.Elements = appendElements(nil, f)
+	return s
+}
+
+// appendElements appends f's map elements to out, map by map in name order.
+func appendElements(out []NamedElement, f *Fragment) []NamedElement {
+	n := 0
+	for _, els := range f.Elements {
+		n += len(els)
+	}
+	out = slices.Grow(out, n)
+	for _, m := range sortedMapNames(f.Elements) {
+		for _, e := range f.Elements[m] {
+			out = append(out, NamedElement{Map: m, MapElement: e})
+		}
+	}
+	return out
+}
+
+func sortedMapNames(els map[string][]MapElement) []string {
+	names := make([]string, 0, len(els))
+	for m := range els {
+		names = append(names, m)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Matches reports whether f is what s summarizes.
+func (a *Applied) Matches(s *FragmentSummary, f *Fragment) bool {
+	if s == nil || f == nil {
+		return s == nil && f == nil
+	}
+	if len(s.Chains) != len(f.Chains) || !slices.Equal(s.Sets, f.Sets) {
+		return false
+	}
+	for i, c := range f.Chains {
+		if s.Chains[i].Name != c.Name || s.Chains[i].Digest != a.digest(c) {
+			return false
+		}
+	}
+	return slices.Equal(s.Elements, appendElements(nil, f))
+}
+
+// Commit records in a that updates were applied (see PlanUpdate); a nil
+// fragment removes that service.
+func (a *Applied) Commit(updates map[string]*Fragment) {
+	for key, f := range updates {
+		if f == nil {
+			delete(a.Services, key)
+		} else {
+			a.Services[key] = a.Summarize(f)
+		}
+	}
+}
+
+// ElementCounts returns the number of elements of each named map.
+func (a *Applied) ElementCounts() map[string]int {
+	out := make(map[string]int, len(a.Maps))
+	for _, m := range a.Maps {
+		out[m.Name] = len(a.Top.Elements[m.Name])
+	}
+	for _, s := range a.Services {
+		for _, e := range s.Elements {
+			out[e.Map]++
+		}
+	}
+	return out
+}
+
+// Objects counts the chains, rules, map elements and sets s stands for.
+func (s *FragmentSummary) Objects() ObjectCounts {
+	if s == nil {
+		return ObjectCounts{}
+	}
+	return ObjectCounts{Chains: len(s.Chains), Rules: s.Rules, Elements: len(s.Elements), Sets: len(s.Sets)}
+}
+
+// digest hashes a chain's hook and rules.
+func (a *Applied) digest(c *Chain) uint64 {
+	var h maphash.Hash
+	h.SetSeed(a.seed)
+	if c.Base != nil {
+		maphash.WriteComparable(&h, *c.Base)
+	}
+	for i := range c.Rules {
+		r := &c.Rules[i]
+		maphash.WriteComparable(&h, len(r.Stmts))
+		for _, s := range r.Stmts {
+			if v, ok := s.(NumgenVmap); ok {
+				// The one statement with slices, not comparable as a value.
+				h.WriteByte(1)
+				writeStrings(&h, v.Targets)
+				writeStrings(&h, v.Comments)
+				continue
+			}
+			h.WriteByte(0)
+			maphash.WriteComparable(&h, s)
+		}
+		writeStrings(&h, []string{r.Comment})
+	}
+	return h.Sum64()
+}
+
+// writeStrings writes each string with its length, so that no two lists
+// of strings write the same bytes.
+func writeStrings(h *maphash.Hash, ss []string) {
+	maphash.WriteComparable(h, len(ss))
+	for _, s := range ss {
+		maphash.WriteComparable(h, len(s))
+		h.WriteString(s)
+	}
+}
+
+// SetElements replaces the elements s records with f's.
+func (s *FragmentSummary) SetElements(f *Fragment) {
+	s.Elements = appendElements(nil, f)
+}
