@@ -14,6 +14,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -114,7 +115,16 @@ func main() {
 	memProfile := flag.String("memprofile", "", "write a heap profile (allocations) to this file at the end")
 	watch := flag.Bool("watch", false, "run the drift monitor during the syncs, as the daemon does")
 	inuse := flag.String("inuseprofile", "", "write a heap profile (in use) to this file right after the cold sync")
+	chunk := flag.Int("chunk", 0, "operations per transaction of the streamed cold sync (nftproxy's default if 0)")
+	writeObjects := flag.String("write-objects", "", "only write the N Services and their EndpointSlices as an objects file (a JSON List) for `nftproxy sync --objects`, and exit")
 	flag.Parse()
+	if *writeObjects != "" {
+		if err := writeObjectsFile(*writeObjects, *n, *endpoints); err != nil {
+			fmt.Fprintln(os.Stderr, "scaleprobe:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *nsPath == "" || *n < 1 || *endpoints < 2 {
 		fmt.Fprintln(os.Stderr, "scaleprobe: -netns is required, -n must be positive and -endpoints at least 2")
 		os.Exit(2)
@@ -131,7 +141,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	inuseProfile = *inuse
-	rep, err := probe(*n, *endpoints, *nsPath, *nftOut, *iptOut, *watch)
+	rep, err := probe(*n, *endpoints, *chunk, *nsPath, *nftOut, *iptOut, *watch)
 	if err == nil && *memProfile != "" {
 		err = writeHeapProfile(*memProfile)
 	}
@@ -143,6 +153,35 @@ func main() {
 	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
 		fmt.Fprintln(os.Stderr, "scaleprobe:", err)
 	}
+}
+
+// writeObjectsFile writes n Services with e endpoints each as a List.
+func writeObjectsFile(path string, n, e int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	w.WriteString(`{"apiVersion":"v1","kind":"List","items":[`)
+	enc := json.NewEncoder(w)
+	for i := range n {
+		svc, sl := e2e.ScaleObjects(i, e)
+		if i > 0 {
+			w.WriteString(",")
+		}
+		if err := enc.Encode(svc); err != nil {
+			return err
+		}
+		w.WriteString(",")
+		if err := enc.Encode(sl); err != nil {
+			return err
+		}
+	}
+	w.WriteString("]}\n")
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return f.Close()
 }
 
 func writeHeapProfile(path string) error {
@@ -157,7 +196,7 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
-func probe(n, endpoints int, nsPath, nftOut, iptOut string, watch bool) (*Report, error) {
+func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (*Report, error) {
 	dp, f, err := nftgen.NewNetlinkInNamespace(nsPath)
 	if err != nil {
 		return nil, err
@@ -186,15 +225,18 @@ func probe(n, endpoints int, nsPath, nftOut, iptOut string, watch bool) (*Report
 	if err != nil {
 		return nil, err
 	}
-	store := model.NewStore()
+	// The store holds what the daemon's informers would cache: the
+	// objects as the model trims them.
+	store, trim := model.NewStore(), model.NewTrimmer()
 	for i := range n {
 		svc, sl := e2e.ScaleObjects(i, endpoints)
-		store.SetService(svc)
-		if p := store.SetEndpointSlice(sl); p != nil {
+		store.SetService(trim.Service(svc))
+		if p := store.SetEndpointSlice(trim.EndpointSlice(sl)); p != nil {
 			return nil, p
 		}
 	}
 	s := proxier.NewSyncer(store, dp, g)
+	s.ChunkOps = chunk
 	ctx := context.Background()
 	rep := &Report{Services: n, Endpoints: endpoints}
 	// endpointsBefore and endpointsAfter are the family's endpoint counts

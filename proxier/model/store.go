@@ -1,6 +1,7 @@
 package model
 
 import (
+	"slices"
 	"sort"
 	"time"
 
@@ -14,8 +15,9 @@ import (
 // recomputes what changed. It is not safe for concurrent use.
 type Store struct {
 	services map[types.NamespacedName]*v1.Service
-	// slices maps a Service to its slices, by slice name.
-	slices map[types.NamespacedName]map[string]*discovery.EndpointSlice
+	// slices maps a Service to its slices (most Services have one or two:
+	// a list costs less than a map per Service).
+	slices map[types.NamespacedName][]*discovery.EndpointSlice
 	// sliceOwner maps a slice (namespace/name) to the Service in slices
 	// that holds it, so that replacing one slice costs O(1).
 	sliceOwner map[types.NamespacedName]types.NamespacedName
@@ -44,7 +46,7 @@ const TriggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 func NewStore() *Store {
 	return &Store{
 		services:   map[types.NamespacedName]*v1.Service{},
-		slices:     map[types.NamespacedName]map[string]*discovery.EndpointSlice{},
+		slices:     map[types.NamespacedName][]*discovery.EndpointSlice{},
 		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
 		changed:    map[types.NamespacedName]changeKind{},
 		triggers:   map[types.NamespacedName][]time.Time{},
@@ -77,12 +79,7 @@ func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) *Problem {
 	}
 	// A slice may move between Services if its label changes.
 	s.deleteSliceNamed(slice.Namespace, slice.Name)
-	m := s.slices[svc]
-	if m == nil {
-		m = map[string]*discovery.EndpointSlice{}
-		s.slices[svc] = m
-	}
-	m[slice.Name] = slice
+	s.slices[svc] = append(s.slices[svc], slice)
 	s.sliceOwner[types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}] = svc
 	s.changed[svc] |= endpointsChanged
 	if v := slice.Annotations[TriggerTimeAnnotation]; v != "" {
@@ -131,11 +128,11 @@ func (s *Store) deleteSliceNamed(namespace, name string) {
 		return
 	}
 	delete(s.sliceOwner, key)
-	if m := s.slices[svc]; m != nil {
-		delete(m, name)
-		if len(m) == 0 {
-			delete(s.slices, svc)
-		}
+	list := slices.DeleteFunc(s.slices[svc], func(sl *discovery.EndpointSlice) bool { return sl.Name == name })
+	if len(list) == 0 {
+		delete(s.slices, svc)
+	} else {
+		s.slices[svc] = list
 	}
 	s.changed[svc] |= endpointsChanged
 }
@@ -173,11 +170,7 @@ func (s *Store) State(nn types.NamespacedName) ([]ServicePortState, []Problem) {
 	if len(ports) == 0 {
 		return nil, problems
 	}
-	var slices []*discovery.EndpointSlice
-	for _, sl := range s.slices[nn] {
-		slices = append(slices, sl)
-	}
-	eps, epProblems := Endpoints(nn, slices)
+	eps, epProblems := Endpoints(nn, s.slices[nn])
 	problems = append(problems, epProblems...)
 	out := make([]ServicePortState, 0, len(ports))
 	for _, p := range ports {
@@ -202,7 +195,7 @@ func (s *Store) ReplaceEndpointSlices(slices []*discovery.EndpointSlice) []Probl
 	for svc := range s.slices {
 		s.changed[svc] |= endpointsChanged
 	}
-	s.slices = map[types.NamespacedName]map[string]*discovery.EndpointSlice{}
+	s.slices = map[types.NamespacedName][]*discovery.EndpointSlice{}
 	s.sliceOwner = map[types.NamespacedName]types.NamespacedName{}
 	var problems []Problem
 	for _, sl := range slices {

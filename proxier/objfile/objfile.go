@@ -16,6 +16,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // Objects are the objects a file holds, in file order.
@@ -25,6 +27,8 @@ type Objects struct {
 	Nodes          []*v1.Node
 	// Ignored counts objects of other kinds.
 	Ignored map[string]int
+	// trim keeps of each Service and EndpointSlice what the model reads.
+	trim *model.Trimmer
 }
 
 // Load reads and decodes path.
@@ -45,15 +49,16 @@ func Load(path string) (*Objects, error) {
 // written yet: taken as "no Services", it would delete every rule.
 var ErrEmpty = errors.New("the file is empty; an empty cluster is written as a List with no items")
 
-// Decode decodes the objects in data and applies the API server's defaults
-// that kube-proxy relies on (see applyDefaults). An object that does not
+// Decode decodes the objects in data, keeps of each Service and
+// EndpointSlice what the model reads (see model.Trimmer) and applies the API
+// server's defaults that kube-proxy relies on (see applyDefaults). An object that does not
 // decode is an error that names the object (kind, namespace/name,
 // position) and the field.
 func Decode(data []byte) (*Objects, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, ErrEmpty
 	}
-	objs := &Objects{Ignored: map[string]int{}}
+	objs := &Objects{Ignored: map[string]int{}, trim: model.NewTrimmer()}
 	if err := eachDocument(data, objs.add); err != nil {
 		return nil, err
 	}
@@ -278,7 +283,7 @@ func (o *Objects) add(doc json.RawMessage, where string) error {
 		if svc.Namespace == "" {
 			svc.Namespace = "default"
 		}
-		o.Services = append(o.Services, &svc)
+		o.Services = append(o.Services, o.trim.Service(&svc))
 	case h.Kind == "EndpointSlice" && h.APIVersion == "discovery.k8s.io/v1":
 		var slice discovery.EndpointSlice
 		if err := decodeStrictTypes(doc, &slice); err != nil {
@@ -287,7 +292,7 @@ func (o *Objects) add(doc json.RawMessage, where string) error {
 		if slice.Namespace == "" {
 			slice.Namespace = "default"
 		}
-		o.EndpointSlices = append(o.EndpointSlices, &slice)
+		o.EndpointSlices = append(o.EndpointSlices, o.trim.EndpointSlice(&slice))
 	case h.Kind == "Node" && h.APIVersion == "v1":
 		var node v1.Node
 		if err := decodeStrictTypes(doc, &node); err != nil {

@@ -20,6 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // LabelServiceProxyName marks Services (and their slices) that another
@@ -172,8 +174,10 @@ func listOf[T any](inf cache.SharedIndexInformer) []T {
 // the last known state.
 func start(ctx context.Context, client kubernetes.Interface, nodeName string, resync time.Duration, sink Sink,
 	onError cache.WatchErrorHandlerWithContext) (svcs, slices cache.SharedIndexInformer, hasSynced func() bool) {
+	trim := model.NewTrimmer()
 	factory := informers.NewSharedInformerFactoryWithOptions(client, resync,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Selector() }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = Selector() }),
+		informers.WithTransform(trim.Transform))
 	svcs = factory.Core().V1().Services().Informer()
 	_, _ = svcs.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { sink.SetService(obj.(*v1.Service)) },
@@ -197,7 +201,8 @@ func start(ctx context.Context, client kubernetes.Interface, nodeName string, re
 	nodeFactory := informers.NewSharedInformerFactoryWithOptions(client, resync,
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", nodeName).String()
-		}))
+		}),
+		informers.WithTransform(trim.Transform))
 	nodes := nodeFactory.Core().V1().Nodes().Informer()
 	_, _ = nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { sink.SetNode(obj.(*v1.Node)) },
