@@ -55,7 +55,6 @@ type ignoredFlags struct {
 // noEffect are kube-proxy flags nftproxy accepts but does not act on, with
 // the reason given in the warning.
 var noEffect = map[string]string{
-	"profiling":                       "pprof is not served",
 	"show-hidden-metrics-for-version": "there are no hidden metrics",
 	"init-only":                       "there is no separate privileged init step",
 	"ipvs-sync-period":                "IPVS mode does not exist here",
@@ -84,7 +83,7 @@ func (o *options) addKubeProxyFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&k.bindAddress, "bind-address", "0.0.0.0", "Overrides nftproxy's idea of what its node's primary IP is.")
 	fs.StringVar(&k.healthzBindAddress, "healthz-bind-address", "0.0.0.0:10256", "The IP address and port for the health check server to serve on (/healthz, /livez); empty or 0 to disable.")
 	fs.BoolVar(&k.bindAddressHardFail, "bind-address-hard-fail", false, "If true nftproxy exits when it cannot bind its health or metrics port; otherwise it logs the failure and retries every 5 seconds.")
-	fs.BoolVar(&k.ignored.b, "profiling", false, "Accepted for compatibility; no effect.")
+	fs.BoolVar(&o.profiling, "profiling", false, "If true, serve Go's profiles (net/http/pprof) under /debug/pprof/ on the metrics server, as kube-proxy does.")
 	fs.StringVar(&k.ignored.s, "show-hidden-metrics-for-version", "", "Accepted for compatibility; no effect.")
 	fs.BoolVar(&k.ignored.b, "init-only", false, "Accepted for compatibility; no effect.")
 	fs.StringVar(&o.proxyMode, "proxy-mode", o.proxyMode, "Which proxy mode to emulate: 'iptables' (default) or 'nftables'; both program nftproxy's nftables dataplane with iptables-mode semantics.")
@@ -176,6 +175,9 @@ func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
 	k.bindAddress, k.healthzBindAddress = cfg.BindAddress, cfg.HealthzBindAddress
 	k.bindAddressHardFail = cfg.BindAddressHardFail
 	o.metricsBindAddress = cfg.MetricsBindAddress
+	if !fs.Changed("profiling") {
+		o.profiling = cfg.EnableProfiling
+	}
 	k.featureGates = cfg.FeatureGates
 	o.proxyMode = string(cfg.Mode)
 	o.clusterCIDR = cfg.ClusterCIDR
@@ -196,7 +198,7 @@ func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
 	k.conntrackTCPEstablished, k.conntrackTCPCloseWait = ct.TCPEstablishedTimeout.Duration, ct.TCPCloseWaitTimeout.Duration
 	k.conntrackUDPTimeout, k.conntrackUDPStream = ct.UDPTimeout.Duration, ct.UDPStreamTimeout.Duration
 	o.conntrackTCPLiberal = ct.TCPBeLiberal
-	for name, why := range map[string]bool{"IPVS": cfg.IPVS.Scheduler != "" || len(cfg.IPVS.ExcludeCIDRs) > 0, "enableProfiling": cfg.EnableProfiling,
+	for name, why := range map[string]bool{"IPVS": cfg.IPVS.Scheduler != "" || len(cfg.IPVS.ExcludeCIDRs) > 0, 
 		"detectLocal.bridgeInterface": cfg.DetectLocal.BridgeInterface != "", "detectLocal.interfaceNamePrefix": cfg.DetectLocal.InterfaceNamePrefix != ""} {
 		if why {
 			klog.InfoS("Warning: configuration field has no effect in nftproxy", "field", name)
@@ -325,6 +327,7 @@ func (o *options) effectiveConfig() *proxyv1alpha1.KubeProxyConfiguration {
 		HealthzBindAddress:  o.kp.healthzBindAddress,
 		BindAddressHardFail: o.kp.bindAddressHardFail,
 		MetricsBindAddress:  o.metricsBindAddress,
+		EnableProfiling:     o.profiling,
 		Mode:                proxyv1alpha1.ProxyMode(o.proxyMode),
 		ClusterCIDR:         o.clusterCIDR,
 		NodePortAddresses:   o.nodePortAddresses,

@@ -101,7 +101,7 @@ func runLoop(ctx context.Context, opts *options) error {
 	if err := netns.Do(opts.netns, func() error { return conntrack.Apply(opts.conntrackSettings()) }); err != nil {
 		klog.ErrorS(err, "Could not apply all conntrack settings")
 	}
-	mux := metricsMux(p.Metrics, st.dp, opts.netns, opts.proxyMode, opts.effectiveConfig())
+	mux := metricsMux(p.Metrics, st.dp, opts.netns, opts.proxyMode, opts.effectiveConfig(), opts.profiling)
 	// kube-proxy's metrics port answers /healthz with a plain "ok" (the
 	// generic component check); the health port has the JSON.
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {

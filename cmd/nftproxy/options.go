@@ -38,6 +38,8 @@ type options struct {
 	ipv6   bool
 
 	metricsBindAddress string
+	// profiling serves net/http/pprof on the metrics server.
+	profiling bool
 	proxyMode          string
 
 	// kp holds kube-proxy's other flags.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"net/netip"
 	"time"
 
@@ -23,8 +24,16 @@ import (
 // metricsMux serves kube-proxy's metrics endpoints plus the compat view.
 // configz is the effective configuration for /configz.
 // nsPath is the network namespace the daemon programs (empty: its own).
-func metricsMux(m *metrics.Metrics, dp *nftgen.Netlink, nsPath, proxyMode string, configz any) *http.ServeMux {
+// With profiling, it also serves Go's profiles under /debug/pprof/.
+func metricsMux(m *metrics.Metrics, dp *nftgen.Netlink, nsPath, proxyMode string, configz any, profiling bool) *http.ServeMux {
 	mux := http.NewServeMux()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.HandleFunc("/configz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{"kubeproxy.config.k8s.io": configz})
