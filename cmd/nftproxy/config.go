@@ -198,7 +198,7 @@ func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
 	k.conntrackTCPEstablished, k.conntrackTCPCloseWait = ct.TCPEstablishedTimeout.Duration, ct.TCPCloseWaitTimeout.Duration
 	k.conntrackUDPTimeout, k.conntrackUDPStream = ct.UDPTimeout.Duration, ct.UDPStreamTimeout.Duration
 	o.conntrackTCPLiberal = ct.TCPBeLiberal
-	for name, why := range map[string]bool{"IPVS": cfg.IPVS.Scheduler != "" || len(cfg.IPVS.ExcludeCIDRs) > 0, 
+	for name, why := range map[string]bool{"IPVS": cfg.IPVS.Scheduler != "" || len(cfg.IPVS.ExcludeCIDRs) > 0,
 		"detectLocal.bridgeInterface": cfg.DetectLocal.BridgeInterface != "", "detectLocal.interfaceNamePrefix": cfg.DetectLocal.InterfaceNamePrefix != ""} {
 		if why {
 			klog.InfoS("Warning: configuration field has no effect in nftproxy", "field", name)

@@ -40,7 +40,7 @@ type options struct {
 	metricsBindAddress string
 	// profiling serves net/http/pprof on the metrics server.
 	profiling bool
-	proxyMode          string
+	proxyMode string
 
 	// kp holds kube-proxy's other flags.
 	kp kubeProxyFlags
