@@ -104,7 +104,7 @@ BENCH_ROUNDS ?= 7
 # Service counts of the daemon memory comparison with kube-proxy (each
 # needs its objects created through a real API server: about 1 min per
 # 10,000).
-BENCH_DAEMON_SIZES ?= 1000,10000
+BENCH_DAEMON_SIZES ?= 1000,10000,30000
 bench: e2e-binaries
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./nftgen ./compat ./proxier/model
 	NFTPROXY_BENCH_SIZES=$(BENCH_SIZES) NFTPROXY_BENCH_CONNS=$(BENCH_CONNS) NFTPROXY_BENCH_ROUNDS=$(BENCH_ROUNDS) \
