@@ -121,6 +121,9 @@ type builder struct {
 	// emptyChains lists every chain of each table, so that chains without
 	// rules are still declared.
 	emptyChains map[string][]string
+	// counted holds, per map, the rule that counts packets to its keys:
+	// each of the map's rules gets a counted copy (see countedCopy).
+	counted map[string]nftgen.Rule
 }
 
 // probability is the package's probability, memoized: a large table
@@ -319,6 +322,14 @@ func (b *builder) fullMask() string {
 // rule renders one rule of a kube-proxy chain; maps and numgen expand into
 // the rules iptables mode writes instead.
 func (b *builder) rule(table, chain string, r nftgen.Rule) {
+	if m, ok := countedMap(r); ok {
+		// Shown as a copy of each of the map's rules.
+		if b.counted == nil {
+			b.counted = map[string]nftgen.Rule{}
+		}
+		b.counted[m] = r
+		return
+	}
 	for _, s := range r.Stmts {
 		switch s := s.(type) {
 		case nftgen.DispatchMap:
@@ -371,6 +382,8 @@ func (b *builder) rule(table, chain string, r nftgen.Rule) {
 			late = append(late, fmt.Sprintf("-m mark %s--mark %s/%s", neg, markString(s.Mask), markString(s.Mask)))
 		case nftgen.MatchRandom:
 			late = append(late, "-m statistic --mode random --probability "+b.probability(int(s.Mod)))
+		case nftgen.CounterRef:
+			late = append(late, nfacctMatch(s.Name))
 		case nftgen.MarkOr:
 			out.target = fmt.Sprintf("-j MARK --set-xmark %s/%s", markString(s.Bits), markString(s.Bits))
 		case nftgen.MarkXor:
@@ -454,10 +467,37 @@ func (b *builder) expandMap(table, chain, mapName string, r nftgen.Rule) {
 				out.match("-m addrtype --dst-type LOCAL")
 			}
 			out.match(fmt.Sprintf("-m %s --dport %d", proto, e.Key.Port))
+			if counter, ok := b.counted[mapName]; ok {
+				b.add(table, countedCopy(out, counter))
+			}
 			b.add(table, out)
 		}
 	}
 }
+
+// countedCopy returns the rule kube-proxy writes before out to feed an
+// nfacct counter: out with the counting rule's destination and the nfacct
+// match (the localhost node port counter: "-d 127.0.0.0/8 ... -m nfacct
+// --nfacct-name localhost_nps_accepted_pkts").
+func countedCopy(out *iptRule, counter nftgen.Rule) *iptRule {
+	cp := *out
+	cp.matches = slices.Clone(out.matches)
+	for _, s := range counter.Stmts {
+		switch s := s.(type) {
+		case nftgen.MatchAddr:
+			if s.Dir == nftgen.Daddr {
+				cp.dst, cp.notDst = prefixString(s.Prefix), s.Negate
+			}
+		case nftgen.CounterRef:
+			cp.match(nfacctMatch(s.Name))
+		}
+	}
+	return &cp
+}
+
+// nfacctMatch is the nfacct match as iptables-save prints it (with two
+// spaces).
+func nfacctMatch(name string) string { return "-m nfacct --nfacct-name  " + name }
 
 // expandNumgen writes kube-proxy's statistic rules for a random choice.
 func (b *builder) expandNumgen(table, chain string, s nftgen.NumgenVmap, comment string) {

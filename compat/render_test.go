@@ -87,9 +87,10 @@ func TestCountFragmentsMatchesRender(t *testing.T) {
 			want[tb.Name] = tb.RuleCount()
 		}
 	}
-	got := CountFragment(rs.Top)
+	counter := NewCounter(rs.Top)
+	got := counter.Fragment(rs.Top)
 	for _, f := range rs.Services {
-		got.Add(CountFragment(f))
+		got.Add(counter.Fragment(f))
 	}
 	if got["nat"] != want["nat"] || got["filter"] != want["filter"] {
 		t.Errorf("counted %v, rendered %v", got, want)

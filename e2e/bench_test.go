@@ -377,6 +377,10 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 		} else {
 			b = newBenchNet(t, l.name)
 			ns = b.node
+			// As kube-proxy does before it writes its rules.
+			if err := createNfacctCounters(ns); err != nil {
+				t.Fatal(err)
+			}
 		}
 		r, err := loadText(ns, l.timeout, l.file, l.command[0], l.command[1:]...)
 		if err != nil {

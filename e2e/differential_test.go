@@ -80,7 +80,7 @@ func TestDifferentialAgainstKubeProxy(t *testing.T) {
 					t.Fatal(err)
 				}
 				compare := func(what string, args ...string) {
-					out, err := exec.Command(nftproxyBinary, append(append([]string{"diff", legacyFile, "--ignore-nfacct"}, v6...), args...)...).CombinedOutput()
+					out, err := exec.Command(nftproxyBinary, append(append([]string{"diff", legacyFile}, v6...), args...)...).CombinedOutput()
 					if err != nil {
 						report := string(out)
 						if len(report) > 4000 {

@@ -224,7 +224,7 @@ func TestCompatMatchesKubeProxyIptablesMode(t *testing.T) {
 			if out, err := exec.Command(nftproxyBinary, append([]string{"sync"}, flags...)...).CombinedOutput(); err != nil {
 				t.Fatalf("nftproxy sync: %v\n%s", err, out)
 			}
-			diffArgs := []string{"diff", legacyFile, "--netns", nftNS.Path(), "--ignore-nfacct"}
+			diffArgs := []string{"diff", legacyFile, "--netns", nftNS.Path()}
 			if sc.ipv6 {
 				diffArgs = append(diffArgs, "-6")
 			}

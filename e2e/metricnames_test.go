@@ -17,10 +17,7 @@ import (
 
 // notProvided are kube-proxy iptables-mode metrics nftproxy does not
 // serve, with the reason (README: Health, metrics and config).
-var notProvided = map[string]string{
-	"kubeproxy_iptables_ct_state_invalid_dropped_packets_total":     "kube-proxy reads an nfacct counter; nftproxy has no counter on its ct-invalid drop rule yet",
-	"kubeproxy_iptables_localhost_nodeports_accepted_packets_total": "kube-proxy reads an nfacct counter; nftproxy has no counter on its localhost NodePort rule yet",
-}
+var notProvided = map[string]string{}
 
 // kubeProxyIPTablesMetrics returns the names of the metrics kube-proxy
 // v1.37.2 registers in iptables mode, read from its source in the module

@@ -131,6 +131,8 @@ func (w *batchWriter) write(ops []Op, i int) (int, error) {
 		if err := w.conn.AddSet(set, nil); err != nil {
 			return i, err
 		}
+	case OpAddCounter:
+		w.conn.AddObj(&nftables.CounterObj{Table: w.table, Name: op.Name})
 	case OpAddElement, OpDeleteElement:
 		j := i
 		var elems []nftables.SetElement

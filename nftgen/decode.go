@@ -76,6 +76,10 @@ func (d *exprDecoder) match(es []expr.Any) (Stmt, int) {
 	switch e := es[0].(type) {
 	case *expr.Counter:
 		return nil, 1
+	case *expr.Objref:
+		if e.Type == unix.NFT_OBJECT_COUNTER {
+			return CounterRef{Name: e.Name}, 1
+		}
 	case *expr.Verdict:
 		return decodeVerdict(e)
 	case *expr.Masq:
@@ -148,8 +152,13 @@ func (d *exprDecoder) matchMeta(e *expr.Meta, at func(int) expr.Any) (Stmt, int)
 			return MatchProto{Proto: c.Data[0]}, 2
 		}
 		if p, ok := at(1).(*expr.Payload); ok && p.Base == expr.PayloadBaseTransportHeader && p.Offset == 2 && p.Len == 2 {
-			if l, ok := at(2).(*expr.Lookup); ok && l.DestRegister == regVerdict && l.SetName != "" {
-				return ProtoPortMap{Map: l.SetName}, 3
+			if l, ok := at(2).(*expr.Lookup); ok && l.SetName != "" && !l.Invert {
+				if l.IsDestRegSet && l.DestRegister == regVerdict {
+					return ProtoPortMap{Map: l.SetName}, 3
+				}
+				if !l.IsDestRegSet {
+					return ProtoPortIn{Map: l.SetName}, 3
+				}
 			}
 		}
 	case e.Key == expr.MetaKeyMARK && !e.SourceRegister:
@@ -190,7 +199,7 @@ func (d *exprDecoder) matchPayload(e *expr.Payload, at func(int) expr.Any, saddr
 	// Dispatch: addr . l4proto . dport vmap @map
 	if m, ok := at(1).(*expr.Meta); ok && dir == Daddr && m.Key == expr.MetaKeyL4PROTO {
 		if p, ok := at(2).(*expr.Payload); ok && p.Base == expr.PayloadBaseTransportHeader && p.Offset == 2 {
-			if l, ok := at(3).(*expr.Lookup); ok && l.DestRegister == regVerdict && l.SetName != "" {
+			if l, ok := at(3).(*expr.Lookup); ok && l.IsDestRegSet && l.DestRegister == regVerdict && l.SetName != "" {
 				return DispatchMap{Map: l.SetName}, 4
 			}
 		}

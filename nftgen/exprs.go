@@ -120,6 +120,14 @@ func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
 	case MatchFibLocal:
 		f := &expr.Fib{Register: reg1, ResultADDRTYPE: true, FlagDADDR: s.Dir == Daddr, FlagSADDR: s.Dir == Saddr}
 		return []expr.Any{f, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: native32(unix.RTN_LOCAL)}}, nil
+	case ProtoPortIn:
+		return []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
+			&expr.Payload{DestRegister: reg32Base + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+			&expr.Lookup{SourceRegister: reg1, SetName: s.Map},
+		}, nil
+	case CounterRef:
+		return []expr.Any{&expr.Objref{Type: unix.NFT_OBJECT_COUNTER, Name: s.Name}}, nil
 	case ProtoPortMap:
 		return []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},

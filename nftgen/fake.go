@@ -36,13 +36,15 @@ type fakeTable struct {
 	maps   map[string]map[MapKey]MapElement
 	specs  map[string]MapSpec
 	sets   map[string]SetSpec
+	// counters are the named counters, with their packet counts.
+	counters map[string]uint64
 }
 
 // NewFake returns an empty Fake.
 func NewFake() *Fake { return &Fake{tables: map[Family]*fakeTable{}} }
 
 func (t *fakeTable) clone() *fakeTable {
-	c := &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: maps.Clone(t.specs), sets: maps.Clone(t.sets)}
+	c := &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: maps.Clone(t.specs), sets: maps.Clone(t.sets), counters: maps.Clone(t.counters)}
 	for n, ch := range t.chains {
 		cp := *ch
 		cp.Rules = slices.Clone(ch.Rules)
@@ -79,7 +81,7 @@ func (f *Fake) Apply(_ context.Context, tx *Transaction) error {
 	for i, op := range tx.Ops {
 		if op.Kind == OpAddTable {
 			if t == nil {
-				t = &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: map[string]MapSpec{}, sets: map[string]SetSpec{}}
+				t = &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: map[string]MapSpec{}, sets: map[string]SetSpec{}, counters: map[string]uint64{}}
 			}
 			continue
 		}
@@ -142,7 +144,16 @@ func (t *fakeTable) apply(op Op) error {
 				return errorf(syscall.ENOENT, "no set %s", ref)
 			}
 		}
+		for _, ref := range ruleCounterRefs(op.Rule) {
+			if _, ok := t.counters[ref]; !ok {
+				return errorf(syscall.ENOENT, "no counter %s", ref)
+			}
+		}
 		c.Rules = append(c.Rules, *op.Rule)
+	case OpAddCounter:
+		if _, ok := t.counters[op.Name]; !ok {
+			t.counters[op.Name] = 0
+		}
 	case OpAddSet:
 		if _, ok := t.maps[op.Name]; ok {
 			return errorf(syscall.EEXIST, "a map has that name")
@@ -266,6 +277,17 @@ func ruleSetRefs(r *Rule) []string {
 	return out
 }
 
+// ruleCounterRefs returns the named counters a rule counts in.
+func ruleCounterRefs(r *Rule) []string {
+	var out []string
+	for _, s := range r.Stmts {
+		if c, ok := s.(CounterRef); ok {
+			out = append(out, c.Name)
+		}
+	}
+	return out
+}
+
 // ruleMapRefs returns the named maps a rule looks up.
 func ruleMapRefs(r *Rule) []string {
 	var out []string
@@ -274,6 +296,8 @@ func ruleMapRefs(r *Rule) []string {
 		case DispatchMap:
 			out = append(out, s.Map)
 		case ProtoPortMap:
+			out = append(out, s.Map)
+		case ProtoPortIn:
 			out = append(out, s.Map)
 		}
 	}
@@ -326,6 +350,9 @@ func (f *Fake) Dump(fam Family) string {
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "table %s %s {\n", fam, TableName)
+	for _, name := range slices.Sorted(maps.Keys(t.counters)) {
+		writeCounter(&b, name)
+	}
 	for _, name := range slices.Sorted(maps.Keys(t.maps)) {
 		els := slices.Collect(maps.Values(t.maps[name]))
 		slices.SortFunc(els, func(a, b MapElement) int { return strings.Compare(a.text(), b.text()) })

@@ -172,7 +172,7 @@ func (g *Generator) Top() *Fragment {
 
 	var fwd []Rule
 	if !g.cfg.ConntrackTCPLiberal {
-		fwd = append(fwd, NewRule("", MatchCtState{Mask: CtInvalid}, drop))
+		fwd = append(fwd, NewRule("", MatchCtState{Mask: CtInvalid}, CounterRef{Name: CounterCTStateInvalid}, drop))
 	}
 	fwd = append(fwd,
 		NewRule("kubernetes forwarding rules", MatchMark{Mask: g.markBits}, accept),
@@ -211,14 +211,32 @@ func (g *Generator) Top() *Fragment {
 	chains = append(chains,
 		regular(ChainReject, NewRule("", Reject{})),
 		regular(ChainServices, append([]Rule{NewRule("", DispatchMap{Map: MapServiceIPs})}, g.nodePortsJumps()...)...),
-		regular(ChainNodePorts, NewRule("", ProtoPortMap{Map: MapServiceNodePorts})),
+		regular(ChainNodePorts, g.nodePortRules()...),
 		regular(ChainMarkMasq, NewRule("", MarkOr{Bits: g.markBits})),
 		regular(ChainPostrouting,
 			NewRule("", MatchMark{Mask: g.markBits, Zero: true}, Verdict{Kind: VerdictReturn}),
 			NewRule("", MarkXor{Bits: g.markBits}),
 			NewRule("kubernetes service traffic requiring SNAT", Masquerade{FullyRandom: true})),
 	)
-	return &Fragment{Chains: chains}
+	counters := []string{CounterCTStateInvalid}
+	if localnetGuard {
+		counters = append(counters, CounterLocalhostNodePorts)
+	}
+	return &Fragment{Chains: chains, Counters: counters}
+}
+
+// nodePortRules are the rules of KUBE-NODEPORTS. Where node ports are
+// served on 127.0.0.0/8, packets to them are first counted, as kube-proxy
+// counts them in an nfacct counter with a copy of each node port's rule
+// for 127.0.0.0/8.
+func (g *Generator) nodePortRules() []Rule {
+	dispatch := NewRule("", ProtoPortMap{Map: MapServiceNodePorts})
+	if g.cfg.Family != FamilyIPv4 || !g.cfg.LocalhostNodePorts {
+		return []Rule{dispatch}
+	}
+	count := NewRule("", MatchAddr{Dir: Daddr, Prefix: netip.MustParsePrefix("127.0.0.0/8")},
+		ProtoPortIn{Map: MapServiceNodePorts}, CounterRef{Name: CounterLocalhostNodePorts})
+	return []Rule{count, dispatch}
 }
 
 // nodePortsJumps returns the last rules of KUBE-SERVICES, which send

@@ -124,3 +124,14 @@ const endpointMapPrefix = "ep."
 
 // isEndpointMap tells whether a set of the table is an endpoint map.
 func isEndpointMap(name string) bool { return strings.HasPrefix(name, endpointMapPrefix) }
+
+// The table's named counters, named as kube-proxy's nfacct counters that
+// they stand for; kube-proxy's metrics of the same purpose read them.
+const (
+	// CounterCTStateInvalid counts forwarded packets dropped because
+	// conntrack found them invalid.
+	CounterCTStateInvalid = "ct_state_invalid_dropped_pkts"
+	// CounterLocalhostNodePorts counts packets to a node port on
+	// 127.0.0.0/8 that were accepted.
+	CounterLocalhostNodePorts = "localhost_nps_accepted_pkts"
+)

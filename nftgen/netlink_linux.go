@@ -364,3 +364,22 @@ func (n *Netlink) DeleteTable(_ context.Context, f Family) error {
 		return nil
 	})
 }
+
+// CounterPackets returns the packets counted so far by the named counter
+// name of family f's table.
+func (n *Netlink) CounterPackets(_ context.Context, f Family, name string) (uint64, error) {
+	var packets uint64
+	err := n.withConn(func(c *nftables.Conn) error {
+		obj, err := c.GetObject(&nftables.CounterObj{Table: &nftables.Table{Name: TableName, Family: tableFamily(f)}, Name: name})
+		if err != nil {
+			return fmt.Errorf("read counter %s of the %s table: %w", name, f, err)
+		}
+		counter, ok := obj.(*nftables.CounterObj)
+		if !ok {
+			return fmt.Errorf("object %s of the %s table is a %T, not a counter", name, f, obj)
+		}
+		packets = counter.Packets
+		return nil
+	})
+	return packets, err
+}

@@ -24,6 +24,9 @@ const (
 	OpDeleteElement OpKind = "delete element"
 	OpAddSet        OpKind = "add set"
 	OpDeleteSet     OpKind = "delete set"
+	// OpAddCounter adds a named counter; one that exists is kept, with
+	// its counts.
+	OpAddCounter OpKind = "add counter"
 )
 
 // Op is one operation. Name is the chain or map it acts on.
@@ -113,6 +116,7 @@ func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
 		want[c.Name] = true
 		add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
 	}
+	addCounters(tx, desired.Top.Counters)
 	wantMap, wantSet := map[string]bool{}, map[string]bool{}
 	for i := range desired.Maps {
 		m := &desired.Maps[i]
@@ -168,6 +172,14 @@ func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
 		add(Op{Kind: OpDeleteChain, Name: name})
 	}
 	return tx
+}
+
+// addCounters adds the named counters (before the rules that count in
+// them).
+func addCounters(tx *Transaction, names []string) {
+	for _, name := range names {
+		tx.Ops = append(tx.Ops, Op{Kind: OpAddCounter, Name: name})
+	}
 }
 
 func addRules(tx *Transaction, c *Chain) {

@@ -124,6 +124,13 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 	for _, name := range stray {
 		add(Op{Kind: OpDeleteChain, Name: name})
 	}
+	if len(refill) > 0 {
+		// The rules written may count in the named counters; one that
+		// exists keeps its counts.
+		counters := &Transaction{}
+		addCounters(counters, desired.Top.Counters)
+		tx.Ops = slices.Insert(tx.Ops, 1, counters.Ops...)
+	}
 	if len(tx.Ops) == 1 {
 		tx.Ops = nil
 	}

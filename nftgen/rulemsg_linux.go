@@ -438,6 +438,20 @@ func parseExprMore(name string, a *attrs) (expr.Any, error) {
 			}
 		}
 		out = e
+	case "objref":
+		e := &expr.Objref{}
+		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
+			switch t {
+			case unix.NFTA_OBJREF_IMM_TYPE:
+				e.Type = int(be32(v))
+			case unix.NFTA_OBJREF_IMM_NAME:
+				e.Name = cstring(v)
+			case unix.NFTA_OBJREF_SET_SREG, unix.NFTA_OBJREF_SET_NAME, unix.NFTA_OBJREF_SET_ID:
+				// An object chosen by a map look-up: not one of nftproxy's.
+				return nil, a.err
+			}
+		}
+		out = e
 	case "counter":
 		e := &expr.Counter{}
 		for t, v, ok := a.next(); ok; t, v, ok = a.next() {

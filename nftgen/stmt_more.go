@@ -31,6 +31,12 @@ type MatchCtStatusDNAT struct{ Not bool }
 // ProtoPortMap looks up "l4proto . dport" in a named verdict map.
 type ProtoPortMap struct{ Map string }
 
+// ProtoPortIn matches when "l4proto . dport" is a key of the named map
+// ("meta l4proto . th dport @map"), without taking its verdict.
+type ProtoPortIn struct{ Map string }
+
+func (s ProtoPortIn) nft(Family) string { return "meta l4proto . th dport @" + s.Map }
+
 // AffinityCheck jumps (goto) to Chain when the source address is in the
 // dynamic set Set: the client was sent to that endpoint recently.
 type AffinityCheck struct {
@@ -41,6 +47,13 @@ type AffinityCheck struct {
 // AffinityUpdate adds the source address to the dynamic set Set, or
 // refreshes its timeout.
 type AffinityUpdate struct{ Set string }
+
+// CounterRef counts the packet in the table's named counter Name
+// ("counter name X"), where kube-proxy's rule feeds an nfacct counter of
+// that name ("-m nfacct --nfacct-name X").
+type CounterRef struct{ Name string }
+
+func (s CounterRef) nft(Family) string { return fmt.Sprintf("counter name %q", s.Name) }
 
 func (s MatchFibLocal) nft(Family) string { return fmt.Sprintf("fib %s type local", s.Dir) }
 

@@ -52,7 +52,7 @@ func NewColdBuilder(f Family, maps []MapSpec, top *Fragment, maxOps int) *ColdBu
 	for i := range maps {
 		b.cur.Ops = append(b.cur.Ops, Op{Kind: OpAddMap, Name: maps[i].Name, Map: &maps[i]})
 	}
-	regular := &Fragment{Sets: top.Sets, Elements: top.Elements}
+	regular := &Fragment{Sets: top.Sets, Elements: top.Elements, Counters: top.Counters}
 	for _, c := range top.Chains {
 		if c.Base != nil {
 			b.base = append(b.base, c)
@@ -93,6 +93,7 @@ func (b *ColdBuilder) Finish() []*Transaction {
 // addFragment appends the operations that create f: chains before the rules
 // that jump to them, sets before the rules that use them, map elements last.
 func addFragment(tx *Transaction, maps []MapSpec, f *Fragment) {
+	addCounters(tx, f.Counters)
 	for _, c := range f.Chains {
 		tx.Ops = append(tx.Ops, Op{Kind: OpAddChain, Name: c.Name})
 	}

@@ -10,6 +10,9 @@ import (
 func (r *Ruleset) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table %s %s {\n", r.Family, TableName)
+	for _, name := range r.Top.Counters {
+		writeCounter(&b, name)
+	}
 	for _, m := range r.Maps {
 		writeMap(&b, r.Family, m, r.Elements(m.Name))
 	}
@@ -21,6 +24,10 @@ func (r *Ruleset) Text() string {
 	}
 	b.WriteString("}\n")
 	return b.String()
+}
+
+func writeCounter(b *strings.Builder, name string) {
+	fmt.Fprintf(b, "\tcounter %s {\n\t}\n", name)
 }
 
 func writeMap(b *strings.Builder, f Family, m MapSpec, elems []MapElement) {

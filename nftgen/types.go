@@ -200,6 +200,9 @@ type Fragment struct {
 	Sets []SetSpec
 	// Elements maps a map name to the elements this fragment adds to it.
 	Elements map[string][]MapElement
+	// Counters are the named counters this fragment's rules count in
+	// (only the top level has any).
+	Counters []string
 }
 
 // Equal reports whether two fragments hold the same chains and elements.
@@ -207,7 +210,7 @@ func (f *Fragment) Equal(o *Fragment) bool {
 	if f == o {
 		return true
 	}
-	if f == nil || o == nil || len(f.Chains) != len(o.Chains) || len(f.Elements) != len(o.Elements) || !slices.Equal(f.Sets, o.Sets) {
+	if f == nil || o == nil || len(f.Chains) != len(o.Chains) || len(f.Elements) != len(o.Elements) || !slices.Equal(f.Sets, o.Sets) || !slices.Equal(f.Counters, o.Counters) {
 		return false
 	}
 	for i := range f.Chains {

@@ -99,7 +99,7 @@ func (r *fullSync) commit(fs *familyState) error {
 		return r.err
 	}
 	fs.applied, fs.keys, fs.owners, fs.fragCounts = r.applied, r.keys, r.owners, r.fragCounts
-	fs.counts = compat.CountFragment(r.applied.Top)
+	fs.counts = fs.ruleCounter().Fragment(r.applied.Top)
 	fs.objects = r.applied.Top.Objects()
 	for key, sum := range r.applied.Services {
 		fs.counts.AddFragment(r.fragCounts[key], 1)
@@ -111,10 +111,10 @@ func (r *fullSync) commit(fs *familyState) error {
 }
 
 // fullSyncOf is the state of a full sync that programs rs.
-func fullSyncOf(rs *nftgen.Ruleset, keys map[types.NamespacedName][]string, owners map[destination]claim) *fullSync {
+func fullSyncOf(rs *nftgen.Ruleset, counter compat.Counter, keys map[types.NamespacedName][]string, owners map[destination]claim) *fullSync {
 	r := &fullSync{applied: nftgen.AppliedFrom(rs), keys: keys, owners: owners, fragCounts: make(map[string]compat.FragmentCounts, len(rs.Services))}
 	for key, f := range rs.Services {
-		r.fragCounts[key] = compat.CountFragmentCompact(f)
+		r.fragCounts[key] = counter.Compact(f)
 	}
 	return r
 }
@@ -166,7 +166,7 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*n
 		}
 	}
 	txs = slices.Values([]*nftgen.Transaction{s.reconcile(ctx, rs, live, inv)})
-	r := fullSyncOf(rs, keys, owners)
+	r := fullSyncOf(rs, fs.ruleCounter(), keys, owners)
 	return txs, false, func() error { return r.commit(fs) }, nil
 }
 
@@ -186,6 +186,7 @@ func (s *Syncer) planCold(ctx context.Context, fs *familyState, chunk int) (iter
 		fragCounts: map[string]compat.FragmentCounts{},
 		err:        errors.New("the streamed sync did not finish"),
 	}
+	counter := fs.ruleCounter()
 	txs := func(yield func(*nftgen.Transaction) bool) {
 		b := nftgen.NewColdBuilder(fam, r.applied.Maps, top, chunk)
 		var pending []*candidate
@@ -198,7 +199,7 @@ func (s *Syncer) planCold(ctx context.Context, fs *familyState, chunk int) (iter
 			}
 			key := c.claim.frag
 			r.applied.Services[key] = r.applied.Summarize(chains)
-			r.fragCounts[key] = compat.CountFragmentCompact(chains)
+			r.fragCounts[key] = counter.Compact(chains)
 			c.frag = &nftgen.Fragment{Elements: c.frag.Elements}
 			pending = append(pending, c)
 			return true
@@ -216,7 +217,7 @@ func (s *Syncer) planCold(ctx context.Context, fs *familyState, chunk int) (iter
 				return
 			}
 			r.applied.Services[key].SetElements(f)
-			r.fragCounts[key] = r.fragCounts[key].Plus(compat.CountFragmentCompact(f))
+			r.fragCounts[key] = r.fragCounts[key].Plus(counter.Compact(f))
 			r.keys[c.svc] = append(r.keys[c.svc], key)
 		}
 		for _, tx := range b.Finish() {
@@ -306,7 +307,7 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 	commit := func() {
 		fs.lastCounts = compat.Counts{}
 		for key, f := range updates {
-			old, cur := fs.applied.Services[key], compat.CountFragmentCompact(f)
+			old, cur := fs.applied.Services[key], fs.ruleCounter().Compact(f)
 			fs.counts.AddFragment(fs.fragCounts[key], -1)
 			fs.counts.AddFragment(cur, 1)
 			fs.objects.Add(old.Objects(), -1)

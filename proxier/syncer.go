@@ -55,6 +55,10 @@ type familyState struct {
 	counts, lastCounts compat.Counts
 	// fragCounts are the counts of each fragment of applied.
 	fragCounts map[string]compat.FragmentCounts
+	// counter counts the compat view's rules of gen's fragments; counterOf
+	// is the generator it was made for.
+	counter   compat.Counter
+	counterOf *nftgen.Generator
 	// objects counts the table's nftables objects, kept like counts.
 	objects nftgen.ObjectCounts
 	// owners maps an IP, protocol and port (or a node port), per claim
@@ -331,6 +335,14 @@ func (s *Syncer) countEndpoints(fs *familyState, changed []types.NamespacedName)
 			fs.applied = nil
 		}
 	}
+}
+
+// ruleCounter returns the compat rule counter of the family's generator.
+func (fs *familyState) ruleCounter() compat.Counter {
+	if fs.counterOf != fs.gen {
+		fs.counter, fs.counterOf = compat.NewCounter(fs.gen.Top()), fs.gen
+	}
+	return fs.counter
 }
 
 func modelFamily(f nftgen.Family) model.IPFamily {

@@ -95,6 +95,7 @@ func runLoop(ctx context.Context, opts *options) error {
 	for _, f := range p.Syncer.Families() {
 		p.Metrics.InitFamily(familyName(f))
 	}
+	registerPacketCounters(p.Metrics, st.dp, p.Syncer.Families())
 	// A health check node port answers 503 while nftproxy's own rules are
 	// stale, as kube-proxy's does.
 	st.serviceHealth.SetProxyHealthy(func() bool { return d.health.Health().Healthy })

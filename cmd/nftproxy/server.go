@@ -136,3 +136,18 @@ func serve(ctx context.Context, nsPath, addr string, handler http.Handler, hardF
 		}
 	}()
 }
+
+// registerPacketCounters serves kube-proxy's packet metrics from the named
+// counters of nftproxy's tables, summed over the families.
+func registerPacketCounters(m *metrics.Metrics, dp *nftgen.Netlink, families []nftgen.Family) {
+	m.RegisterPacketCounters(func(name string) (uint64, bool) {
+		var sum uint64
+		found := false
+		for _, f := range families {
+			if n, err := dp.CounterPackets(context.Background(), f, name); err == nil {
+				sum, found = sum+n, true
+			}
+		}
+		return sum, found
+	}, nftgen.CounterCTStateInvalid, nftgen.CounterLocalhostNodePorts)
+}

@@ -3,6 +3,7 @@ package explain
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -125,6 +126,13 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 		return w.lookup(b, st.Map, nftgen.MapKey{Addr: s.dst, Proto: s.proto, Port: s.dport})
 	case nftgen.ProtoPortMap:
 		return w.lookup(b, st.Map, nftgen.MapKey{Proto: s.proto, Port: s.dport})
+	case nftgen.ProtoPortIn:
+		m := w.st.Map(st.Map)
+		if m == nil {
+			return missingMap(b, st.Map)
+		}
+		key := nftgen.MapKey{Proto: s.proto, Port: s.dport}
+		return match(slices.ContainsFunc(m.Elements, func(e nftgen.MapElement) bool { return e.Key == key }))
 	case nftgen.NumgenVmap:
 		n := len(st.Targets)
 		if n == 0 {
@@ -168,6 +176,9 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 		return []*branch{b, hit}
 	case nftgen.AffinityUpdate:
 		b.actions = append(b.actions, fmt.Sprintf("remember %s in @%s", s.src, st.Set))
+		return []*branch{b}
+	case nftgen.CounterRef:
+		b.actions = append(b.actions, "count in "+st.Name)
 		return []*branch{b}
 	case nftgen.MarkOr:
 		s.mark |= st.Bits
@@ -218,13 +229,18 @@ func (w *walker) unknown(b *branch, c *nftgen.Chain, i int, what string) []*bran
 	return []*branch{b}
 }
 
+// missingMap ends a branch at a look-up in a map the table lacks.
+func missingMap(b *branch, name string) []*branch {
+	b.terminal = Unknown
+	b.s.cause = fmt.Sprintf("map %s is missing from the table", name)
+	return []*branch{b}
+}
+
 // lookup finds the packet's key in a verdict map.
 func (w *walker) lookup(b *branch, mapName string, key nftgen.MapKey) []*branch {
 	m := w.st.Map(mapName)
 	if m == nil {
-		b.terminal = Unknown
-		b.s.cause = fmt.Sprintf("map %s is missing from the table", mapName)
-		return []*branch{b}
+		return missingMap(b, mapName)
 	}
 	for _, e := range m.Elements {
 		if e.Key == key {
