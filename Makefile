@@ -37,16 +37,18 @@ E2E_BIN := e2e/.cache/bin
 K8S_LDFLAGS := -s -w -X k8s.io/component-base/version.gitVersion=v1.37.2 -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37
 e2e-binaries: deps
 	@mkdir -p $(E2E_BIN)
-	@echo "e2e-binaries: etcd (1/5)"
+	@echo "e2e-binaries: etcd (1/6)"
 	cd e2e/etcd && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/etcd go.etcd.io/etcd/server/v3
-	@echo "e2e-binaries: kube-apiserver (2/5; the longest cold build)"
+	@echo "e2e-binaries: kube-apiserver (2/6; the longest cold build)"
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
-	@echo "e2e-binaries: kubectl (3/5)"
+	@echo "e2e-binaries: kubectl (3/6)"
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/kubectl k8s.io/kubernetes/cmd/kubectl
-	@echo "e2e-binaries: kube-proxy iptables oracle (4/5)"
+	@echo "e2e-binaries: kube-proxy iptables oracle (4/6)"
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/kube-proxy-oracle ./oracle
-	@echo "e2e-binaries: kube-proxy (5/5; for the daemon memory comparison)"
+	@echo "e2e-binaries: kube-proxy (5/6; for the daemon memory comparison)"
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/kube-proxy k8s.io/kubernetes/cmd/kube-proxy
+	@echo "e2e-binaries: kubeadm's kube-proxy objects (6/6; for the DaemonSet test)"
+	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/kubeadm-proxy ./kubeadmproxy
 	@echo "e2e-binaries: done"
 
 # The whole suite: formatting, vet, unit tests and, as root, the kernel and

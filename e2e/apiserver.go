@@ -132,7 +132,9 @@ func (s *APIServer) Start(t netns.T) {
 		"--service-account-key-file", filepath.Join(s.Dir, "sa.pub"),
 		"--service-account-signing-key-file", filepath.Join(s.Dir, "sa.key"),
 		"--token-auth-file", filepath.Join(s.Dir, "tokens.csv"),
-		"--authorization-mode", "RBAC", "--disable-admission-plugins", "ServiceAccount")
+		"--authorization-mode", "RBAC", "--disable-admission-plugins", "ServiceAccount",
+		// As kubeadm's control plane: kube-proxy's DaemonSet is privileged.
+		"--allow-privileged=true")
 	s.api.Stdout, s.api.Stderr = logFile(s.Dir, "apiserver.log"), logFile(s.Dir, "apiserver.log")
 	if err := s.api.Start(); err != nil {
 		t.Fatalf("start kube-apiserver: %v", err)
