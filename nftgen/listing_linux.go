@@ -145,10 +145,11 @@ func chainRequests(table *nftables.Table, names []string) [][]netlink.Attribute 
 // looked up: that halves the requests. Each rule is decoded by decode as
 // it arrives; rules[i] are those of chains[i]. The read is not atomic: a
 // commit between two requests shows half (as any listing does). The
-// table's use count (chains plus sets) tells whether this found
-// everything; complete is false when it did not, for example when another
-// process added a chain that nothing jumps to.
-func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string, sets int, decode func(*parsedRule) Rule) (chains []*nftables.Chain, rules [][]Rule, complete bool, err error) {
+// table's use count (its chains, sets and named objects; others counts the
+// sets and objects) tells whether this found every chain; complete is false
+// when it did not, for example when another process added a chain that
+// nothing jumps to.
+func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string, others int, decode func(*parsedRule) Rule) (chains []*nftables.Chain, rules [][]Rule, complete bool, err error) {
 	found, err := n.chainsByName(table, layout)
 	if err != nil {
 		return nil, nil, false, err
@@ -197,7 +198,7 @@ func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string
 			}
 		}
 	}
-	return chains, rules, uint32(len(chains)+sets) == table.Use, nil
+	return chains, rules, uint32(len(chains)+others) == table.Use, nil
 }
 
 // allRules dumps the rules of every chain of chains, decoded by decode;

@@ -12,6 +12,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/nftables"
@@ -30,6 +31,10 @@ type Netlink struct {
 	netnsFd int
 	// sentMessages and sentBytes add up what Apply committed.
 	sentMessages, sentBytes int
+	// fullListings counts the Reads that could not find every chain by
+	// following jumps and listed the whole table (slow at scale: the
+	// kernel restarts a chain dump for every buffer).
+	fullListings atomic.Int64
 	// monitorReadBuffer is the receive buffer of Watch's socket.
 	monitorReadBuffer int
 	// endpointMaps names, per family and chain, the endpoint map that the
@@ -317,12 +322,17 @@ func findTable(c *nftables.Conn, f Family) (*nftables.Table, error) {
 func (n *Netlink) Inventory(_ context.Context, f Family, expected []string) (inv *Inventory, err error) {
 	var table *nftables.Table
 	var sets []*nftables.Set
+	var objs []nftables.Obj
 	err = n.withConn(func(c *nftables.Conn) error {
 		if table, err = findTable(c, f); table == nil || err != nil {
 			return err
 		}
 		if sets, err = c.GetSets(table); err != nil {
 			return fmt.Errorf("list maps of %s %s: %w", f, TableName, err)
+		}
+		// The table's use count counts its named objects too.
+		if objs, err = c.GetObjects(table); err != nil {
+			return fmt.Errorf("list objects of %s %s: %w", f, TableName, err)
 		}
 		return nil
 	})
@@ -340,7 +350,7 @@ func (n *Netlink) Inventory(_ context.Context, f Family, expected []string) (inv
 	if inv.Chains, err = n.existingChains(table, slices.Compact(names)); err != nil {
 		return nil, fmt.Errorf("look up chains of %s %s: %w", f, TableName, err)
 	}
-	if uint32(len(inv.Chains)+len(sets)) == table.Use {
+	if uint32(len(inv.Chains)+len(sets)+len(objs)) == table.Use {
 		return inv, nil
 	}
 	chains, err := n.tableChains(table)

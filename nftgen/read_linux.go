@@ -121,12 +121,18 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 		comment, _ := userdata.GetString(r.userData, userdata.TypeComment)
 		return Rule{Stmts: dec.decodeRule(r.exprs), Comment: comment, Handle: r.handle}
 	}
-	chains, rules, complete, err := n.discoverChains(table, layoutChains(f), targets, len(sets), decode)
+	// The table's use count counts its named objects (the counters) too.
+	objs, err := c.GetObjects(table)
+	if err != nil {
+		return nil, fmt.Errorf("list objects of %s %s: %w", f, TableName, err)
+	}
+	chains, rules, complete, err := n.discoverChains(table, layoutChains(f), targets, len(sets)+len(objs), decode)
 	if err != nil {
 		return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
 	}
 	if !complete {
 		// Something nothing jumps to: list every chain after all.
+		n.fullListings.Add(1)
 		if chains, err = n.tableChains(table); err != nil {
 			return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
 		}
