@@ -7,9 +7,10 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/netns"
 )
 
-// removeLegacyRules deletes the iptables-mode rules of the kube-proxy this
-// node ran before, in both iptables backends, and kube-proxy's nftables
-// mode tables: they would shadow or double-handle nftproxy's rules.
+// removeLegacyRules deletes the iptables-mode and IPVS-mode rules of the
+// kube-proxy this node ran before, in both iptables backends, kube-proxy's
+// nftables mode tables and its IPVS state: they would shadow or
+// double-handle nftproxy's rules.
 func removeLegacyRules(nsPath string) {
 	_ = netns.Do(nsPath, func() error {
 		nft, err := cleanup.CleanupNFT()
@@ -20,8 +21,14 @@ func removeLegacyRules(nsPath string) {
 		if err != nil {
 			klog.ErrorS(err, "Could not remove kube-proxy's legacy iptables rules")
 		}
-		if nft.Chains+nft.Rules+legacy.Chains+legacy.Rules > 0 {
-			klog.InfoS("Removed the previous kube-proxy's rules", "nftChains", nft.Chains, "nftJumps", nft.Rules, "legacyChains", legacy.Chains, "legacyRules", legacy.Rules)
+		// After the chains: an ipset that a rule uses cannot be destroyed.
+		ipvs, err := cleanup.CleanupIPVS()
+		if err != nil {
+			klog.ErrorS(err, "Could not remove all of kube-proxy's IPVS mode leftovers")
+		}
+		if nft.Chains+nft.Rules+legacy.Chains+legacy.Rules+ipvs.Sets > 0 || ipvs.Link || ipvs.Flushed {
+			klog.InfoS("Removed the previous kube-proxy's rules", "nftChains", nft.Chains, "nftJumps", nft.Rules, "legacyChains", legacy.Chains, "legacyRules", legacy.Rules,
+				"ipvsFlushed", ipvs.Flushed, "ipvsInterface", ipvs.Link, "ipsets", ipvs.Sets)
 		}
 		return nil
 	})

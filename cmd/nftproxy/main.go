@@ -226,7 +226,7 @@ func runCleanup(ctx context.Context, opts *options) error {
 	}
 	defer done()
 	// As kube-proxy's --cleanup: the rules of kube-proxy's modes go too
-	// (iptables legacy and nft backends, nftables mode).
+	// (iptables legacy and nft backends, nftables mode, IPVS mode).
 	removeLegacyRules(opts.netns)
 	return proxier.Cleanup(ctx, dp)
 }

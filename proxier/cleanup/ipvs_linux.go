@@ -1,0 +1,187 @@
+package cleanup
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// IPVSResult counts what CleanupIPVS removed.
+type IPVSResult struct {
+	// Flushed is set when the kernel has IPVS and its virtual servers were
+	// flushed.
+	Flushed bool
+	// Link is set when kube-proxy's dummy interface was deleted.
+	Link bool
+	// Sets is the number of kube-proxy's ipsets destroyed.
+	Sets int
+}
+
+// The IPVS proxier's dummy interface, which holds every Service address,
+// and its ipsets (IPv4 names; IPv6 ones start with KUBE-6-).
+const ipvsDummyLink = "kube-ipvs0"
+
+var ipvsSets = []string{
+	"KUBE-LOOP-BACK", "KUBE-CLUSTER-IP", "KUBE-EXTERNAL-IP", "KUBE-EXTERNAL-IP-LOCAL",
+	"KUBE-LOAD-BALANCER", "KUBE-LOAD-BALANCER-LOCAL", "KUBE-LOAD-BALANCER-FW",
+	"KUBE-LOAD-BALANCER-SOURCE-IP", "KUBE-LOAD-BALANCER-SOURCE-CIDR",
+	"KUBE-NODE-PORT-TCP", "KUBE-NODE-PORT-LOCAL-TCP", "KUBE-NODE-PORT-UDP", "KUBE-NODE-PORT-LOCAL-UDP",
+	"KUBE-NODE-PORT-SCTP-HASH", "KUBE-NODE-PORT-LOCAL-SCTP-HASH", "KUBE-HEALTH-CHECK-NODE-PORT", "KUBE-IPVS-IPS",
+}
+
+// ipsetNames returns kube-proxy's ipset names of both families: the IPv6
+// ones are the IPv4 ones with KUBE- made KUBE-6-, cut to ipset's 31
+// characters.
+func ipsetNames() []string {
+	out := append([]string(nil), ipvsSets...)
+	for _, n := range ipvsSets {
+		v6 := "KUBE-6-" + n[len("KUBE-"):]
+		out = append(out, v6[:min(len(v6), 31)])
+	}
+	return out
+}
+
+// CleanupIPVS removes what kube-proxy's IPVS mode leaves besides its
+// iptables chains (which CleanupLegacy and CleanupNFT remove, and which must
+// go first: an ipset that a rule uses cannot be destroyed): the IPVS virtual
+// servers (all of them, as kube-proxy's own cleanup flushes them; skipped
+// where the kernel has no IPVS, as kube-proxy skips it), the kube-ipvs0
+// interface and kube-proxy's ipsets. It runs in the caller's network
+// namespace and returns every error it met.
+func CleanupIPVS() (IPVSResult, error) {
+	var res IPVSResult
+	var errs []error
+	flushed, err := flushIPVS()
+	res.Flushed = flushed
+	errs = append(errs, err)
+	if ifc, err := net.InterfaceByName(ipvsDummyLink); err == nil {
+		if err := deleteLink(ifc.Index); err != nil {
+			errs = append(errs, fmt.Errorf("delete %s: %w", ipvsDummyLink, err))
+		} else {
+			res.Link = true
+		}
+	}
+	n, err := destroyIPSets(ipsetNames())
+	res.Sets = n
+	errs = append(errs, err)
+	return res, errors.Join(errs...)
+}
+
+// flushIPVS flushes the IPVS table through generic netlink; it reports
+// false without error when the kernel has no IPVS family.
+func flushIPVS() (bool, error) {
+	c, err := netlink.Dial(unix.NETLINK_GENERIC, nil)
+	if err != nil {
+		return false, fmt.Errorf("generic netlink socket: %w", err)
+	}
+	defer c.Close()
+	family, ok, err := genlFamily(c, "IPVS")
+	if err != nil || !ok {
+		return false, err
+	}
+	const ipvsCmdFlush, ipvsGenlVersion = 17, 1
+	msg := netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(family), Flags: netlink.Request | netlink.Acknowledge},
+		Data:   []byte{ipvsCmdFlush, ipvsGenlVersion, 0, 0},
+	}
+	if _, err := c.Execute(msg); err != nil {
+		return false, fmt.Errorf("flush IPVS: %w", err)
+	}
+	return true, nil
+}
+
+// genlFamily resolves a generic netlink family's ID by name.
+func genlFamily(c *netlink.Conn, name string) (uint16, bool, error) {
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.CTRL_ATTR_FAMILY_NAME, name)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return 0, false, err
+	}
+	msgs, err := c.Execute(netlink.Message{
+		Header: netlink.Header{Type: unix.GENL_ID_CTRL, Flags: netlink.Request},
+		Data:   append([]byte{unix.CTRL_CMD_GETFAMILY, 1, 0, 0}, attrs...),
+	})
+	if errors.Is(err, unix.ENOENT) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("look up generic netlink family %s: %w", name, err)
+	}
+	for _, m := range msgs {
+		if len(m.Data) < 4 {
+			continue
+		}
+		ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+		if err != nil {
+			return 0, false, err
+		}
+		for ad.Next() {
+			if ad.Type() == unix.CTRL_ATTR_FAMILY_ID {
+				return ad.Uint16(), true, nil
+			}
+		}
+	}
+	return 0, false, nil
+}
+
+// deleteLink deletes the interface with this index.
+func deleteLink(index int) error {
+	c, err := netlink.Dial(unix.NETLINK_ROUTE, nil)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ifinfo := make([]byte, unix.SizeofIfInfomsg)
+	ifinfo[0] = unix.AF_UNSPEC
+	// ifi_index, after family (1), pad (1) and type (2).
+	binary.NativeEndian.PutUint32(ifinfo[4:], uint32(index))
+	_, err = c.Execute(netlink.Message{Header: netlink.Header{Type: unix.RTM_DELLINK, Flags: netlink.Request | netlink.Acknowledge}, Data: ifinfo})
+	return err
+}
+
+// ipset's netlink protocol (linux/netfilter/ipset/ip_set.h).
+const (
+	ipsetProtocol     = 7
+	ipsetCmdDestroy   = 3
+	ipsetAttrProtocol = 1
+	ipsetAttrSetname  = 2
+)
+
+// destroyIPSets destroys the named ipsets that exist and returns how many
+// it destroyed. A set that does not exist is no error.
+func destroyIPSets(names []string) (int, error) {
+	c, err := netlink.Dial(unix.NETLINK_NETFILTER, nil)
+	if err != nil {
+		return 0, fmt.Errorf("netfilter socket: %w", err)
+	}
+	defer c.Close()
+	n := 0
+	var errs []error
+	for _, name := range names {
+		ae := netlink.NewAttributeEncoder()
+		ae.Uint8(ipsetAttrProtocol, ipsetProtocol)
+		ae.String(ipsetAttrSetname, name)
+		attrs, err := ae.Encode()
+		if err != nil {
+			return n, err
+		}
+		_, err = c.Execute(netlink.Message{
+			Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_IPSET<<8 | ipsetCmdDestroy), Flags: netlink.Request | netlink.Acknowledge},
+			Data:   append([]byte{unix.AF_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
+		})
+		switch {
+		case err == nil:
+			n++
+		case errors.Is(err, unix.ENOENT), errors.Is(err, unix.EPROTONOSUPPORT):
+			// No such set, or a kernel without ipset.
+		default:
+			errs = append(errs, fmt.Errorf("destroy ipset %s: %w", name, err))
+		}
+	}
+	return n, errors.Join(errs...)
+}
