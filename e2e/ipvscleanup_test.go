@@ -83,8 +83,13 @@ func TestCleanupRemovesIPVSModeLeftovers(t *testing.T) {
 	ns.MustRun(t, "ip", "link", "add", "kube-ipvs0", "type", "veth", "peer", "name", "kipvs-peer")
 	ns.MustRun(t, "ip", "addr", "add", "10.96.0.10/32", "dev", "kube-ipvs0")
 
-	if out, err := exec.Command(nftproxyBinary, "--cleanup", "--netns", ns.Path()).CombinedOutput(); err != nil {
+	out, err := exec.Command(nftproxyBinary, "--cleanup", "--netns", ns.Path()).CombinedOutput()
+	if err != nil {
 		t.Fatalf("--cleanup: %v\n%s", err, out)
+	}
+	// It says what it removed: the four sets of kube-proxy's created above.
+	if !strings.Contains(string(out), "ipvsInterface=true ipsets=4") {
+		t.Errorf("--cleanup does not report the interface and the 4 ipsets it removed:\n%s", out)
 	}
 	for _, save := range []string{"iptables-legacy-save", "iptables-nft-save"} {
 		after := ns.MustRun(t, save)

@@ -2,6 +2,7 @@ package nftgen
 
 import (
 	"hash/maphash"
+	"maps"
 	"slices"
 )
 
@@ -62,67 +63,64 @@ func AppliedFrom(rs *Ruleset) *Applied {
 	return a
 }
 
-// Summarize returns what a keeps of f.
+// Summarize returns what a keeps of f (nil for nil).
 func (a *Applied) Summarize(f *Fragment) *FragmentSummary {
+	if f == nil {
+		return nil
+	}
 	s := &FragmentSummary{Chains: make([]ChainDigest, len(f.Chains)), Sets: slices.Clip(slices.Clone(f.Sets))}
 	for i, c := range f.Chains {
 		s.Chains[i] = ChainDigest{Name: c.Name, Digest: a.digest(c)}
 		s.Rules += len(c.Rules)
 	}
-	s.Elements = appendElements(nil, f)
+	s.SetElements(f)
 	return s
 }
 
-// appendElements appends f's map elements to out, map by map in name order.
-func appendElements(out []NamedElement, f *Fragment) []NamedElement {
+// SetElements replaces the elements s records with f's, map by map in
+// name order.
+func (s *FragmentSummary) SetElements(f *Fragment) {
 	n := 0
 	for _, els := range f.Elements {
 		n += len(els)
 	}
-	out = slices.Grow(out, n)
-	for _, m := range sortedMapNames(f.Elements) {
+	s.Elements = make([]NamedElement, 0, n)
+	for _, m := range slices.Sorted(maps.Keys(f.Elements)) {
 		for _, e := range f.Elements[m] {
-			out = append(out, NamedElement{Map: m, MapElement: e})
+			s.Elements = append(s.Elements, NamedElement{Map: m, MapElement: e})
 		}
 	}
-	return out
 }
 
-func sortedMapNames(els map[string][]MapElement) []string {
-	names := make([]string, 0, len(els))
-	for m := range els {
-		names = append(names, m)
+// equal reports whether two summaries are the same.
+func (s *FragmentSummary) equal(o *FragmentSummary) bool {
+	if s == nil || o == nil {
+		return s == o
 	}
-	slices.Sort(names)
-	return names
+	return slices.Equal(s.Chains, o.Chains) && slices.Equal(s.Sets, o.Sets) && slices.Equal(s.Elements, o.Elements)
 }
 
 // Matches reports whether f is what s summarizes.
 func (a *Applied) Matches(s *FragmentSummary, f *Fragment) bool {
-	if s == nil || f == nil {
-		return s == nil && f == nil
-	}
-	if len(s.Chains) != len(f.Chains) || !slices.Equal(s.Sets, f.Sets) {
-		return false
-	}
-	for i, c := range f.Chains {
-		if s.Chains[i].Name != c.Name || s.Chains[i].Digest != a.digest(c) {
-			return false
-		}
-	}
-	return slices.Equal(s.Elements, appendElements(nil, f))
+	return s.equal(a.Summarize(f))
 }
 
 // Commit records in a that updates were applied (see PlanUpdate); a nil
-// fragment removes that service.
-func (a *Applied) Commit(updates map[string]*Fragment) {
+// fragment removes that service. It returns the keys whose fragments
+// changed.
+func (a *Applied) Commit(updates map[string]*Fragment) (changed []string) {
 	for key, f := range updates {
-		if f == nil {
+		sum := a.Summarize(f)
+		if !a.Services[key].equal(sum) {
+			changed = append(changed, key)
+		}
+		if sum == nil {
 			delete(a.Services, key)
 		} else {
-			a.Services[key] = a.Summarize(f)
+			a.Services[key] = sum
 		}
 	}
+	return changed
 }
 
 // ElementCounts returns the number of elements of each named map.
@@ -181,9 +179,4 @@ func writeStrings(h *maphash.Hash, ss []string) {
 		maphash.WriteComparable(h, len(s))
 		h.WriteString(s)
 	}
-}
-
-// SetElements replaces the elements s records with f's.
-func (s *FragmentSummary) SetElements(f *Fragment) {
-	s.Elements = appendElements(nil, f)
 }

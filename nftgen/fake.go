@@ -36,8 +36,8 @@ type fakeTable struct {
 	maps   map[string]map[MapKey]MapElement
 	specs  map[string]MapSpec
 	sets   map[string]SetSpec
-	// counters are the named counters, with their packet counts.
-	counters map[string]uint64
+	// counters are the named counters (the fake counts no packets).
+	counters map[string]bool
 }
 
 // NewFake returns an empty Fake.
@@ -81,7 +81,7 @@ func (f *Fake) Apply(_ context.Context, tx *Transaction) error {
 	for i, op := range tx.Ops {
 		if op.Kind == OpAddTable {
 			if t == nil {
-				t = &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: map[string]MapSpec{}, sets: map[string]SetSpec{}, counters: map[string]uint64{}}
+				t = &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: map[string]MapSpec{}, sets: map[string]SetSpec{}, counters: map[string]bool{}}
 			}
 			continue
 		}
@@ -145,15 +145,13 @@ func (t *fakeTable) apply(op Op) error {
 			}
 		}
 		for _, ref := range ruleCounterRefs(op.Rule) {
-			if _, ok := t.counters[ref]; !ok {
+			if !t.counters[ref] {
 				return errorf(syscall.ENOENT, "no counter %s", ref)
 			}
 		}
 		c.Rules = append(c.Rules, *op.Rule)
 	case OpAddCounter:
-		if _, ok := t.counters[op.Name]; !ok {
-			t.counters[op.Name] = 0
-		}
+		t.counters[op.Name] = true
 	case OpAddSet:
 		if _, ok := t.maps[op.Name]; ok {
 			return errorf(syscall.EEXIST, "a map has that name")

@@ -375,21 +375,21 @@ func (n *Netlink) DeleteTable(_ context.Context, f Family) error {
 	})
 }
 
-// CounterPackets returns the packets counted so far by the named counter
-// name of family f's table.
-func (n *Netlink) CounterPackets(_ context.Context, f Family, name string) (uint64, error) {
-	var packets uint64
+// Counters returns the packets counted so far by each named counter of
+// family f's table, in one request.
+func (n *Netlink) Counters(_ context.Context, f Family) (map[string]uint64, error) {
+	out := map[string]uint64{}
 	err := n.withConn(func(c *nftables.Conn) error {
-		obj, err := c.GetObject(&nftables.CounterObj{Table: &nftables.Table{Name: TableName, Family: tableFamily(f)}, Name: name})
+		objs, err := c.GetObjects(&nftables.Table{Name: TableName, Family: tableFamily(f)})
 		if err != nil {
-			return fmt.Errorf("read counter %s of the %s table: %w", name, f, err)
+			return fmt.Errorf("list the objects of the %s table: %w", f, err)
 		}
-		counter, ok := obj.(*nftables.CounterObj)
-		if !ok {
-			return fmt.Errorf("object %s of the %s table is a %T, not a counter", name, f, obj)
+		for _, o := range objs {
+			if counter, ok := o.(*nftables.CounterObj); ok {
+				out[counter.Name] = counter.Packets
+			}
 		}
-		packets = counter.Packets
 		return nil
 	})
-	return packets, err
+	return out, err
 }

@@ -116,7 +116,7 @@ func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
 		want[c.Name] = true
 		add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
 	}
-	addCounters(tx, desired.Top.Counters)
+	tx.Ops = append(tx.Ops, counterOps(desired.Top.Counters)...)
 	wantMap, wantSet := map[string]bool{}, map[string]bool{}
 	for i := range desired.Maps {
 		m := &desired.Maps[i]
@@ -174,12 +174,14 @@ func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
 	return tx
 }
 
-// addCounters adds the named counters (before the rules that count in
+// counterOps add the named counters (before the rules that count in
 // them).
-func addCounters(tx *Transaction, names []string) {
-	for _, name := range names {
-		tx.Ops = append(tx.Ops, Op{Kind: OpAddCounter, Name: name})
+func counterOps(names []string) []Op {
+	ops := make([]Op, len(names))
+	for i, name := range names {
+		ops[i] = Op{Kind: OpAddCounter, Name: name}
 	}
+	return ops
 }
 
 func addRules(tx *Transaction, c *Chain) {
@@ -209,7 +211,8 @@ func PlanUpdate(applied *Applied, updates map[string]*Fragment) *Transaction {
 	slices.Sort(keys)
 	for _, key := range keys {
 		oldF, newF := applied.Services[key], updates[key]
-		if applied.Matches(oldF, newF) {
+		newS := applied.Summarize(newF)
+		if oldF.equal(newS) {
 			continue
 		}
 		// Sets: a set whose timeout changed is deleted and created again,
@@ -248,7 +251,7 @@ func PlanUpdate(applied *Applied, updates map[string]*Fragment) *Transaction {
 		}
 		newNames := map[string]bool{}
 		if newF != nil {
-			for _, c := range newF.Chains {
+			for i, c := range newF.Chains {
 				newNames[c.Name] = true
 				old, had := oldChains[c.Name]
 				switch {
@@ -257,7 +260,7 @@ func PlanUpdate(applied *Applied, updates map[string]*Fragment) *Transaction {
 					rulesOf = append(rulesOf, c)
 				// An unchanged digest means unchanged rules: those of c
 				// name the same sets as the applied ones.
-				case old != applied.digest(c) || usesAnySet(c, changedSet):
+				case old != newS.Chains[i].Digest || usesAnySet(c, changedSet):
 					flushChains = append(flushChains, c.Name)
 					rulesOf = append(rulesOf, c)
 				}

@@ -127,9 +127,7 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 	if len(refill) > 0 {
 		// The rules written may count in the named counters; one that
 		// exists keeps its counts.
-		counters := &Transaction{}
-		addCounters(counters, desired.Top.Counters)
-		tx.Ops = slices.Insert(tx.Ops, 1, counters.Ops...)
+		tx.Ops = slices.Insert(tx.Ops, 1, counterOps(desired.Top.Counters)...)
 	}
 	if len(tx.Ops) == 1 {
 		tx.Ops = nil

@@ -1,7 +1,5 @@
 package nftgen
 
-import "iter"
-
 // ChunkOps is the smallest number of operations of one transaction of a
 // streamed cold sync: about 3.5 MB of netlink messages, so that neither
 // nftproxy nor the kernel holds the whole ruleset as messages at once.
@@ -18,25 +16,6 @@ const ChunkOps = 16384
 // the chains so far: the walk stays under a fifth of each commit), for 15%
 // more peak memory; at 30,000 Services the two are within the noise.
 const chunkGrowth = 48
-
-// PlanCold returns the transactions that build desired in a table that does
-// not exist yet, in chunks of about maxOps operations, each made only when
-// the one before has been taken (see ColdBuilder).
-func PlanCold(desired *Ruleset, maxOps int) iter.Seq[*Transaction] {
-	return func(yield func(*Transaction) bool) {
-		b := NewColdBuilder(desired.Family, desired.Maps, desired.Top, maxOps)
-		for _, k := range desired.serviceKeys() {
-			if tx := b.Add(desired.Services[k]); tx != nil && !yield(tx) {
-				return
-			}
-		}
-		for _, tx := range b.Finish() {
-			if !yield(tx) {
-				return
-			}
-		}
-	}
-}
 
 // ColdBuilder cuts the operations that build a new table into transactions
 // of about maxOps operations (more as the table grows), from fragments
@@ -108,7 +87,7 @@ func (b *ColdBuilder) Finish() []*Transaction {
 // addFragment appends the operations that create f: chains before the rules
 // that jump to them, sets before the rules that use them, map elements last.
 func addFragment(tx *Transaction, maps []MapSpec, f *Fragment) {
-	addCounters(tx, f.Counters)
+	tx.Ops = append(tx.Ops, counterOps(f.Counters)...)
 	for _, c := range f.Chains {
 		tx.Ops = append(tx.Ops, Op{Kind: OpAddChain, Name: c.Name})
 	}

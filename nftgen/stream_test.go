@@ -3,6 +3,7 @@ package nftgen
 import (
 	"context"
 	"fmt"
+	"iter"
 	"slices"
 	"testing"
 )
@@ -31,7 +32,7 @@ func TestPlanColdBuildsTheSameTableUnhookedUntilTheEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	const maxOps = 1000
-	txs := slices.Collect(PlanCold(rs, maxOps))
+	txs := slices.Collect(coldChunks(rs, maxOps))
 	if len(txs) < 5 {
 		t.Fatalf("%d transactions, want several", len(txs))
 	}
@@ -60,5 +61,23 @@ func TestPlanColdBuildsTheSameTableUnhookedUntilTheEnd(t *testing.T) {
 	}
 	if got, want := streamed.Dump(FamilyIPv4), full.Dump(FamilyIPv4); got != want {
 		t.Errorf("streamed table differs from the one-transaction table")
+	}
+}
+
+// coldChunks are the transactions of a streamed cold sync of desired, in
+// chunks of about maxOps operations, as ColdBuilder cuts them.
+func coldChunks(desired *Ruleset, maxOps int) iter.Seq[*Transaction] {
+	return func(yield func(*Transaction) bool) {
+		b := NewColdBuilder(desired.Family, desired.Maps, desired.Top, maxOps)
+		for _, k := range desired.serviceKeys() {
+			if tx := b.Add(desired.Services[k]); tx != nil && !yield(tx) {
+				return
+			}
+		}
+		for _, tx := range b.Finish() {
+			if !yield(tx) {
+				return
+			}
+		}
 	}
 }

@@ -305,23 +305,21 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 		}
 	}
 	commit := func() {
-		fs.lastCounts = compat.Counts{}
 		for key, f := range updates {
-			old, cur := fs.applied.Services[key], fs.ruleCounter().Compact(f)
 			fs.counts.AddFragment(fs.fragCounts[key], -1)
-			fs.counts.AddFragment(cur, 1)
-			fs.objects.Add(old.Objects(), -1)
+			fs.objects.Add(fs.applied.Services[key].Objects(), -1)
 			fs.objects.Add(f.Objects(), 1)
-			if !fs.applied.Matches(old, f) {
-				fs.lastCounts.AddFragment(cur, 1)
-			}
 			if f == nil {
 				delete(fs.fragCounts, key)
-			} else {
-				fs.fragCounts[key] = cur
+				continue
 			}
+			fs.fragCounts[key] = fs.ruleCounter().Compact(f)
+			fs.counts.AddFragment(fs.fragCounts[key], 1)
 		}
-		fs.applied.Commit(updates)
+		fs.lastCounts = compat.Counts{}
+		for _, key := range fs.applied.Commit(updates) {
+			fs.lastCounts.AddFragment(fs.fragCounts[key], 1)
+		}
 		for nn := range queued {
 			if len(newKeys[nn]) == 0 {
 				delete(fs.keys, nn)

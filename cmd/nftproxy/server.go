@@ -138,16 +138,20 @@ func serve(ctx context.Context, nsPath, addr string, handler http.Handler, hardF
 }
 
 // registerPacketCounters serves kube-proxy's packet metrics from the named
-// counters of nftproxy's tables, summed over the families.
+// counters of nftproxy's tables, summed over the families: one request per
+// family and scrape.
 func registerPacketCounters(m *metrics.Metrics, dp *nftgen.Netlink, families []nftgen.Family) {
-	m.RegisterPacketCounters(func(name string) (uint64, bool) {
-		var sum uint64
-		found := false
+	m.RegisterPacketCounters(func() map[string]uint64 {
+		sum := map[string]uint64{}
 		for _, f := range families {
-			if n, err := dp.CounterPackets(context.Background(), f, name); err == nil {
-				sum, found = sum+n, true
+			counts, err := dp.Counters(context.Background(), f)
+			if err != nil {
+				continue // no table yet in this family
+			}
+			for name, n := range counts {
+				sum[name] += n
 			}
 		}
-		return sum, found
+		return sum
 	}, nftgen.CounterCTStateInvalid, nftgen.CounterLocalhostNodePorts)
 }

@@ -14,7 +14,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -116,15 +115,7 @@ func main() {
 	watch := flag.Bool("watch", false, "run the drift monitor during the syncs, as the daemon does")
 	inuse := flag.String("inuseprofile", "", "write a heap profile (in use) to this file right after the cold sync")
 	chunk := flag.Int("chunk", 0, "operations per transaction of the streamed cold sync (nftproxy's default if 0)")
-	writeObjects := flag.String("write-objects", "", "only write the N Services and their EndpointSlices as an objects file (a JSON List) for `nftproxy sync --objects`, and exit")
 	flag.Parse()
-	if *writeObjects != "" {
-		if err := writeObjectsFile(*writeObjects, *n, *endpoints); err != nil {
-			fmt.Fprintln(os.Stderr, "scaleprobe:", err)
-			os.Exit(1)
-		}
-		return
-	}
 	if *nsPath == "" || *n < 1 || *endpoints < 2 {
 		fmt.Fprintln(os.Stderr, "scaleprobe: -netns is required, -n must be positive and -endpoints at least 2")
 		os.Exit(2)
@@ -153,35 +144,6 @@ func main() {
 	if err := json.NewEncoder(os.Stdout).Encode(rep); err != nil {
 		fmt.Fprintln(os.Stderr, "scaleprobe:", err)
 	}
-}
-
-// writeObjectsFile writes n Services with e endpoints each as a List.
-func writeObjectsFile(path string, n, e int) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	w.WriteString(`{"apiVersion":"v1","kind":"List","items":[`)
-	enc := json.NewEncoder(w)
-	for i := range n {
-		svc, sl := e2e.ScaleObjects(i, e)
-		if i > 0 {
-			w.WriteString(",")
-		}
-		if err := enc.Encode(svc); err != nil {
-			return err
-		}
-		w.WriteString(",")
-		if err := enc.Encode(sl); err != nil {
-			return err
-		}
-	}
-	w.WriteString("]}\n")
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 func writeHeapProfile(path string) error {

@@ -1,10 +1,8 @@
 package cleanup
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -58,13 +56,9 @@ func CleanupIPVS() (IPVSResult, error) {
 	flushed, err := flushIPVS()
 	res.Flushed = flushed
 	errs = append(errs, err)
-	if ifc, err := net.InterfaceByName(ipvsDummyLink); err == nil {
-		if err := deleteLink(ifc.Index); err != nil {
-			errs = append(errs, fmt.Errorf("delete %s: %w", ipvsDummyLink, err))
-		} else {
-			res.Link = true
-		}
-	}
+	deleted, err := deleteLink(ipvsDummyLink)
+	res.Link = deleted
+	errs = append(errs, err)
 	n, err := destroyIPSets(ipsetNames())
 	res.Sets = n
 	errs = append(errs, err)
@@ -129,19 +123,29 @@ func genlFamily(c *netlink.Conn, name string) (uint16, bool, error) {
 	return 0, false, nil
 }
 
-// deleteLink deletes the interface with this index.
-func deleteLink(index int) error {
+// deleteLink deletes the interface named name, found by the kernel from
+// its name; it reports false without error when there is none.
+func deleteLink(name string) (bool, error) {
 	c, err := netlink.Dial(unix.NETLINK_ROUTE, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer c.Close()
-	ifinfo := make([]byte, unix.SizeofIfInfomsg)
-	ifinfo[0] = unix.AF_UNSPEC
-	// ifi_index, after family (1), pad (1) and type (2).
-	binary.NativeEndian.PutUint32(ifinfo[4:], uint32(index))
-	_, err = c.Execute(netlink.Message{Header: netlink.Header{Type: unix.RTM_DELLINK, Flags: netlink.Request | netlink.Acknowledge}, Data: ifinfo})
-	return err
+	ae := netlink.NewAttributeEncoder()
+	ae.String(unix.IFLA_IFNAME, name)
+	attrs, err := ae.Encode()
+	if err != nil {
+		return false, err
+	}
+	ifinfo := make([]byte, unix.SizeofIfInfomsg) // AF_UNSPEC, index 0: by name
+	_, err = c.Execute(netlink.Message{Header: netlink.Header{Type: unix.RTM_DELLINK, Flags: netlink.Request | netlink.Acknowledge}, Data: append(ifinfo, attrs...)})
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENODEV):
+		return false, nil
+	}
+	return false, fmt.Errorf("delete %s: %w", name, err)
 }
 
 // ipset's netlink protocol (linux/netfilter/ipset/ip_set.h).
@@ -171,7 +175,9 @@ func destroyIPSets(names []string) (int, error) {
 			return n, err
 		}
 		_, err = c.Execute(netlink.Message{
-			Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_IPSET<<8 | ipsetCmdDestroy), Flags: netlink.Request | netlink.Acknowledge},
+			// Without NLM_F_EXCL the kernel takes a missing set as
+			// destroyed (ipset's -exist); with it, it says ENOENT.
+			Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_IPSET<<8 | ipsetCmdDestroy), Flags: netlink.Request | netlink.Acknowledge | netlink.Excl},
 			Data:   append([]byte{unix.AF_INET, unix.NFNETLINK_V0, 0, 0}, attrs...),
 		})
 		switch {

@@ -2,10 +2,10 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// CounterReader returns the packets counted so far by the table's named
-// counter name, summed over the families; ok is false when no table has
-// the counter (nothing is programmed yet, or the rule that feeds it is off).
-type CounterReader func(name string) (packets uint64, ok bool)
+// CounterReader returns the packets counted so far by each of the tables'
+// named counters, summed over the families; a counter no table has
+// (nothing is programmed yet, or the rule that feeds it is off) is absent.
+type CounterReader func() map[string]uint64
 
 // packetCounters serves kube-proxy's two metrics that read nfacct counters
 // from nftproxy's named counters of the same names, read at each scrape.
@@ -36,8 +36,9 @@ func (p *packetCounters) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (p *packetCounters) Collect(ch chan<- prometheus.Metric) {
+	counts := p.read()
 	for name, d := range p.descs {
-		if n, ok := p.read(name); ok {
+		if n, ok := counts[name]; ok {
 			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(n))
 		}
 	}
