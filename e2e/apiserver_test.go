@@ -185,10 +185,17 @@ func TestDaemonAgainstRealAPIServer(t *testing.T) {
 	d = eventually(t, "scale down", 10*time.Second, servedBy(request, "ep2"))
 	t.Logf("scale down followed after %v", d)
 
-	metrics := httpGet(t, c.Node, "http://127.0.0.1:10249/metrics")
-	if m := regexp.MustCompile(`kubeproxy_network_programming_duration_seconds_count\{ip_family="IPv4"\} (\d+)`).FindStringSubmatch(metrics); m == nil || m[1] == "0" {
-		t.Errorf("network_programming_duration_seconds not populated:\n%s", grepLines(metrics, "network_programming"))
-	}
+	// The histogram is observed just after the commit that traffic already
+	// shows, so it may lag a scrape by a moment.
+	programmed := regexp.MustCompile(`kubeproxy_network_programming_duration_seconds_count\{ip_family="IPv4"\} (\d+)`)
+	var metrics string
+	eventually(t, "network_programming_duration_seconds populated", 5*time.Second, func() error {
+		metrics = httpGet(t, c.Node, "http://127.0.0.1:10249/metrics")
+		if m := programmed.FindStringSubmatch(metrics); m == nil || m[1] == "0" {
+			return errorf("not populated:\n%s", grepLines(metrics, "network_programming"))
+		}
+		return nil
+	})
 	if hz := httpGet(t, c.Node, "http://127.0.0.1:10256/healthz"); !strings.Contains(hz, `"healthy":true`) || !strings.Contains(hz, `"nodeEligible":true`) {
 		t.Errorf("/healthz: %s", hz)
 	}
