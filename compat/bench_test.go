@@ -13,7 +13,7 @@ import (
 // endpoints from a table state, as `nftproxy save` does after reading the
 // kernel.
 func BenchmarkRender(b *testing.B) {
-	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, MasqueradeBit: 14,
+	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4,
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: model.Node{Name: "node-a"}})
 	if err != nil {
 		b.Fatal(err)

@@ -39,7 +39,7 @@ func port(name string, vip string, eps ...string) model.ServicePortState {
 // whose lines were checked against kube-proxy's iptables-legacy-save output
 // for the same objects (the e2e oracle test does that comparison live).
 func TestRenderGolden(t *testing.T) {
-	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, MasqueradeBit: 14, LocalhostNodePorts: true,
+	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, LocalhostNodePorts: true,
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: model.Node{Name: "node-a"}})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestRenderGolden(t *testing.T) {
 // TestCountFragmentsMatchesRender checks the structural count against the
 // -A lines of the rendered view, for a ruleset with every feature.
 func TestCountFragmentsMatchesRender(t *testing.T) {
-	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, MasqueradeBit: 14, LocalhostNodePorts: true,
+	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, LocalhostNodePorts: true,
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: model.Node{Name: "node-a"}})
 	if err != nil {
 		t.Fatal(err)

@@ -77,7 +77,7 @@ func newCluster(t testing.TB, opts ...clusterOption) *cluster {
 	node := model.Node{Name: LocalNode, Labels: map[string]string{v1.LabelTopologyZone: LocalZone}}
 	var gens []*nftgen.Generator
 	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
-		cfg := nftgen.Config{Family: fam, MasqueradeBit: nftgen.DefaultMasqueradeBit, Node: node}
+		cfg := nftgen.Config{Family: fam, Node: node}
 		if fam == nftgen.FamilyIPv4 {
 			cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix(ClusterCIDR)}
 			cfg.NodeIPs = []netip.Addr{netip.MustParseAddr(NodeIP)}
@@ -115,7 +115,7 @@ func newCluster(t testing.TB, opts ...clusterOption) *cluster {
 // sync programs the node and fails the test on error.
 func (c *cluster) sync() proxier.SyncResult {
 	c.t.Helper()
-	res, err := c.proxier.Sync(context.Background())
+	res, err := c.proxier.Sync(context.Background(), false)
 	if err != nil {
 		c.t.Fatalf("sync: %v", err)
 	}

@@ -26,14 +26,46 @@ type Dataplane interface {
 	// DeleteTable removes the family's table and everything in it. A
 	// missing table is not an error.
 	DeleteTable(ctx context.Context, f Family) error
+	// ApplyStream applies a stream of transactions in order, each
+	// atomically, preparing the next while the last is committed (a
+	// streamed cold sync). after is called once each transaction is in
+	// the kernel; an error from it stops the stream there.
+	ApplyStream(ctx context.Context, txs iter.Seq[*Transaction], after func(*Transaction) error) error
+	// ElementCounts returns the number of elements of each named map of
+	// the family's table (the endpoint maps a dataplane may create for
+	// its own use excluded), for telling cheaply whether another process
+	// changed them.
+	ElementCounts(ctx context.Context, f Family) (map[string]int, error)
+	// Counters returns the packet counts of the family's named counters.
+	Counters(ctx context.Context, f Family) (map[string]uint64, error)
+	// Watch reports, until ctx ends, each transaction another process
+	// commits that touches nftproxy's tables, or may have. The channel is
+	// closed when ctx ends or the watch cannot go on.
+	Watch(ctx context.Context) (<-chan Change, error)
 }
 
-// StreamApplier is a Dataplane that applies a stream of transactions in
-// order, each atomically, preparing the next while the last is committed
-// (a streamed cold sync). after is called once each transaction is in the
-// kernel; an error from it stops the stream there.
-type StreamApplier interface {
-	ApplyStream(ctx context.Context, txs iter.Seq[*Transaction], after func(*Transaction) error) error
+// Change is a committed nftables transaction made by another process that
+// touched nftproxy's tables, or may have (element changes do not name
+// their table).
+type Change struct {
+	// Process is the name and PID of the process that committed it.
+	Process string
+	// Ours is true when a table, chain, rule or set of nftproxy's table
+	// changed; false when only set elements somewhere changed.
+	Ours bool
+	// What describes the first change.
+	What string
+	// Lost is true when the monitor fell behind and the kernel dropped
+	// notifications (ENOBUFS): any change may have been missed, so the
+	// caller should check the table. A commit of a million objects, such
+	// as nftproxy's own full sync at 30,000 Services, does this. The watch
+	// continues on a new subscription.
+	Lost bool
+	// Missed is true when other processes committed while nftproxy held
+	// the monitor out of the multicast group for a commit of its own (see
+	// quiet): what they changed is unknown, so the table needs a full
+	// check. Lost is set too.
+	Missed bool
 }
 
 // IsNotFound reports whether err says that an object does not exist.

@@ -29,6 +29,8 @@ type Fake struct {
 	// BeforeApply, if set, is called with each transaction before it is
 	// applied; an error fails that Apply.
 	BeforeApply func(tx *Transaction) error
+	// watchers are the channels of Watch, with their contexts.
+	watchers map[chan Change]context.Context
 }
 
 type fakeTable struct {
@@ -74,6 +76,16 @@ func (f *Fake) Apply(_ context.Context, tx *Transaction) error {
 			return err
 		}
 	}
+	if err := f.commit(tx); err != nil {
+		return err
+	}
+	f.Transactions++
+	return nil
+}
+
+// commit applies tx to a copy of its family's table and keeps the copy
+// only when every operation succeeded. f.mu is held.
+func (f *Fake) commit(tx *Transaction) error {
 	var t *fakeTable
 	if old := f.tables[tx.Family]; old != nil {
 		t = old.clone()
@@ -95,7 +107,6 @@ func (f *Fake) Apply(_ context.Context, tx *Transaction) error {
 	if t != nil {
 		f.tables[tx.Family] = t
 	}
-	f.Transactions++
 	return nil
 }
 

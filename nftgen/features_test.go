@@ -15,7 +15,6 @@ func featureGenerator(t testing.TB) *Generator {
 	g, err := NewGenerator(Config{
 		Family:             FamilyIPv4,
 		ClusterCIDRs:       []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
-		MasqueradeBit:      DefaultMasqueradeBit,
 		Node:               model.Node{Name: "node-a", Labels: map[string]string{v1.LabelTopologyZone: "z1"}},
 		NodeIP:             netip.MustParseAddr("192.0.2.1"),
 		NodeIPs:            []netip.Addr{netip.MustParseAddr("192.0.2.1")},
@@ -111,12 +110,11 @@ func TestGenerateAllFeatures(t *testing.T) {
 
 func testGenerator6(t testing.TB) *Generator {
 	g, err := NewGenerator(Config{
-		Family:        FamilyIPv6,
-		ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/64")},
-		MasqueradeBit: DefaultMasqueradeBit,
-		Node:          model.Node{Name: "node-a"},
-		NodeIP:        netip.MustParseAddr("2001:db8::1"),
-		NodeIPs:       []netip.Addr{netip.MustParseAddr("2001:db8::1")},
+		Family:       FamilyIPv6,
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/64")},
+		Node:         model.Node{Name: "node-a"},
+		NodeIP:       netip.MustParseAddr("2001:db8::1"),
+		NodeIPs:      []netip.Addr{netip.MustParseAddr("2001:db8::1")},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -20,8 +20,10 @@ type Config struct {
 	ClusterCIDRs []netip.Prefix
 	// MasqueradeAll masquerades all traffic to cluster IPs.
 	MasqueradeAll bool
-	// MasqueradeBit is the mark bit of KUBE-MARK-MASQ (default 14).
-	MasqueradeBit int
+	// MasqueradeBit is the mark bit of KUBE-MARK-MASQ
+	// (--iptables-masquerade-bit); nil means DefaultMasqueradeBit, as in
+	// kube-proxy's configuration.
+	MasqueradeBit *int
 	// Node is this node: its name decides which endpoints are local, its
 	// zone label drives topology.
 	Node model.Node
@@ -68,8 +70,12 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	if cfg.Family != FamilyIPv4 && cfg.Family != FamilyIPv6 {
 		return nil, fmt.Errorf("unknown family %q", cfg.Family)
 	}
-	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
-		return nil, fmt.Errorf("masquerade bit %d is outside 0..31", cfg.MasqueradeBit)
+	bit := DefaultMasqueradeBit
+	if cfg.MasqueradeBit != nil {
+		bit = *cfg.MasqueradeBit
+	}
+	if bit < 0 || bit > 31 {
+		return nil, fmt.Errorf("masquerade bit %d is outside 0..31", bit)
 	}
 	is4 := cfg.Family == FamilyIPv4
 	for _, c := range cfg.ClusterCIDRs {
@@ -96,7 +102,7 @@ func NewGenerator(cfg Config) (*Generator, error) {
 	if cfg.RestrictNodePorts && !slices.ContainsFunc(cfg.NodePortAddresses, netip.Addr.IsLoopback) {
 		cfg.LocalhostNodePorts = false
 	}
-	return &Generator{cfg: cfg, markBits: 1 << cfg.MasqueradeBit}, nil
+	return &Generator{cfg: cfg, markBits: 1 << bit}, nil
 }
 
 // WithLargeCluster returns a generator like g with LargeCluster set to on.

@@ -67,7 +67,8 @@ func TestGenerateMasqueradeModes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.cfg.Family, tt.cfg.MasqueradeBit = FamilyIPv4, 3
+			bit := 3
+			tt.cfg.Family, tt.cfg.MasqueradeBit = FamilyIPv4, &bit
 			g, err := NewGenerator(tt.cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -119,10 +120,27 @@ func TestCommentsNeverExceedKernelLimit(t *testing.T) {
 }
 
 func TestGeneratorRejectsBadConfig(t *testing.T) {
-	if _, err := NewGenerator(Config{Family: FamilyIPv4, MasqueradeBit: 32}); err == nil {
+	bit := 32
+	if _, err := NewGenerator(Config{Family: FamilyIPv4, MasqueradeBit: &bit}); err == nil {
 		t.Error("masquerade bit 32 accepted")
 	}
 	if _, err := NewGenerator(Config{Family: FamilyIPv4, ClusterCIDRs: testGenerator().cfg.ClusterCIDRs}); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestGeneratorDefaultsToKubeProxysMarkBit: a Config that does not name a
+// masquerade bit gets kube-proxy's default, 0x4000, not bit 0.
+func TestGeneratorDefaultsToKubeProxysMarkBit(t *testing.T) {
+	g, err := NewGenerator(Config{Family: FamilyIPv4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, c := range g.Top().Chains {
+		writeChain(&b, FamilyIPv4, c)
+	}
+	if !strings.Contains(b.String(), "meta mark set meta mark | 0x00004000") {
+		t.Errorf("KUBE-MARK-MASQ does not set 0x4000:\n%s", b.String())
 	}
 }

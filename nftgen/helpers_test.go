@@ -26,7 +26,7 @@ func testPort(ns, name string, port uint16, vip string, eps ...string) model.Ser
 }
 
 func testGenerator(cidrs ...string) *Generator {
-	cfg := Config{Family: FamilyIPv4, MasqueradeBit: DefaultMasqueradeBit}
+	cfg := Config{Family: FamilyIPv4}
 	for _, c := range cidrs {
 		cfg.ClusterCIDRs = append(cfg.ClusterCIDRs, netip.MustParsePrefix(c))
 	}

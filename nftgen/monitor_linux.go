@@ -13,31 +13,7 @@ import (
 	"github.com/mdlayher/netlink"
 )
 
-// Change is a committed nftables transaction made by another process that
-// touched nftproxy's tables, or may have (element changes do not name
-// their table).
-type Change struct {
-	// Process is the name and PID of the process that committed it.
-	Process string
-	// Ours is true when a table, chain, rule or set of nftproxy's table
-	// changed; false when only set elements somewhere changed.
-	Ours bool
-	// What describes the first change.
-	What string
-	// Lost is true when the monitor fell behind and the kernel dropped
-	// notifications (ENOBUFS): any change may have been missed, so the
-	// caller should check the table. A commit of a million objects, such
-	// as nftproxy's own full sync at 30,000 Services, does this. The watch
-	// continues on a new subscription.
-	Lost bool
-	// Missed is true when other processes committed while nftproxy held
-	// the monitor out of the multicast group for a commit of its own (see
-	// quiet): what they changed is unknown, so the table needs a full
-	// check. Lost is set too.
-	Missed bool
-}
-
-// Watch reports, until ctx ends, every transaction committed by another
+// Watch implements Dataplane. It reports, until ctx ends, every transaction committed by another
 // process that touches nftproxy's tables, through a netlink monitor. This
 // is how drift is found within milliseconds instead of at the next periodic
 // resync. When the kernel drops notifications, Watch resubscribes and
@@ -213,9 +189,8 @@ func chainName(r *nftables.Rule) string {
 	return "?"
 }
 
-// ElementCounts returns the number of elements of each named map of the
-// family's table, for telling whether a foreign element change hit them.
-func (n *Netlink) ElementCounts(f Family) (out map[string]int, err error) {
+// ElementCounts implements Dataplane.
+func (n *Netlink) ElementCounts(_ context.Context, f Family) (out map[string]int, err error) {
 	err = n.withConn(func(c *nftables.Conn) error {
 		table := &nftables.Table{Name: TableName, Family: tableFamily(f)}
 		sets, err := c.GetSets(table)

@@ -19,7 +19,7 @@ import (
 // the base chains and the shared ones, from which every other chain is
 // reached.
 func layoutChains(f Family) []string {
-	g, err := NewGenerator(Config{Family: f, MasqueradeBit: DefaultMasqueradeBit, LocalhostNodePorts: f == FamilyIPv4})
+	g, err := NewGenerator(Config{Family: f, LocalhostNodePorts: f == FamilyIPv4})
 	if err != nil {
 		return nil
 	}

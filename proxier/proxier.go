@@ -54,10 +54,11 @@ func NewProxier(store *model.Store, syncer *Syncer, node model.Node) *Proxier {
 	return &Proxier{Store: store, Syncer: syncer, Node: node, info: map[types.NamespacedName]serviceInfo{}}
 }
 
-// Sync programs the rules, then updates health checks and conntrack.
-func (p *Proxier) Sync(ctx context.Context) (SyncResult, error) {
+// Sync programs the rules (the whole table with full, see Syncer.Sync),
+// then updates health checks and conntrack.
+func (p *Proxier) Sync(ctx context.Context, full bool) (SyncResult, error) {
 	start := time.Now()
-	res, err := p.Syncer.Sync(ctx)
+	res, err := p.Syncer.Sync(ctx, full)
 	if err != nil {
 		p.record(res, start)
 		return res, err

@@ -18,8 +18,8 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
-// Syncer programs the dataplane from a model.Store. The first sync (and any
-// sync after a failure, or a call to RequestFullSync) rewrites the whole
+// Syncer programs the dataplane from a model.Store. The first sync, any
+// sync after a failure and any sync asked to be full rewrite the whole
 // table; every other sync touches only the services that changed. It is not
 // safe for concurrent use.
 type Syncer struct {
@@ -110,16 +110,30 @@ func (s *Syncer) SetGenerators(generators ...*nftgen.Generator) {
 	}
 }
 
-// RequestFullSync makes the next Sync rewrite every table, repairing any
-// drift between the kernel and the model.
-func (s *Syncer) RequestFullSync() {
-	for _, fs := range s.families {
-		fs.applied = nil
+// Known reports whether the syncer knows what every family's table holds.
+// It does not before its first sync, after a family's sync failed, and
+// after SetGenerators; its next Sync then rewrites those tables whatever
+// it is asked.
+func (s *Syncer) Known() bool {
+	for _, g := range s.generators {
+		if s.families[g.Family()].applied == nil {
+			return false
+		}
 	}
+	return true
 }
 
-// Sync programs what changed since the last sync.
-func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
+// Sync programs what changed since the last sync. With full, or for a
+// family whose table is not known (see Known), it rewrites the whole table,
+// which repairs any drift between the kernel and the model; otherwise it
+// touches only the Services that changed. Whether to ask for full is the
+// caller's policy (see Engine).
+func (s *Syncer) Sync(ctx context.Context, full bool) (SyncResult, error) {
+	if full {
+		for _, fs := range s.families {
+			fs.applied = nil
+		}
+	}
 	start := time.Now()
 	logger := klog.FromContext(ctx)
 	changed := s.store.TakeChanged()
@@ -145,7 +159,7 @@ func (s *Syncer) Sync(ctx context.Context) (SyncResult, error) {
 			txs, streamed, commit, err = s.planFull(ctx, fs)
 			if err != nil {
 				if firstErr == nil {
-					firstErr = err
+					firstErr = fmt.Errorf("plan the %s table: %w", g.Family(), err)
 				}
 				res.Failed = append(res.Failed, g.Family())
 				continue
@@ -205,16 +219,13 @@ func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs
 		}
 		return nil
 	}
-	if sa, ok := s.dp.(nftgen.StreamApplier); ok && streamed {
-		if err := sa.ApplyStream(ctx, txs, committed); err != nil {
+	if streamed {
+		if err := s.dp.ApplyStream(ctx, txs, committed); err != nil {
 			return sent, fmt.Errorf("transaction %d: %w", n+1, err)
 		}
 	} else {
 		for tx := range txs {
 			if err := s.dp.Apply(ctx, tx); err != nil {
-				if streamed {
-					return sent, fmt.Errorf("transaction %d: %w", n+1, err)
-				}
 				return sent, err
 			}
 			if err := committed(tx); err != nil {

@@ -48,7 +48,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T) *fixture {
-	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, MasqueradeBit: 14})
+	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) sync(t *testing.T) SyncResult {
 	t.Helper()
-	res, err := f.syncer.Sync(context.Background())
+	res, err := f.syncer.Sync(context.Background(), false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,9 +69,9 @@ func (f *fixture) sync(t *testing.T) SyncResult {
 
 // fresh returns the table a full sync of the same store produces.
 func (f *fixture) fresh(t *testing.T) string {
-	g, _ := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, MasqueradeBit: 14})
+	g, _ := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4})
 	fake := nftgen.NewFake()
-	if _, err := NewSyncer(f.store, fake, g).Sync(context.Background()); err != nil {
+	if _, err := NewSyncer(f.store, fake, g).Sync(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	return fake.Dump(nftgen.FamilyIPv4)
@@ -111,7 +111,7 @@ func TestSyncAfterFailureIsFull(t *testing.T) {
 	f.sync(t)
 	f.store.SetEndpointSlice(slice("a", "10.0.0.1"))
 	f.fake.FailNext = errors.New("injected")
-	if _, err := f.syncer.Sync(context.Background()); err == nil {
+	if _, err := f.syncer.Sync(context.Background(), false); err == nil {
 		t.Fatal("injected failure not returned")
 	}
 	if res := f.sync(t); !res.Full {
@@ -145,7 +145,7 @@ func TestDuplicateClusterIPDoesNotBreakOthers(t *testing.T) {
 	}
 }
 
-func TestRequestFullSyncRepairsDrift(t *testing.T) {
+func TestFullSyncRepairsDrift(t *testing.T) {
 	f := newFixture(t)
 	f.store.SetService(svc("a", "10.96.0.1"))
 	f.store.SetEndpointSlice(slice("a", "10.0.0.1", "10.0.0.2"))
@@ -156,8 +156,11 @@ func TestRequestFullSyncRepairsDrift(t *testing.T) {
 	if err := f.fake.Apply(context.Background(), tamper); err != nil {
 		t.Fatal(err)
 	}
-	f.syncer.RequestFullSync()
-	if res := f.sync(t); !res.Full {
+	res, err := f.syncer.Sync(context.Background(), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Full {
 		t.Fatalf("sync = %+v, want full", res)
 	}
 	if got := f.fake.Dump(nftgen.FamilyIPv4); got != want {
@@ -203,18 +206,18 @@ func TestFailedSyncIsCountedAndRetriedInFull(t *testing.T) {
 	p := NewProxier(f.store, f.syncer, model.Node{Name: "n"})
 	p.Metrics = metrics.New()
 	f.store.SetService(svc("a", "10.96.0.1"))
-	if _, err := p.Sync(context.Background()); err != nil {
+	if _, err := p.Sync(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	f.store.SetEndpointSlice(slice("a", "10.0.0.1"))
 	f.fake.FailNext = errors.New("kernel says no")
-	if _, err := p.Sync(context.Background()); err == nil {
+	if _, err := p.Sync(context.Background(), false); err == nil {
 		t.Fatal("no error")
 	}
 	if got := testutil.ToFloat64(p.Metrics.SyncFailures.WithLabelValues("IPv4")); got != 1 {
 		t.Errorf("sync failures = %v, want 1", got)
 	}
-	res, err := p.Sync(context.Background())
+	res, err := p.Sync(context.Background(), false)
 	if err != nil || !res.Full {
 		t.Errorf("retry: %+v %v, want a full sync", res, err)
 	}

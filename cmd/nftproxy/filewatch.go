@@ -10,12 +10,14 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/proxier/objfile"
+	"github.com/nftproxy/nftproxy/proxier/source"
 )
 
-// watchFile re-reads the objects file when it changes.
-func (d *daemon) watchFile(ctx context.Context) {
-	w := fileWatch{path: d.opts.objects, last: statFile(d.opts.objects)}
-	tick := time.NewTicker(max(d.opts.minSyncPeriod, 100*time.Millisecond))
+// watchFile re-reads the objects file at path when it changed, checking
+// every interval, and hands what kube-proxy would select to sink.
+func watchFile(ctx context.Context, path string, every time.Duration, sink source.Replacer) {
+	w := fileWatch{path: path, last: statFile(path)}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
@@ -26,15 +28,12 @@ func (d *daemon) watchFile(ctx context.Context) {
 		if !w.changedAndSettled(time.Now()) {
 			continue
 		}
-		objs, err := objfile.Load(d.opts.objects)
+		objs, err := objfile.Load(path)
 		if err != nil {
 			klog.ErrorS(err, "Cannot use the objects file; keeping the current rules (write it elsewhere and rename it over the old one to replace it atomically)")
 			continue
 		}
-		d.mu.Lock()
-		replaceAll(d.p.Store, objs)
-		d.mu.Unlock()
-		d.changed(false)
+		sink.Replace(selected(objs))
 	}
 }
 

@@ -198,7 +198,7 @@ func runRender(opts *options, out io.Writer) error {
 // addresses, large cluster mode), without a kernel.
 func desiredRulesets(st *setup) []*nftgen.Ruleset {
 	s := proxier.NewSyncer(st.store, nftgen.NewFake(), st.gens...)
-	s.OnProblem = logProblem
+	s.OnProblem = proxier.LogProblem
 	var out []*nftgen.Ruleset
 	for _, g := range st.gens {
 		out = append(out, s.DesiredRuleset(g.Family()))
@@ -259,7 +259,7 @@ func newProxier(opts *options) (*proxier.Proxier, *setup, func(), error) {
 		return nil, nil, nil, err
 	}
 	syncer := proxier.NewSyncer(st.store, dp, st.gens...)
-	syncer.OnProblem = logProblem
+	syncer.OnProblem = proxier.LogProblem
 	p := proxier.NewProxier(st.store, syncer, st.node)
 	p.Metrics = metrics.New()
 	st.dp = dp
@@ -297,7 +297,7 @@ func runSync(ctx context.Context, opts *options) error {
 		return err
 	}
 	defer done()
-	res, err := p.Sync(ctx)
+	res, err := p.Sync(ctx, true)
 	if err != nil {
 		return err
 	}

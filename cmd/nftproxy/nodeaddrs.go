@@ -1,47 +1,39 @@
 package main
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 
-	"k8s.io/klog/v2"
+	v1 "k8s.io/api/core/v1"
 
+	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/netns"
 )
 
-// followNodePortAddresses looks the node's interface addresses up again
-// before a sync, as kube-proxy does on every sync, when node ports are
-// restricted to some of them (--nodeport-addresses). If the addresses in
-// those ranges changed (an interface came up, a DHCP lease moved), the
-// generators are rebuilt and the sync is a full one. Called with mu held.
-func (d *daemon) followNodePortAddresses() {
-	if !restrictsNodePorts(d.opts.nodePortAddresses) {
-		return
-	}
-	var local []netip.Addr
-	if err := netns.Do(d.opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {
-		klog.ErrorS(err, "Cannot list the node's addresses; keeping the node port addresses as they were")
-		return
-	}
-	if slices.Equal(local, d.st.local) {
-		return
-	}
-	before := nodePortAddressesOf(d.st)
-	d.st.local = local
-	gens, err := d.opts.generatorsFor(d.st, d.node)
-	if err != nil {
-		klog.ErrorS(err, "Cannot rebuild the rules for the node's new addresses")
-		return
-	}
-	d.st.gens = gens
-	if after := nodePortAddressesOf(d.st); !slices.Equal(before, after) {
-		klog.InfoS("The node's addresses changed; node ports now answer on the new ones", "before", before, "after", after)
-		d.p.Syncer.SetGenerators(gens...)
-		if d.st.serviceHealth != nil {
-			d.st.serviceHealth.SetAddresses(healthCheckAddresses(d.st))
+// currentGenerators builds the generators for node and the node's
+// current addresses: when node ports are restricted to some of them
+// (--nodeport-addresses), the addresses are looked up again, as kube-proxy
+// does on every sync. While neither changed, the last generators are
+// returned as they are. The engine calls it with its lock held.
+func (o *options) currentGenerators(st *setup, node *v1.Node) ([]*nftgen.Generator, error) {
+	local := st.local
+	if restrictsNodePorts(o.nodePortAddresses) {
+		if err := netns.Do(o.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {
+			return nil, fmt.Errorf("list the node's addresses: %w", err)
 		}
 	}
+	if slices.Equal(local, st.local) && node == st.nodeObj && st.gens != nil {
+		return st.gens, nil
+	}
+	st.local, st.nodeObj = local, node
+	gens, err := o.generatorsFor(st, node)
+	if err != nil {
+		return nil, err
+	}
+	st.gens = gens
+	return gens, nil
 }
 
 // restrictsNodePorts reports whether --nodeport-addresses limits node

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	logsapi "k8s.io/component-base/logs/api/v1"
 	"net/netip"
 	"os"
 	"slices"
@@ -11,6 +10,8 @@ import (
 
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/nftgen"
@@ -98,7 +99,7 @@ type setup struct {
 	// routeLocalnet is true when localhost NodePorts need route_localnet.
 	routeLocalnet bool
 	// dp is the dataplane, once opened.
-	dp *nftgen.Netlink
+	dp nftgen.Dataplane
 	// serviceHealth serves the health check node ports, once opened.
 	serviceHealth *healthcheck.ServiceServer
 	// local are the node's local addresses; ipv6 is true when a Service
@@ -107,6 +108,8 @@ type setup struct {
 	ipv6  bool
 	// nodeAddrs are the addresses of this node's Node object.
 	nodeAddrs []netip.Addr
+	// nodeObj is the Node object the generators were built for.
+	nodeObj *v1.Node
 }
 
 // newSetup builds the store, the node facts and one generator per family
@@ -125,7 +128,7 @@ func (o *options) newSetup(objs *objfile.Objects, local []netip.Addr) (*setup, e
 	if err != nil {
 		return nil, err
 	}
-	st.gens = gens
+	st.gens, st.nodeObj = gens, nodeObj
 	return st, nil
 }
 
@@ -189,7 +192,7 @@ func (o *options) generatorsFor(st *setup, nodeObj *v1.Node) ([]*nftgen.Generato
 			return nil, usageError{err}
 		}
 		cfg := nftgen.Config{
-			Family: f, ClusterCIDRs: byFamily[f], MasqueradeAll: o.masqueradeAll, MasqueradeBit: o.masqueradeBit,
+			Family: f, ClusterCIDRs: byFamily[f], MasqueradeAll: o.masqueradeAll, MasqueradeBit: &o.masqueradeBit,
 			Node: st.node, LocalhostNodePorts: o.localhostNodePorts && is4, ConntrackTCPLiberal: o.conntrackTCPLiberal,
 			RestrictNodePorts: !np.All, NodePortAddresses: np.Addrs,
 		}
@@ -260,27 +263,36 @@ func loadObjects(path string) (*objfile.Objects, error) {
 	return objs, nil
 }
 
-// fill loads objs into store, logging slices it cannot use.
 // fill puts objs into store, leaving out what kube-proxy's informers would
 // not see (Services another proxy handles, headless Services' slices).
 func fill(store *model.Store, objs *objfile.Objects) {
+	services, slices := selected(objs)
+	for _, svc := range services {
+		store.SetService(svc)
+	}
+	for _, sl := range slices {
+		if p := store.SetEndpointSlice(sl); p != nil {
+			proxier.LogProblem(*p)
+		}
+	}
+}
+
+// selected returns the Services and EndpointSlices of objs that kube-proxy
+// would program (its label selector, see source.Selected).
+func selected(objs *objfile.Objects) ([]*v1.Service, []*discovery.EndpointSlice) {
+	var services []*v1.Service
 	for _, svc := range objs.Services {
 		if !source.Selected(svc.Labels) {
 			klog.V(2).InfoS("Ignoring Service by its labels, as kube-proxy does", "service", klog.KObj(svc))
 			continue
 		}
-		store.SetService(svc)
+		services = append(services, svc)
 	}
+	var slices []*discovery.EndpointSlice
 	for _, sl := range objs.EndpointSlices {
-		if !source.Selected(sl.Labels) {
-			continue
-		}
-		if p := store.SetEndpointSlice(sl); p != nil {
-			logProblem(*p)
+		if source.Selected(sl.Labels) {
+			slices = append(slices, sl)
 		}
 	}
-}
-
-func logProblem(p model.Problem) {
-	klog.ErrorS(nil, "Skipping object that cannot be programmed", "kind", p.Kind, "object", p.Object.String(), "field", p.Field, "reason", p.Reason)
+	return services, slices
 }

@@ -25,7 +25,7 @@ import (
 // configz is the effective configuration for /configz.
 // nsPath is the network namespace the daemon programs (empty: its own).
 // With profiling, it also serves Go's profiles under /debug/pprof/.
-func metricsMux(m *metrics.Metrics, dp *nftgen.Netlink, nsPath, proxyMode string, configz any, profiling bool) *http.ServeMux {
+func metricsMux(m *metrics.Metrics, dp nftgen.Dataplane, nsPath, proxyMode string, configz any, profiling bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	if profiling {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -69,7 +69,7 @@ func metricsMux(m *metrics.Metrics, dp *nftgen.Netlink, nsPath, proxyMode string
 // explainHandler answers
 // /explain?dst=IP:PORT[&from=pod|node|external][&proto=tcp][&src=IP][&output=json]
 // as `nftproxy explain` does, from the live table.
-func explainHandler(dp *nftgen.Netlink, nsPath string) http.HandlerFunc {
+func explainHandler(dp nftgen.Dataplane, nsPath string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		v := r.URL.Query()
 		var local []netip.Addr
@@ -140,7 +140,7 @@ func serve(ctx context.Context, nsPath, addr string, handler http.Handler, hardF
 // registerPacketCounters serves kube-proxy's packet metrics from the named
 // counters of nftproxy's tables, summed over the families: one request per
 // family and scrape.
-func registerPacketCounters(m *metrics.Metrics, dp *nftgen.Netlink, families []nftgen.Family) {
+func registerPacketCounters(m *metrics.Metrics, dp nftgen.Dataplane, families []nftgen.Family) {
 	m.RegisterPacketCounters(func() map[string]uint64 {
 		sum := map[string]uint64{}
 		for _, f := range families {

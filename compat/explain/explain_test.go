@@ -40,7 +40,7 @@ func svc(name, vip string, port uint16, eps ...string) model.ServicePortState {
 // 10.244.0.0/24 here, 10.244.1.0/24 on node-b).
 func table(t *testing.T, mutate ...func([]model.ServicePortState)) *nftgen.TableState {
 	t.Helper()
-	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, MasqueradeBit: 14, LocalhostNodePorts: true,
+	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, LocalhostNodePorts: true,
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: model.Node{Name: "node-a"},
 		NodeIPs: []netip.Addr{netip.MustParseAddr(nodeIP)}})
 	if err != nil {

@@ -180,9 +180,8 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (
 		}()
 	}
 	g, err := nftgen.NewGenerator(nftgen.Config{
-		Family:        nftgen.FamilyIPv4,
-		MasqueradeBit: 14,
-		ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix(e2e.ClusterCIDR)},
+		Family:       nftgen.FamilyIPv4,
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(e2e.ClusterCIDR)},
 	})
 	if err != nil {
 		return nil, err
@@ -207,7 +206,7 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (
 	endpointsBefore := 0
 	sync := func(what string, endpointsAfter int) (Step, error) {
 		msgs0, bytes0 := dp.Sent()
-		res, err := s.Sync(ctx)
+		res, err := s.Sync(ctx, false)
 		msgs, bytes := dp.Sent()
 		if err != nil {
 			return Step{}, fmt.Errorf("%s at %d Services: %w", what, n, err)

@@ -1,0 +1,305 @@
+package proxier
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/model"
+	"github.com/nftproxy/nftproxy/proxier/runner"
+)
+
+// ProxyHealth is told when updates are queued and when they reach the
+// kernel, and which Node this is (healthcheck.ProxyHealthServer).
+type ProxyHealth interface {
+	QueuedUpdate(family string)
+	Updated(family string)
+	SetNode(node *v1.Node)
+}
+
+// EngineConfig configures an Engine. Only the sync periods are required.
+type EngineConfig struct {
+	// MinSyncPeriod is the shortest time between two syncs; SyncPeriod
+	// the longest (a periodic sync checks for drift).
+	MinSyncPeriod, SyncPeriod time.Duration
+	// Node is this node's Node object, if known.
+	Node *v1.Node
+	// Generators builds the generators for the Node object (nil when
+	// there is none) and the node's current addresses. The engine calls
+	// it when the node's zone label changes and, with FollowAddresses,
+	// before every sync. Nil: the generators never change.
+	Generators func(node *v1.Node) ([]*nftgen.Generator, error)
+	// FollowAddresses makes the engine look for new node port addresses
+	// before every sync, as kube-proxy re-reads the node's addresses when
+	// --nodeport-addresses restricts node ports to some of them.
+	FollowAddresses bool
+	// AddressesChanged, if set, is called with the new generators when
+	// the node port addresses changed.
+	AddressesChanged func(gens []*nftgen.Generator)
+	// FirstSynced, if set, is called once, after the first successful
+	// sync: where the previous proxy's rules are removed, so that they go
+	// only once nftproxy's own are in place (make before break).
+	FirstSynced func()
+	// Health and Events may be nil.
+	Health ProxyHealth
+	Events events.EventRecorder
+	// Clock is the real clock when nil.
+	Clock clock.Clock
+}
+
+// Engine keeps the node's rules in sync with a source of Services and
+// EndpointSlices (informers or an objects file). It implements
+// source.Sink: a change is written into the store and asks for a sync. It
+// alone decides whether a sync rewrites the whole table (fullSyncReason),
+// reacts to drift that the dataplane reports, and tells the health server
+// and the metrics what happened. It is safe for concurrent use.
+type Engine struct {
+	p      *Proxier
+	dp     nftgen.Dataplane
+	cfg    EngineConfig
+	clock  clock.Clock
+	runner *runner.Runner
+	// runCtx is Run's context, for the syncs the runner starts (set
+	// before its loop starts, read only by it).
+	runCtx context.Context
+
+	// mu guards the store, the syncer and the fields below; a sync holds
+	// it throughout.
+	mu sync.Mutex
+	// node is the last Node object seen.
+	node *v1.Node
+	// needFull says why the next sync must rewrite the table ("" when no
+	// event asked for it).
+	needFull string
+	// lastFull is when the last full sync succeeded.
+	lastFull time.Time
+	// synced is true once a sync succeeded.
+	synced bool
+
+	// reportedMu guards reported, apart from mu because problems are
+	// reported during syncs.
+	reportedMu sync.Mutex
+	reported   map[string]bool
+}
+
+// FullSyncPeriod is how often a periodic sync rewrites the whole table even
+// when nothing was found to have drifted, as kube-proxy's iptables mode
+// does (proxyutil.FullSyncPeriod). A full sync of 30,000 Services is a
+// million netlink messages, so it must not happen at every sync period.
+const FullSyncPeriod = time.Hour
+
+// NewEngine returns an engine that syncs p's rules through dp.
+func NewEngine(p *Proxier, dp nftgen.Dataplane, cfg EngineConfig) *Engine {
+	e := &Engine{p: p, dp: dp, cfg: cfg, clock: cfg.Clock, node: cfg.Node, reported: map[string]bool{}}
+	if e.clock == nil {
+		e.clock = clock.RealClock{}
+	}
+	p.Syncer.OnProblem = e.problem
+	e.runner = runner.New(func(r runner.Reason) error { return e.Sync(e.runCtx, r) }, cfg.MinSyncPeriod, cfg.SyncPeriod, e.clock)
+	return e
+}
+
+// Run syncs until ctx ends: at once, after changes (at most every
+// MinSyncPeriod), every SyncPeriod, with backoff after a failure, and at
+// once when another process changes nftproxy's table.
+func (e *Engine) Run(ctx context.Context) {
+	e.runCtx = ctx
+	go e.watchDrift(ctx)
+	e.runner.Loop(ctx)
+}
+
+// Sync runs one sync now, for reason.
+func (e *Engine) Sync(ctx context.Context, reason runner.Reason) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.followAddresses()
+	why := e.fullSyncReason(ctx, reason)
+	if why != "" {
+		klog.FromContext(ctx).V(2).Info("Rewriting the whole table", "reason", why)
+	}
+	res, err := e.p.Sync(ctx, why != "")
+	if err == nil {
+		e.needFull = ""
+		if res.Full {
+			e.lastFull = e.clock.Now()
+		}
+		if !e.synced {
+			e.synced = true
+			if e.cfg.FirstSynced != nil {
+				e.cfg.FirstSynced()
+			}
+		}
+	}
+	if e.cfg.Health != nil && err == nil {
+		for _, f := range e.p.Syncer.Families() {
+			e.cfg.Health.Updated(familyLabel(f))
+		}
+	}
+	if m := e.p.Metrics; m != nil {
+		services, endpoints := e.p.Store.Pending()
+		m.ServicePending.Set(float64(services))
+		m.EndpointPending.Set(float64(endpoints))
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Sync failed; retrying with backoff, the next sync rewrites the table")
+	}
+	return err
+}
+
+// changed records a change of kind "service" or "endpoints" and asks for
+// a sync.
+func (e *Engine) changed(endpoints bool) {
+	if m := e.p.Metrics; m != nil {
+		if endpoints {
+			m.EndpointChanges.Inc()
+		} else {
+			m.ServiceChanges.Inc()
+		}
+	}
+	for _, f := range e.p.Syncer.Families() {
+		if e.cfg.Health != nil {
+			e.cfg.Health.QueuedUpdate(familyLabel(f))
+		}
+		if m := e.p.Metrics; m != nil {
+			m.LastQueuedTimestamp.WithLabelValues(familyLabel(f)).SetToCurrentTime()
+		}
+	}
+	e.runner.Run()
+}
+
+// SetService implements source.Sink.
+func (e *Engine) SetService(svc *v1.Service) {
+	e.mu.Lock()
+	e.p.Store.SetService(svc)
+	e.mu.Unlock()
+	e.changed(false)
+}
+
+// DeleteService implements source.Sink.
+func (e *Engine) DeleteService(nn types.NamespacedName) {
+	e.mu.Lock()
+	e.p.Store.DeleteService(nn)
+	e.mu.Unlock()
+	e.changed(false)
+}
+
+// SetEndpointSlice implements source.Sink.
+func (e *Engine) SetEndpointSlice(sl *discovery.EndpointSlice) {
+	e.mu.Lock()
+	p := e.p.Store.SetEndpointSlice(sl)
+	e.mu.Unlock()
+	if p != nil {
+		e.problem(*p)
+	}
+	e.changed(true)
+}
+
+// DeleteEndpointSlice implements source.Sink.
+func (e *Engine) DeleteEndpointSlice(namespace, name string) {
+	e.mu.Lock()
+	e.p.Store.DeleteEndpointSlice(namespace, name)
+	e.mu.Unlock()
+	e.changed(true)
+}
+
+// Replace implements source.Replacer: the store holds exactly these
+// objects afterwards. Unchanged Services cost a comparison, not a write.
+func (e *Engine) Replace(services []*v1.Service, slices []*discovery.EndpointSlice) {
+	e.mu.Lock()
+	keep := map[types.NamespacedName]bool{}
+	for _, svc := range services {
+		keep[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = true
+	}
+	for _, nn := range e.p.Store.ServiceNames() {
+		if !keep[nn] {
+			e.p.Store.DeleteService(nn)
+		}
+	}
+	for _, svc := range services {
+		e.p.Store.SetService(svc)
+	}
+	problems := e.p.Store.ReplaceEndpointSlices(slices)
+	e.mu.Unlock()
+	for _, p := range problems {
+		e.problem(p)
+	}
+	e.changed(true)
+}
+
+// SetNode implements source.Sink: node eligibility for /healthz, and new
+// generators (so a full sync) when the node's zone changes.
+func (e *Engine) SetNode(node *v1.Node) {
+	if e.cfg.Health != nil {
+		e.cfg.Health.SetNode(node)
+	}
+	if node == nil {
+		return
+	}
+	e.mu.Lock()
+	before := e.node
+	e.node = node
+	if zoneOf(before) == zoneOf(node) || e.cfg.Generators == nil {
+		e.mu.Unlock()
+		return
+	}
+	gens, err := e.cfg.Generators(node)
+	if err != nil {
+		e.mu.Unlock()
+		klog.ErrorS(err, "Cannot apply the node's new labels")
+		return
+	}
+	e.p.Node.Labels = node.Labels
+	e.p.Syncer.SetGenerators(gens...)
+	e.needFull = "the node's zone changed"
+	e.mu.Unlock()
+	e.changed(false)
+}
+
+func zoneOf(node *v1.Node) string {
+	if node == nil {
+		return ""
+	}
+	return node.Labels[v1.LabelTopologyZone]
+}
+
+// maxReported bounds the problems remembered as already reported.
+const maxReported = 10000
+
+// problem logs an object that cannot be programmed, and records an Event
+// on it, once per distinct problem.
+func (e *Engine) problem(p model.Problem) {
+	e.reportedMu.Lock()
+	seen := e.reported[p.Error()]
+	if len(e.reported) >= maxReported {
+		// Bounded: problems of objects long gone would pile up; the
+		// still-current ones are reported once more.
+		clear(e.reported)
+	}
+	e.reported[p.Error()] = true
+	e.reportedMu.Unlock()
+	if seen {
+		return
+	}
+	LogProblem(p)
+	if e.cfg.Events == nil || p.Object.Name == "" {
+		return
+	}
+	ref := &v1.ObjectReference{Kind: p.Kind, Namespace: p.Object.Namespace, Name: p.Object.Name, APIVersion: "v1"}
+	if p.Kind == "EndpointSlice" {
+		ref.APIVersion = "discovery.k8s.io/v1"
+	}
+	e.cfg.Events.Eventf(ref, nil, v1.EventTypeWarning, "FailedToProgram", "Sync", "%s", p.Error())
+}
+
+// LogProblem logs an object, or part of one, that cannot be programmed.
+func LogProblem(p model.Problem) {
+	klog.ErrorS(nil, "Skipping object that cannot be programmed", "kind", p.Kind, "object", p.Object.String(), "field", p.Field, "reason", p.Reason)
+}

@@ -1,0 +1,323 @@
+package proxier
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/metrics"
+	"github.com/nftproxy/nftproxy/proxier/model"
+	"github.com/nftproxy/nftproxy/proxier/runner"
+)
+
+// recordingHealth is a ProxyHealth that remembers what it was told.
+type recordingHealth struct {
+	mu              sync.Mutex
+	queued, updated int
+	node            *v1.Node
+}
+
+func (h *recordingHealth) QueuedUpdate(string) { h.mu.Lock(); h.queued++; h.mu.Unlock() }
+func (h *recordingHealth) Updated(string)      { h.mu.Lock(); h.updated++; h.mu.Unlock() }
+func (h *recordingHealth) SetNode(n *v1.Node)  { h.mu.Lock(); h.node = n; h.mu.Unlock() }
+
+func (h *recordingHealth) counts() (queued, updated int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.queued, h.updated
+}
+
+type engineFixture struct {
+	e      *Engine
+	fake   *nftgen.Fake
+	clock  *clocktesting.FakeClock
+	health *recordingHealth
+	m      *metrics.Metrics
+	// firstSynced counts the calls of FirstSynced.
+	firstSynced int
+}
+
+func genFor(t *testing.T, cfg nftgen.Config) *nftgen.Generator {
+	t.Helper()
+	cfg.Family = nftgen.FamilyIPv4
+	g, err := nftgen.NewGenerator(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// newEngineFixture returns an engine on a Fake with a fake clock and two
+// Services, a and b, not yet synced. edit may change the configuration.
+func newEngineFixture(t *testing.T, edit func(*EngineConfig)) *engineFixture {
+	f := &engineFixture{fake: nftgen.NewFake(), clock: clocktesting.NewFakeClock(time.Unix(1e9, 0)), health: &recordingHealth{}, m: metrics.New()}
+	store := model.NewStore()
+	p := NewProxier(store, NewSyncer(store, f.fake, genFor(t, nftgen.Config{})), model.Node{Name: "n"})
+	p.Metrics = f.m
+	cfg := EngineConfig{MinSyncPeriod: time.Second, SyncPeriod: 30 * time.Second, Clock: f.clock, Health: f.health,
+		FirstSynced: func() { f.firstSynced++ }}
+	if edit != nil {
+		edit(&cfg)
+	}
+	f.e = NewEngine(p, f.fake, cfg)
+	f.e.SetService(svc("a", "10.96.0.1"))
+	f.e.SetEndpointSlice(slice("a", "10.0.0.1", "10.0.0.2"))
+	f.e.SetService(svc("b", "10.96.0.2"))
+	f.e.SetEndpointSlice(slice("b", "10.0.0.3"))
+	return f
+}
+
+func (f *engineFixture) sync(t *testing.T, reason runner.Reason) {
+	t.Helper()
+	if err := f.e.Sync(context.Background(), reason); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// syncs returns the number of full and partial syncs so far.
+func (f *engineFixture) syncs(t *testing.T) (full, partial uint64) {
+	t.Helper()
+	count := func(h *prometheus.HistogramVec) uint64 {
+		var m dto.Metric
+		if err := h.WithLabelValues("IPv4").(prometheus.Histogram).Write(&m); err != nil {
+			t.Fatal(err)
+		}
+		return m.GetHistogram().GetSampleCount()
+	}
+	return count(f.m.SyncFullDuration), count(f.m.SyncPartialDuration)
+}
+
+// expectSyncs checks the full and partial syncs since the last call, which
+// were before (see expectSyncs' callers).
+func (f *engineFixture) expectSyncs(t *testing.T, step string, wantFull, wantPartial uint64) {
+	t.Helper()
+	full, partial := f.syncs(t)
+	if full != wantFull || partial != wantPartial {
+		t.Errorf("%s: %d full and %d partial syncs so far, want %d and %d", step, full, partial, wantFull, wantPartial)
+	}
+}
+
+// flushServices empties KUBE-SERVICES as another process might, without
+// the watch seeing it.
+func (f *engineFixture) flushServices(t *testing.T) {
+	t.Helper()
+	tx := &nftgen.Transaction{Family: nftgen.FamilyIPv4, Ops: []nftgen.Op{{Kind: nftgen.OpFlushChain, Name: nftgen.ChainServices}}}
+	if err := f.fake.Apply(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// deleteServiceIP returns a transaction that deletes one element of the
+// service-ips map.
+func (f *engineFixture) deleteServiceIP(t *testing.T) *nftgen.Transaction {
+	t.Helper()
+	for _, m := range f.fake.State(nftgen.FamilyIPv4).Maps {
+		if m.Spec.Name == nftgen.MapServiceIPs && len(m.Elements) > 0 {
+			return &nftgen.Transaction{Family: nftgen.FamilyIPv4, Ops: []nftgen.Op{{Kind: nftgen.OpDeleteElement, Name: nftgen.MapServiceIPs, Element: &m.Elements[0]}}}
+		}
+	}
+	t.Fatalf("no elements in %s", nftgen.MapServiceIPs)
+	return nil
+}
+
+func TestEngineSyncsFullFirstThenWhatChanged(t *testing.T) {
+	f := newEngineFixture(t, nil)
+	f.sync(t, runner.Requested)
+	f.expectSyncs(t, "first sync", 1, 0)
+	want := f.fake.Dump(nftgen.FamilyIPv4)
+	f.e.SetEndpointSlice(slice("b", "10.0.0.4"))
+	f.sync(t, runner.Requested)
+	f.expectSyncs(t, "after a change", 1, 1)
+	if got := f.fake.Dump(nftgen.FamilyIPv4); got == want {
+		t.Errorf("the change did not reach the table")
+	}
+	if f.firstSynced != 1 {
+		t.Errorf("FirstSynced called %d times, want once", f.firstSynced)
+	}
+	if queued, updated := f.health.counts(); queued != 5 || updated != 2 {
+		t.Errorf("health told of %d queued and %d applied updates, want 5 and 2", queued, updated)
+	}
+}
+
+func TestEngineRewritesTheTableHourly(t *testing.T) {
+	f := newEngineFixture(t, nil)
+	f.sync(t, runner.Requested)
+	want := f.fake.Dump(nftgen.FamilyIPv4)
+	// Drift that neither the watch nor the element counts see: only the
+	// hourly full sync repairs it.
+	f.flushServices(t)
+	f.clock.Step(FullSyncPeriod - time.Minute)
+	f.sync(t, runner.Periodic)
+	f.expectSyncs(t, "periodic sync before the hour", 1, 1)
+	if f.fake.Dump(nftgen.FamilyIPv4) == want {
+		t.Fatalf("a partial sync rewrote the flushed chain")
+	}
+	f.clock.Step(time.Minute)
+	f.sync(t, runner.Periodic)
+	f.expectSyncs(t, "periodic sync an hour after the full one", 2, 1)
+	if got := f.fake.Dump(nftgen.FamilyIPv4); got != want {
+		t.Errorf("the hourly full sync did not repair the table:\n%s", got)
+	}
+	// A requested sync right after is partial again.
+	f.clock.Step(2 * FullSyncPeriod)
+	f.sync(t, runner.Requested)
+	f.expectSyncs(t, "requested sync", 2, 2)
+}
+
+func TestEnginePeriodicSyncRepairsChangedMapElements(t *testing.T) {
+	f := newEngineFixture(t, nil)
+	f.sync(t, runner.Requested)
+	want := f.fake.Dump(nftgen.FamilyIPv4)
+	f.sync(t, runner.Periodic)
+	f.expectSyncs(t, "periodic sync, nothing changed", 1, 1)
+	if err := f.fake.Apply(context.Background(), f.deleteServiceIP(t)); err != nil {
+		t.Fatal(err)
+	}
+	f.sync(t, runner.Periodic)
+	f.expectSyncs(t, "periodic sync after an element was deleted", 2, 1)
+	if got := f.fake.Dump(nftgen.FamilyIPv4); got != want {
+		t.Errorf("not repaired:\n%s", got)
+	}
+	if n := testutil.ToFloat64(f.m.DriftRepairs.WithLabelValues(fullMapsChanged)); n != 1 {
+		t.Errorf("drift repairs for changed map elements = %v, want 1", n)
+	}
+}
+
+func TestEngineRetriesAFailedSyncWithAFullOne(t *testing.T) {
+	f := newEngineFixture(t, nil)
+	f.sync(t, runner.Requested)
+	f.fake.FailNext = errors.New("injected")
+	f.e.SetService(svc("c", "10.96.0.3"))
+	_, updated := f.health.counts()
+	if err := f.e.Sync(context.Background(), runner.Requested); err == nil {
+		t.Fatal("sync did not fail")
+	}
+	if _, after := f.health.counts(); after != updated {
+		t.Errorf("health told of an applied update by a failed sync")
+	}
+	f.sync(t, runner.Retry)
+	f.expectSyncs(t, "retry after a failure", 2, 0)
+	if _, after := f.health.counts(); after != updated+1 {
+		t.Errorf("health told of %d applied updates after the retry, want %d (none for the failure)", after, updated+1)
+	}
+	if n := testutil.ToFloat64(f.m.SyncFailures.WithLabelValues("IPv4")); n != 1 {
+		t.Errorf("sync failures = %v, want 1", n)
+	}
+}
+
+func TestEngineRepairsWhatTheWatchReports(t *testing.T) {
+	f := newEngineFixture(t, nil)
+	f.fake.Notify(nftgen.Change{Process: "early", Ours: true})
+	if why := f.e.driftReason(context.Background(), nftgen.Change{Ours: true}); why != "" {
+		t.Errorf("before the first sync a change of the table needs %q, want nothing (none of it is nftproxy's yet)", why)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() { f.e.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	waitFor(t, "first sync", func() bool { full, _ := f.syncs(t); return full == 1 })
+	want := f.fake.Dump(nftgen.FamilyIPv4)
+
+	// Element changes do not name their table: repaired only when the
+	// counts differ.
+	f.fake.Notify(nftgen.Change{Process: "other", What: "add element to another table"})
+	if err := f.fake.ApplyForeign("other", f.deleteServiceIP(t)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "repair of a deleted element", func() bool { return f.fake.Dump(nftgen.FamilyIPv4) == want })
+	f.expectSyncs(t, "after the element repair", 2, 0)
+
+	// A change of one of nftproxy's chains is repaired at once.
+	flush := &nftgen.Transaction{Family: nftgen.FamilyIPv4, Ops: []nftgen.Op{{Kind: nftgen.OpFlushChain, Name: nftgen.ChainServices}}}
+	if err := f.fake.ApplyForeign("other", flush); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "repair of a flushed chain", func() bool { full, _ := f.syncs(t); return full == 3 })
+	if got := f.fake.Dump(nftgen.FamilyIPv4); got != want {
+		t.Errorf("not repaired:\n%s", got)
+	}
+	// Lost notifications with the maps as applied need no repair; unseen
+	// commits always do.
+	if why := f.e.driftReason(ctx, nftgen.Change{Lost: true, Ours: true}); why != "" {
+		t.Errorf("lost notifications, maps unchanged: %q, want no repair", why)
+	}
+	if why := f.e.driftReason(ctx, nftgen.Change{Lost: true, Missed: true}); why != fullUnseenCommits {
+		t.Errorf("unseen commits: %q, want %q", why, fullUnseenCommits)
+	}
+	for reason, want := range map[string]float64{fullMapsChanged: 1, fullTableChanged: 1} {
+		if n := testutil.ToFloat64(f.m.DriftRepairs.WithLabelValues(reason)); n != want {
+			t.Errorf("drift repairs %q = %v, want %v", reason, n, want)
+		}
+	}
+}
+
+func TestEngineRebuildsForANewZone(t *testing.T) {
+	var built []string
+	f := newEngineFixture(t, func(c *EngineConfig) {
+		c.Generators = func(node *v1.Node) ([]*nftgen.Generator, error) {
+			built = append(built, zoneOf(node))
+			return []*nftgen.Generator{genFor(t, nftgen.Config{})}, nil
+		}
+	})
+	f.sync(t, runner.Requested)
+	node := func(zone string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{v1.LabelTopologyZone: zone}}}
+	}
+	f.e.SetNode(node("z1"))
+	f.sync(t, runner.Requested)
+	f.expectSyncs(t, "after the zone was set", 2, 0)
+	f.e.SetNode(node("z1"))
+	f.sync(t, runner.Requested)
+	f.expectSyncs(t, "after the same zone again", 2, 1)
+	if !slices.Equal(built, []string{"z1"}) {
+		t.Errorf("generators built for zones %q, want only z1", built)
+	}
+	if f.health.node == nil {
+		t.Errorf("health not told of the node")
+	}
+}
+
+func TestEngineFollowsNodePortAddresses(t *testing.T) {
+	addrs := []netip.Addr{netip.MustParseAddr("192.0.2.1")}
+	var changed [][]netip.Addr
+	f := newEngineFixture(t, func(c *EngineConfig) {
+		c.FollowAddresses = true
+		c.Generators = func(*v1.Node) ([]*nftgen.Generator, error) {
+			return []*nftgen.Generator{genFor(t, nftgen.Config{RestrictNodePorts: true, NodePortAddresses: addrs})}, nil
+		}
+		c.AddressesChanged = func(gens []*nftgen.Generator) { changed = append(changed, gens[0].Config().NodePortAddresses) }
+	})
+	f.sync(t, runner.Requested)
+	f.sync(t, runner.Requested)
+	f.expectSyncs(t, "addresses as before", 1, 1)
+	addrs = []netip.Addr{netip.MustParseAddr("192.0.2.2")}
+	f.sync(t, runner.Requested)
+	f.expectSyncs(t, "after the address changed", 2, 1)
+	if len(changed) != 2 || changed[1][0] != addrs[0] {
+		t.Errorf("AddressesChanged with %v, want the first addresses, then %v", changed, addrs)
+	}
+}
+
+// waitFor polls cond for up to 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("%s: not within 5 s", what)
+}

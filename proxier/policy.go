@@ -1,0 +1,170 @@
+package proxier
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+
+	"k8s.io/klog/v2"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/runner"
+)
+
+// Reasons for a full sync, as fullSyncReason reports them and the drift
+// repair metric counts them.
+const (
+	fullUnknown       = "table state unknown"
+	fullHourly        = "hourly full sync"
+	fullMapsChanged   = "map elements changed"
+	fullTableChanged  = "table changed"
+	fullUnseenCommits = "unseen commits"
+)
+
+// fullSyncReason decides whether this sync rewrites the whole table and
+// says why, or returns "" for a sync of what changed only. It is the one
+// place that decides. A full sync happens
+//   - when the syncer does not know a table (the first sync, or the last
+//     one of that family failed);
+//   - when an event asked for one (drift seen by the watch, new
+//     generators);
+//   - on a periodic sync, when the last full one is FullSyncPeriod old, or
+//     when the kernel's map elements differ from what was applied (drift
+//     the watch cannot attribute to nftproxy's table).
+//
+// Called with mu held.
+func (e *Engine) fullSyncReason(ctx context.Context, reason runner.Reason) string {
+	switch {
+	case !e.p.Syncer.Known():
+		return fullUnknown
+	case e.needFull != "":
+		return e.needFull
+	case reason != runner.Periodic:
+		return ""
+	case e.clock.Since(e.lastFull) >= FullSyncPeriod:
+		return fullHourly
+	case e.mapsChanged(ctx):
+		klog.FromContext(ctx).Info("Map elements in the kernel differ from the last sync; rewriting the table")
+		e.countRepair(fullMapsChanged)
+		return fullMapsChanged
+	}
+	return ""
+}
+
+// countRepair counts a drift repair for reason.
+func (e *Engine) countRepair(reason string) {
+	if e.p.Metrics != nil {
+		e.p.Metrics.DriftRepairs.WithLabelValues(reason).Inc()
+	}
+}
+
+// mapsChanged compares the element counts of nftproxy's maps in the kernel
+// with what the last sync applied. Called with mu held.
+func (e *Engine) mapsChanged(ctx context.Context) bool {
+	for _, f := range e.p.Syncer.Families() {
+		want := e.p.Syncer.ElementCounts(f)
+		if want == nil {
+			continue
+		}
+		got, err := e.dp.ElementCounts(ctx, f)
+		if err != nil {
+			return true
+		}
+		for m, n := range want {
+			if got[m] != n {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// watchDrift repairs what other processes change in nftproxy's tables at
+// once, with a full sync, instead of waiting for the periodic one. Before
+// the first sync there is nothing of nftproxy's to repair.
+func (e *Engine) watchDrift(ctx context.Context) {
+	changes, err := e.dp.Watch(ctx)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot watch nftables for drift; relying on the periodic resync")
+		return
+	}
+	for ch := range changes {
+		reason := e.driftReason(ctx, ch)
+		if reason == "" {
+			continue
+		}
+		klog.FromContext(ctx).Info("Repairing nftproxy's table changed by another process", "process", ch.Process, "change", ch.What)
+		e.countRepair(reason)
+		for _, f := range e.p.Syncer.Families() {
+			if e.cfg.Health != nil {
+				e.cfg.Health.QueuedUpdate(familyLabel(f))
+			}
+		}
+		e.mu.Lock()
+		e.needFull = reason
+		e.mu.Unlock()
+		if err := e.Sync(ctx, runner.Requested); err != nil {
+			e.runner.Run() // retried with backoff
+		}
+	}
+}
+
+// driftReason tells whether a change another process made needs a full
+// sync, and why ("" when it does not).
+func (e *Engine) driftReason(ctx context.Context, ch nftgen.Change) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.synced {
+		return ""
+	}
+	if ch.Lost {
+		// Usually a large commit overflowed the monitor; what can be
+		// checked cheaply is checked below.
+		klog.FromContext(ctx).Info("nftables monitor lost notifications; checking the map elements", "detail", ch.What)
+	}
+	switch {
+	case ch.Missed:
+		klog.FromContext(ctx).Info("Other processes committed to nftables while nftproxy committed; checking the whole table", "detail", ch.What)
+		return fullUnseenCommits
+	case ch.Ours && !ch.Lost:
+		return fullTableChanged
+	case e.mapsChanged(ctx):
+		return fullMapsChanged
+	}
+	return ""
+}
+
+// followAddresses looks the node's addresses up again before a sync when
+// FollowAddresses is set. When the node port addresses changed (an
+// interface came up, a DHCP lease moved), the generators are replaced and
+// the sync is a full one. Called with mu held.
+func (e *Engine) followAddresses() {
+	if !e.cfg.FollowAddresses || e.cfg.Generators == nil {
+		return
+	}
+	gens, err := e.cfg.Generators(e.node)
+	if err != nil {
+		klog.ErrorS(err, "Cannot rebuild the rules for the node's addresses; keeping the node port addresses as they were")
+		return
+	}
+	before, after := nodePortAddresses(e.p.Syncer.generators), nodePortAddresses(gens)
+	if slices.Equal(before, after) {
+		return
+	}
+	klog.InfoS("The node's addresses changed; node ports now answer on the new ones", "before", before, "after", after)
+	e.p.Syncer.SetGenerators(gens...)
+	e.needFull = "the node port addresses changed"
+	if e.cfg.AddressesChanged != nil {
+		e.cfg.AddressesChanged(gens)
+	}
+}
+
+// nodePortAddresses returns the node port addresses of every family of
+// gens.
+func nodePortAddresses(gens []*nftgen.Generator) []netip.Addr {
+	var out []netip.Addr
+	for _, g := range gens {
+		out = append(out, g.Config().NodePortAddresses...)
+	}
+	return out
+}
