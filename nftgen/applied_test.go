@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/netip"
 	"testing"
+
+	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 )
 
 // TestAppliedSummaryNoticesEveryChange: the summary Applied keeps of a
@@ -13,7 +15,7 @@ import (
 // full sync would give.
 func TestAppliedSummaryNoticesEveryChange(t *testing.T) {
 	g := testGenerator("10.244.0.0/16")
-	ports := append(featurePorts(), manyPorts(3)...)
+	ports := append(nftgentest.FeaturePorts(), nftgentest.ManyPorts(3)...)
 	rs := g.Ruleset(ports)
 	a := AppliedFrom(rs)
 	for key, f := range rs.Services {

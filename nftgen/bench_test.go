@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
@@ -16,7 +17,7 @@ func benchPorts(n int) []model.ServicePortState {
 			k := i*10 + e
 			eps[e] = fmt.Sprintf("10.%d.%d.%d:8080", 128+k>>16, (k>>8)&0xff, k&0xff)
 		}
-		ports[i] = testPort("bench", fmt.Sprintf("svc-%d", i), 80, fmt.Sprintf("10.%d.%d.%d", 96+i>>16, (i>>8)&0xff, i&0xff), eps...)
+		ports[i] = nftgentest.Port("bench", fmt.Sprintf("svc-%d", i), 80, fmt.Sprintf("10.%d.%d.%d", 96+i>>16, (i>>8)&0xff, i&0xff), eps...)
 	}
 	return ports
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/nftables/expr"
+
+	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 )
 
 // TestDecodeInvertsEncode encodes every rule of the all-features ruleset
@@ -15,7 +17,7 @@ func TestDecodeInvertsEncode(t *testing.T) {
 		if fam == FamilyIPv6 {
 			g = testGenerator6(t)
 		}
-		rs := g.Ruleset(featurePorts6(fam))
+		rs := g.Ruleset(nftgentest.FeaturePortsOf(fam == FamilyIPv6))
 		anon := map[string]anonVmap{}
 		n := 0
 		b := &exprBuilder{family: fam, addAnon: func(m anonVmap) (string, uint32) {

@@ -21,7 +21,7 @@ const (
 // anonVmap is the verdict map of one "numgen ... vmap { ... }" rule, keyed
 // by a 32-bit integer in host byte order. The rule text shows it inline;
 // the netlink layer declares it as a named endpoint map (see
-// endpointMapPrefix).
+// EndpointMapPrefix).
 type anonVmap struct {
 	Targets  []string
 	Comments []string

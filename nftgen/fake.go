@@ -101,7 +101,7 @@ func (f *Fake) commit(tx *Transaction) error {
 			return errorf(syscall.ENOENT, "op %d (%s): no table", i, op.Kind)
 		}
 		if err := t.apply(op); err != nil {
-			return fmt.Errorf("op %d: %s: %w", i, op.text(tx.Family), err)
+			return fmt.Errorf("op %d: %s: %w", i, op.Text(tx.Family), err)
 		}
 	}
 	if t != nil {
@@ -364,7 +364,7 @@ func (f *Fake) Dump(fam Family) string {
 	}
 	for _, name := range slices.Sorted(maps.Keys(t.maps)) {
 		els := slices.Collect(maps.Values(t.maps[name]))
-		slices.SortFunc(els, func(a, b MapElement) int { return strings.Compare(a.text(), b.text()) })
+		slices.SortFunc(els, func(a, b MapElement) int { return strings.Compare(a.Text(), b.Text()) })
 		writeMap(&b, fam, t.specs[name], els)
 	}
 	for _, name := range slices.Sorted(maps.Keys(t.sets)) {

@@ -77,7 +77,7 @@ func (f *Fake) ApplyForeign(process string, tx *Transaction) error {
 	ours := slices.ContainsFunc(tx.Ops, func(op Op) bool { return op.Kind != OpAddElement && op.Kind != OpDeleteElement })
 	what := "no change"
 	if len(tx.Ops) > 0 {
-		what = tx.Ops[0].text(tx.Family)
+		what = tx.Ops[0].Text(tx.Family)
 	}
 	f.Notify(Change{Process: process, Ours: ours, What: what})
 	return nil

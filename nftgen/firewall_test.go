@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
@@ -13,16 +14,16 @@ import (
 // kube-proxy, means no firewall at all.
 func TestFirewallFailsClosedAndZeroRangeIsOpen(t *testing.T) {
 	lb := func(ranges []string, invalid bool) *Fragment {
-		sp := testPort("ns", "lb", 443, "10.96.1.2")
+		sp := nftgentest.Port("ns", "lb", 443, "10.96.1.2")
 		sp.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("203.0.113.10")}
 		for _, r := range ranges {
 			sp.LoadBalancerSourceRanges = append(sp.LoadBalancerSourceRanges, netip.MustParsePrefix(r))
 		}
 		sp.SourceRangesInvalid = invalid
-		sp.Endpoints = []model.Endpoint{ep("10.244.0.3:8443", "node-a", true)}
+		sp.Endpoints = []model.Endpoint{nftgentest.Endpoint("10.244.0.3:8443", "node-a", true)}
 		return featureGenerator(t).Service(&sp)
 	}
-	fw := FirewallChainName(testPort("ns", "lb", 443, "10.96.1.2").Name)
+	fw := FirewallChainName(nftgentest.Port("ns", "lb", 443, "10.96.1.2").Name)
 	hasFW := func(f *Fragment) (chain *Chain, dropElement bool) {
 		for _, c := range f.Chains {
 			if c.Name == fw {

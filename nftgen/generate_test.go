@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
@@ -45,15 +46,15 @@ func golden(t *testing.T, name, got string) {
 func TestGenerateClusterIP(t *testing.T) {
 	g := testGenerator("10.244.0.0/16")
 	rs := g.Ruleset([]model.ServicePortState{
-		testPort("ns1", "svc1", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080"),
-		testPort("ns1", "single", 443, "10.96.0.11", "10.244.0.5:8443"),
-		testPort("ns1", "empty", 53, "10.96.0.12"),
+		nftgentest.Port("ns1", "svc1", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080"),
+		nftgentest.Port("ns1", "single", 443, "10.96.0.11", "10.244.0.5:8443"),
+		nftgentest.Port("ns1", "empty", 53, "10.96.0.12"),
 	})
 	golden(t, "clusterip.nft", rs.Text())
 }
 
 func TestGenerateMasqueradeModes(t *testing.T) {
-	sp := testPort("ns1", "svc1", 80, "10.96.0.10", "10.244.0.2:8080")
+	sp := nftgentest.Port("ns1", "svc1", 80, "10.96.0.10", "10.244.0.2:8080")
 	tests := []struct {
 		name     string
 		cfg      Config
@@ -97,7 +98,7 @@ func TestGenerateMasqueradeModes(t *testing.T) {
 
 func TestCommentsNeverExceedKernelLimit(t *testing.T) {
 	long := strings.Repeat("a", 63)
-	sp := testPort(long, long, 80, "10.96.0.10", "10.244.0.2:8080")
+	sp := nftgentest.Port(long, long, 80, "10.96.0.10", "10.244.0.2:8080")
 	sp.Name.Port = strings.Repeat("p", 15)
 	f := testGenerator().Service(&sp)
 	for _, c := range f.Chains {

@@ -199,7 +199,7 @@ func (n *Netlink) ElementCounts(_ context.Context, f Family) (out map[string]int
 		}
 		out = map[string]int{}
 		for _, s := range sets {
-			if s.Anonymous || !s.IsMap || isEndpointMap(s.Name) {
+			if s.Anonymous || !s.IsMap || IsEndpointMap(s.Name) {
 				continue
 			}
 			els, err := c.GetSetElements(s)

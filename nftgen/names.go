@@ -116,14 +116,14 @@ func ServiceKey(n model.ServicePortName) string {
 	return n.String() + "/" + n.LowerProtocol()
 }
 
-// endpointMapPrefix starts the names of the maps from which numgen picks an
+// EndpointMapPrefix starts the names of the maps from which numgen picks an
 // endpoint. They are named rather than anonymous: binding an anonymous set
 // makes the kernel walk the whole batch, which is quadratic in the number
 // of Services on a full sync.
-const endpointMapPrefix = "ep."
+const EndpointMapPrefix = "ep."
 
-// isEndpointMap tells whether a set of the table is an endpoint map.
-func isEndpointMap(name string) bool { return strings.HasPrefix(name, endpointMapPrefix) }
+// IsEndpointMap tells whether a set of the table is an endpoint map.
+func IsEndpointMap(name string) bool { return strings.HasPrefix(name, EndpointMapPrefix) }
 
 // The table's named counters, named as kube-proxy's nfacct counters that
 // they stand for; kube-proxy's metrics of the same purpose read them.

@@ -268,7 +268,7 @@ func (n *Netlink) encode(c *nftables.Conn, tx *Transaction, emit func(netlink.Me
 	for i := 0; i < len(tx.Ops); {
 		j, err := w.write(tx.Ops, i)
 		if err != nil {
-			return nil, fmt.Errorf("encode op %d (%s): %w", i, tx.Ops[i].text(tx.Family), err)
+			return nil, fmt.Errorf("encode op %d (%s): %w", i, tx.Ops[i].Text(tx.Family), err)
 		}
 		i = j
 	}
@@ -297,7 +297,7 @@ func (n *Netlink) encode(c *nftables.Conn, tx *Transaction, emit func(netlink.Me
 // name is short and its fastest-changing digits come first, because the
 // kernel finds a set by comparing its name with every set of the table.
 func endpointMapName(seq uint64) string {
-	return fmt.Sprintf("%s%016x", endpointMapPrefix, bits.ReverseBytes64(seq))
+	return fmt.Sprintf("%s%016x", EndpointMapPrefix, bits.ReverseBytes64(seq))
 }
 
 // findTable returns the family's nftproxy table on c, or nil and no error

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
@@ -25,8 +26,8 @@ func TestNetlinkApply(t *testing.T) {
 	ctx := context.Background()
 	g := testGenerator("10.244.0.0/16")
 
-	a := testPort("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080")
-	b := testPort("ns1", "b", 53, "10.96.0.11")
+	a := nftgentest.Port("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080")
+	b := nftgentest.Port("ns1", "b", 53, "10.96.0.11")
 	applied := g.Ruleset([]model.ServicePortState{a, b})
 
 	inv, err := dp.Inventory(ctx, FamilyIPv4, nil)
@@ -62,7 +63,7 @@ func TestNetlinkApply(t *testing.T) {
 	for i := range CascadeMaxEndpoints + 1 {
 		many = append(many, fmt.Sprintf("10.244.%d.%d:8080", 1+i/250, 1+i%250))
 	}
-	a2 := testPort("ns1", "a", 80, "10.96.0.10", many...)
+	a2 := nftgentest.Port("ns1", "a", 80, "10.96.0.10", many...)
 	updates := map[string]*Fragment{ServiceKey(a.Name): g.Service(&a2), ServiceKey(b.Name): nil}
 	msgs0, bytes0 := dp.Sent()
 	if err := dp.Apply(ctx, PlanUpdate(state, updates)); err != nil {
@@ -75,21 +76,21 @@ func TestNetlinkApply(t *testing.T) {
 	}
 	state.Commit(updates)
 	list = ns.MustRun(t, "nft", "list", "table", "ip", TableName)
-	if !strings.Contains(list, fmt.Sprintf("numgen random mod %d vmap @%s", CascadeMaxEndpoints+1, endpointMapPrefix)) || strings.Contains(list, "10.96.0.11") {
+	if !strings.Contains(list, fmt.Sprintf("numgen random mod %d vmap @%s", CascadeMaxEndpoints+1, EndpointMapPrefix)) || strings.Contains(list, "10.96.0.11") {
 		t.Errorf("after update, want a numgen map of %d and no 10.96.0.11:\n%s", CascadeMaxEndpoints+1, list)
 	}
-	if n := strings.Count(list, "map "+endpointMapPrefix); n != 1 {
+	if n := strings.Count(list, "map "+EndpointMapPrefix); n != 1 {
 		t.Errorf("after update, %d endpoint maps, want 1:\n%s", n, list)
 	}
 	// Back to 4 endpoints: a cascade again, and the map is gone.
-	a3 := testPort("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080", "10.244.0.5:8080")
+	a3 := nftgentest.Port("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080", "10.244.0.5:8080")
 	updates = map[string]*Fragment{ServiceKey(a.Name): g.Service(&a3)}
 	if err := dp.Apply(ctx, PlanUpdate(state, updates)); err != nil {
 		t.Fatalf("shrink: %v", err)
 	}
 	state.Commit(updates)
 	list = ns.MustRun(t, "nft", "list", "table", "ip", TableName)
-	if !strings.Contains(list, "numgen random mod 4 0 goto") || strings.Contains(list, "map "+endpointMapPrefix) {
+	if !strings.Contains(list, "numgen random mod 4 0 goto") || strings.Contains(list, "map "+EndpointMapPrefix) {
 		t.Errorf("after shrinking, want a cascade and no endpoint map:\n%s", list)
 	}
 
@@ -109,7 +110,7 @@ func TestNetlinkApply(t *testing.T) {
 		}
 	}
 	for _, name := range inv.Sets {
-		if isEndpointMap(name) {
+		if IsEndpointMap(name) {
 			t.Errorf("endpoint map %s left after deleting the service", name)
 		}
 	}
@@ -128,7 +129,7 @@ func TestNetlinkApply(t *testing.T) {
 func TestKernelAcceptsEveryFeature(t *testing.T) {
 	netns.RequireRoot(t)
 	ctx := context.Background()
-	rs := featureGenerator(t).Ruleset(featurePorts())
+	rs := featureGenerator(t).Ruleset(nftgentest.FeaturePorts())
 
 	ns, dp := kernelNetlink(t, "nfp-nl")
 	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
@@ -183,7 +184,7 @@ func TestReadBackEqualsApplied(t *testing.T) {
 		if fam == FamilyIPv6 {
 			g = testGenerator6(t)
 		}
-		rs := g.Ruleset(featurePorts6(fam))
+		rs := g.Ruleset(nftgentest.FeaturePortsOf(fam == FamilyIPv6))
 		_, dp := kernelNetlink(t, "nfp-rd")
 		if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
 			t.Fatal(err)
@@ -203,10 +204,7 @@ func TestReadBackEqualsApplied(t *testing.T) {
 				continue
 			}
 			if !gc.Equal(wc) {
-				var b1, b2 strings.Builder
-				writeChain(&b1, fam, gc)
-				writeChain(&b2, fam, wc)
-				t.Errorf("%s: chain read back differs:\n%s\nwant:\n%s", fam, b1.String(), b2.String())
+				t.Errorf("%s: chain read back differs:\n%s\nwant:\n%s", fam, gc.Text(fam), wc.Text(fam))
 			}
 		}
 		if len(got.Chains) != len(want.Chains) {
@@ -224,7 +222,7 @@ func TestReadBackEqualsApplied(t *testing.T) {
 			}
 			for _, e := range wm.Elements {
 				if !have[e] {
-					t.Errorf("%s: map %s lacks %s", fam, wm.Spec.Name, e.text())
+					t.Errorf("%s: map %s lacks %s", fam, wm.Spec.Name, e.Text())
 				}
 			}
 		}
@@ -250,7 +248,7 @@ func TestReadBackEqualsApplied(t *testing.T) {
 			t.Fatalf("%s: reconcile of the untouched table gave up", fam)
 		}
 		for _, op := range tx.Ops {
-			if op.Kind == OpFlushChain && !usesEndpointMap(rs.State().Chain(op.Name)) {
+			if op.Kind == OpFlushChain && !rs.State().Chain(op.Name).UsesEndpointMap() {
 				t.Errorf("%s: reconcile of the untouched table rewrites %s", fam, op.Name)
 			}
 		}
@@ -264,7 +262,7 @@ func TestReconcileRepairsTheKernelTable(t *testing.T) {
 	netns.RequireRoot(t)
 	ctx := context.Background()
 	g := testGenerator("10.244.0.0/16")
-	ports := manyPorts(20)
+	ports := nftgentest.ManyPorts(20)
 	rs := g.Ruleset(ports)
 	ns, dp := kernelNetlink(t, "nfp-rc")
 	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
@@ -308,13 +306,13 @@ func TestRejectedTransactionChangesNothing(t *testing.T) {
 	ctx := context.Background()
 	ns, dp := kernelNetlink(t, "nfp-atomic")
 	g := testGenerator("10.244.0.0/16")
-	a := testPort("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080")
+	a := nftgentest.Port("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080")
 	applied := g.Ruleset([]model.ServicePortState{a})
 	if err := dp.Apply(ctx, PlanFull(applied, nil)); err != nil {
 		t.Fatal(err)
 	}
 	before := ns.MustRun(t, "nft", "list", "ruleset")
-	b := testPort("ns1", "b", 80, "10.96.0.11", "10.244.0.3:8080", "10.244.0.4:8080")
+	b := nftgentest.Port("ns1", "b", 80, "10.96.0.11", "10.244.0.3:8080", "10.244.0.4:8080")
 	tx := PlanUpdate(AppliedFrom(applied), map[string]*Fragment{ServiceKey(b.Name): g.Service(&b), ServiceKey(a.Name): nil})
 	tx.Ops = append(tx.Ops, Op{Kind: OpDeleteChain, Name: "no-such-chain"})
 	err := dp.Apply(ctx, tx)
@@ -341,7 +339,7 @@ func TestWatchSurvivesLostNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := []model.ServicePortState{testPort("ns1", "s0", 80, "10.96.0.1", "10.244.0.1:8080")}
+	ports := []model.ServicePortState{nftgentest.Port("ns1", "s0", 80, "10.96.0.1", "10.244.0.1:8080")}
 	rs := testGenerator("10.244.0.0/16").Ruleset(ports)
 	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
 		t.Fatal(err)
@@ -404,7 +402,7 @@ func TestOwnCommitsAreQuietAndUnseenCommitsReported(t *testing.T) {
 	}
 	var ports []model.ServicePortState
 	for i := range 300 {
-		ports = append(ports, testPort("ns1", fmt.Sprintf("s%d", i), 80, fmt.Sprintf("10.96.%d.%d", i>>8, i&0xff),
+		ports = append(ports, nftgentest.Port("ns1", fmt.Sprintf("s%d", i), 80, fmt.Sprintf("10.96.%d.%d", i>>8, i&0xff),
 			fmt.Sprintf("10.244.%d.%d:8080", i>>8, i&0xff), fmt.Sprintf("10.245.%d.%d:8080", i>>8, i&0xff)))
 	}
 	rs := testGenerator("10.244.0.0/16").Ruleset(ports)
@@ -432,7 +430,7 @@ func TestReadFindsChainsNothingJumpsTo(t *testing.T) {
 	netns.RequireRoot(t)
 	ns, dp := kernelNetlink(t, "nfp-read")
 	ctx := context.Background()
-	a := testPort("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080")
+	a := nftgentest.Port("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080")
 	rs := testGenerator("10.244.0.0/16").Ruleset([]model.ServicePortState{a})
 	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
 		t.Fatal(err)

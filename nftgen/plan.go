@@ -70,13 +70,13 @@ func (t *Transaction) Count(k OpKind) int {
 func (t *Transaction) String() string {
 	var b strings.Builder
 	for _, op := range t.Ops {
-		b.WriteString(op.text(t.Family))
+		b.WriteString(op.Text(t.Family))
 		b.WriteByte('\n')
 	}
 	return b.String()
 }
 
-func (op Op) text(f Family) string {
+func (op Op) Text(f Family) string {
 	prefix := fmt.Sprintf("%s %s %s", op.Kind, f, TableName)
 	switch op.Kind {
 	case OpAddTable:
@@ -84,7 +84,7 @@ func (op Op) text(f Family) string {
 	case OpAddRule:
 		return fmt.Sprintf("%s %s %s", prefix, op.Name, op.Rule.Text(f))
 	case OpAddElement, OpDeleteElement:
-		return fmt.Sprintf("%s %s { %s }", prefix, op.Name, op.Element.text())
+		return fmt.Sprintf("%s %s { %s }", prefix, op.Name, op.Element.Text())
 	case OpAddSet:
 		return fmt.Sprintf("%s %s { type %s; flags dynamic,timeout; timeout %ds; }", prefix, op.Name, addrType(f), op.Set.TimeoutSeconds)
 	case OpAddChain:

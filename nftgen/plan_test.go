@@ -2,24 +2,12 @@ package nftgen
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
-
-func manyPorts(n int) []model.ServicePortState {
-	out := make([]model.ServicePortState, n)
-	for i := range out {
-		vip := fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)
-		out[i] = testPort("ns", fmt.Sprintf("svc%d", i), 80, vip,
-			fmt.Sprintf("10.244.%d.%d:8080", i/250, i%250+1),
-			fmt.Sprintf("10.245.%d.%d:8080", i/250, i%250+1),
-			fmt.Sprintf("10.246.%d.%d:8080", i/250, i%250+1))
-	}
-	return out
-}
 
 // applyFull installs rs on a new Fake.
 func applyFull(t *testing.T, rs *Ruleset) *Fake {
@@ -39,7 +27,7 @@ func TestOneServiceChangeCostDoesNotDependOnOtherServices(t *testing.T) {
 	g := testGenerator("10.244.0.0/16")
 	type counts struct{ add, change, del int }
 	measure := func(n int) counts {
-		ports := manyPorts(n)
+		ports := nftgentest.ManyPorts(n)
 		applied := g.Ruleset(ports)
 		fake := applyFull(t, applied)
 		state := AppliedFrom(applied)
@@ -49,7 +37,7 @@ func TestOneServiceChangeCostDoesNotDependOnOtherServices(t *testing.T) {
 			tx := PlanUpdate(state, updates)
 			for _, op := range tx.Ops {
 				if strings.HasPrefix(op.Name, "KUBE-S") && !strings.HasPrefix(op.Name, chainPrefix) && op.Name != ChainServices {
-					t.Errorf("n=%d: op touches another service: %s", n, op.text(FamilyIPv4))
+					t.Errorf("n=%d: op touches another service: %s", n, op.Text(FamilyIPv4))
 				}
 			}
 			if err := fake.Apply(context.Background(), tx); err != nil {
@@ -58,7 +46,7 @@ func TestOneServiceChangeCostDoesNotDependOnOtherServices(t *testing.T) {
 			state.Commit(updates)
 			return len(tx.Ops)
 		}
-		added := testPort("ns", "new", 80, "10.100.0.1", "10.244.200.1:80", "10.244.200.2:80")
+		added := nftgentest.Port("ns", "new", 80, "10.100.0.1", "10.244.200.1:80", "10.244.200.2:80")
 		c.add = step(ServiceKey(added.Name), g.Service(&added), "KUBE-S")
 		changed := ports[n/2]
 		changed.Endpoints = append(changed.Endpoints, model.Endpoint{Addr: added.Endpoints[0].Addr, Port: 8080, Ready: true, Serving: true})
@@ -84,7 +72,7 @@ func TestOneServiceChangeCostDoesNotDependOnOtherServices(t *testing.T) {
 
 func TestPlanUpdateSkipsUnchangedServices(t *testing.T) {
 	g := testGenerator()
-	ports := manyPorts(3)
+	ports := nftgentest.ManyPorts(3)
 	applied := g.Ruleset(ports)
 	tx := PlanUpdate(AppliedFrom(applied), map[string]*Fragment{ServiceKey(ports[1].Name): g.Service(&ports[1])})
 	if !tx.Empty() {
@@ -95,7 +83,7 @@ func TestPlanUpdateSkipsUnchangedServices(t *testing.T) {
 func TestPlanFullRemovesStrayObjects(t *testing.T) {
 	ctx := context.Background()
 	g := testGenerator()
-	rs := g.Ruleset(manyPorts(2))
+	rs := g.Ruleset(nftgentest.ManyPorts(2))
 	fake := applyFull(t, rs)
 	want := fake.Dump(FamilyIPv4)
 	// Leftovers, e.g. from a service deleted while nftproxy was down.
@@ -120,7 +108,7 @@ func TestPlanFullRemovesStrayObjects(t *testing.T) {
 func TestFakeChecksLikeTheKernel(t *testing.T) {
 	ctx := context.Background()
 	g := testGenerator()
-	ports := manyPorts(1)
+	ports := nftgentest.ManyPorts(1)
 	rs := g.Ruleset(ports)
 	fake := applyFull(t, rs)
 	before := fake.Dump(FamilyIPv4)

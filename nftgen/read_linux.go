@@ -62,7 +62,7 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 			return nil, fmt.Errorf("list elements of %s: %w", s.Name, err)
 		}
 		switch {
-		case (s.Anonymous || isEndpointMap(s.Name)) && s.IsMap:
+		case (s.Anonymous || IsEndpointMap(s.Name)) && s.IsMap:
 			targets := make([]string, len(elems))
 			comments := make([]string, len(elems))
 			anyComment := false

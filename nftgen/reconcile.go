@@ -49,7 +49,7 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 			refill = append(refill, c)
 		case !sameBase(old.Base, c.Base):
 			return nil
-		case usesEndpointMap(c) || !old.Equal(c):
+		case c.UsesEndpointMap() || !old.Equal(c):
 			flush = append(flush, c.Name)
 			refill = append(refill, c)
 		}
@@ -117,7 +117,7 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 	}
 	tx.Ops = append(tx.Ops, addElems...)
 	for _, name := range live.SetNames {
-		if isEndpointMap(name) || (!wantMap[name] && !wantSet[name]) {
+		if IsEndpointMap(name) || (!wantMap[name] && !wantSet[name]) {
 			add(Op{Kind: OpDeleteSet, Name: name})
 		}
 	}
@@ -142,9 +142,9 @@ func sameBase(a, b *BaseChain) bool {
 	return *a == *b
 }
 
-// usesEndpointMap reports whether a rule of c picks its endpoint from a
+// UsesEndpointMap reports whether a rule of c picks its endpoint from a
 // numgen map.
-func usesEndpointMap(c *Chain) bool {
+func (c *Chain) UsesEndpointMap() bool {
 	for i := range c.Rules {
 		for _, s := range c.Rules[i].Stmts {
 			if _, ok := s.(NumgenVmap); ok {
@@ -160,6 +160,6 @@ func sortedElements(m map[MapKey]MapElement) []MapElement {
 	for _, e := range m {
 		out = append(out, e)
 	}
-	slices.SortFunc(out, func(a, b MapElement) int { return strings.Compare(a.text(), b.text()) })
+	slices.SortFunc(out, func(a, b MapElement) int { return strings.Compare(a.Text(), b.Text()) })
 	return out
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
@@ -28,7 +29,7 @@ func reconcileOnto(t *testing.T, fake *Fake, rs *Ruleset) *Transaction {
 // TestReconcileUntouchedTableIsEmpty: a table that holds the desired
 // rules needs no commit.
 func TestReconcileUntouchedTableIsEmpty(t *testing.T) {
-	rs := featureGenerator(t).Ruleset(featurePorts())
+	rs := featureGenerator(t).Ruleset(nftgentest.FeaturePorts())
 	fake := applyFull(t, rs)
 	if tx := reconcileOnto(t, fake, rs); !tx.Empty() {
 		t.Errorf("reconcile of an untouched table sends %d operations:\n%s", len(tx.Ops), tx)
@@ -40,7 +41,7 @@ func TestReconcileUntouchedTableIsEmpty(t *testing.T) {
 // full sync onto an empty table leaves, and touch only what differs.
 func TestReconcileRepairsTamperingAndFollowsChanges(t *testing.T) {
 	g := testGenerator("10.244.0.0/16")
-	ports := manyPorts(50)
+	ports := nftgentest.ManyPorts(50)
 	old := g.Ruleset(ports)
 	fake := applyFull(t, old)
 	ctx := context.Background()
@@ -57,11 +58,11 @@ func TestReconcileRepairsTamperingAndFollowsChanges(t *testing.T) {
 		{Kind: OpAddElement, Name: MapServiceIPs, Element: &stray},
 	} {
 		if err := fake.Apply(ctx, &Transaction{Family: FamilyIPv4, Ops: []Op{op}}); err != nil {
-			t.Fatalf("tamper %s: %v", op.text(FamilyIPv4), err)
+			t.Fatalf("tamper %s: %v", op.Text(FamilyIPv4), err)
 		}
 	}
 	// Desired: one Service gone, one added, one with fewer endpoints.
-	next := append(ports[1:], testPort("ns", "new", 80, "10.100.0.1", "10.244.200.1:80", "10.244.200.2:80"))
+	next := append(ports[1:], nftgentest.Port("ns", "new", 80, "10.100.0.1", "10.244.200.1:80", "10.244.200.2:80"))
 	next[10].Endpoints = next[10].Endpoints[:1]
 	rs := g.Ruleset(next)
 
@@ -82,7 +83,7 @@ func TestReconcileRepairsTamperingAndFollowsChanges(t *testing.T) {
 // TestReconcileGivesUpOnWhatItCannotPatch: objects nftproxy cannot decode
 // and base chains declared differently need a rewrite.
 func TestReconcileGivesUpOnWhatItCannotPatch(t *testing.T) {
-	rs := featureGenerator(t).Ruleset(featurePorts())
+	rs := featureGenerator(t).Ruleset(nftgentest.FeaturePorts())
 	fake := applyFull(t, rs)
 	ctx := context.Background()
 
@@ -118,11 +119,11 @@ func TestReconcileRewritesEndpointMapChains(t *testing.T) {
 	for i := range CascadeMaxEndpoints + 1 {
 		eps = append(eps, fmt.Sprintf("10.244.%d.%d:80", i/200, i%200+1))
 	}
-	rs := g.Ruleset([]model.ServicePortState{testPort("ns", "big", 80, "10.96.0.1", eps...)})
+	rs := g.Ruleset([]model.ServicePortState{nftgentest.Port("ns", "big", 80, "10.96.0.1", eps...)})
 	fake := applyFull(t, rs)
 	ctx := context.Background()
 	live, _ := fake.Read(ctx, FamilyIPv4)
-	live.SetNames = append(live.SetNames, endpointMapPrefix+"0123")
+	live.SetNames = append(live.SetNames, EndpointMapPrefix+"0123")
 	tx := PlanReconcile(rs, live)
 	if tx == nil {
 		t.Fatal("reconcile gave up")
@@ -132,7 +133,7 @@ func TestReconcileRewritesEndpointMapChains(t *testing.T) {
 		switch {
 		case op.Kind == OpFlushChain:
 			flushed++
-		case op.Kind == OpDeleteSet && op.Name == endpointMapPrefix+"0123":
+		case op.Kind == OpDeleteSet && op.Name == EndpointMapPrefix+"0123":
 			deleted++
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 )
 
 // encodedRules encodes every rule of the feature rulesets of both families
@@ -22,7 +24,7 @@ func encodedRules(t *testing.T) map[Family][]netlink.Message {
 		if fam == FamilyIPv6 {
 			g = testGenerator6(t)
 		}
-		p, err := NewNetlink().prepare(PlanFull(g.Ruleset(featurePorts6(fam)), nil))
+		p, err := NewNetlink().prepare(PlanFull(g.Ruleset(nftgentest.FeaturePortsOf(fam == FamilyIPv6)), nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,7 +134,7 @@ func TestRuleMessageMatchesTheLibrary(t *testing.T) {
 		}
 		b := &exprBuilder{family: fam, addAnon: func(anonVmap) (string, uint32) { return "ep-test", 7 }}
 		var own []netlink.Message
-		for _, ch := range g.Ruleset(featurePorts6(fam)).Chains() {
+		for _, ch := range g.Ruleset(nftgentest.FeaturePortsOf(fam == FamilyIPv6)).Chains() {
 			for i := range ch.Rules {
 				exprs, err := b.ruleExprs(&ch.Rules[i])
 				if err != nil {

@@ -110,7 +110,7 @@ func (f *Fake) State(fam Family) *TableState {
 		for _, e := range t.maps[name] {
 			m.Elements = append(m.Elements, e)
 		}
-		slices.SortFunc(m.Elements, func(a, b MapElement) int { return strings.Compare(a.text(), b.text()) })
+		slices.SortFunc(m.Elements, func(a, b MapElement) int { return strings.Compare(a.Text(), b.Text()) })
 		s.Maps = append(s.Maps, m)
 	}
 	for _, name := range slices.Sorted(maps.Keys(t.sets)) {

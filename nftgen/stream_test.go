@@ -6,17 +6,19 @@ import (
 	"iter"
 	"slices"
 	"testing"
+
+	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 )
 
 // scaleRuleset is n Services with eps endpoints each, plus the features.
 func scaleRuleset(t testing.TB, n, eps int) *Ruleset {
-	states := featurePorts()
+	states := nftgentest.FeaturePorts()
 	for i := range n {
 		var addrs []string
 		for j := range eps {
 			addrs = append(addrs, fmt.Sprintf("10.244.%d.%d:8080", j, 1+i%250))
 		}
-		states = append(states, testPort("scale", fmt.Sprintf("s%d", i), 80, fmt.Sprintf("10.97.%d.%d", i/250, 1+i%250), addrs...))
+		states = append(states, nftgentest.Port("scale", fmt.Sprintf("s%d", i), 80, fmt.Sprintf("10.97.%d.%d", i/250, 1+i%250), addrs...))
 	}
 	return featureGenerator(t).Ruleset(states)
 }
@@ -41,7 +43,7 @@ func TestPlanColdBuildsTheSameTableUnhookedUntilTheEnd(t *testing.T) {
 		last := i == len(txs)-1
 		for _, op := range tx.Ops {
 			if op.Kind == OpAddChain && (op.Base != nil) != last {
-				t.Fatalf("transaction %d of %d: %s; base chains belong in the last transaction, and only they", i+1, len(txs), op.text(tx.Family))
+				t.Fatalf("transaction %d of %d: %s; base chains belong in the last transaction, and only they", i+1, len(txs), op.Text(tx.Family))
 			}
 		}
 		if len(tx.Ops) > 2*maxOps {

@@ -41,7 +41,7 @@ func writeMap(b *strings.Builder, f Family, m MapSpec, elems []MapElement) {
 			if i > 0 {
 				b.WriteString(",")
 			}
-			b.WriteString("\n\t\t\t" + e.text())
+			b.WriteString("\n\t\t\t" + e.Text())
 		}
 		b.WriteString(" }\n")
 	}
@@ -66,7 +66,7 @@ func mapKeyType(f Family, k KeyKind) string {
 	return addrType(f) + " . inet_proto . inet_service"
 }
 
-func (e MapElement) text() string {
+func (e MapElement) Text() string {
 	s := fmt.Sprintf("%s . %d", ProtoName(e.Key.Proto), e.Key.Port)
 	if e.Key.Addr.IsValid() {
 		s = e.Key.Addr.String() + " . " + s
@@ -86,4 +86,11 @@ func writeChain(b *strings.Builder, f Family, c *Chain) {
 		b.WriteString("\t\t" + c.Rules[i].Text(f) + "\n")
 	}
 	b.WriteString("\t}\n")
+}
+
+// Text returns the chain in nft syntax, as `nft list` prints it.
+func (c *Chain) Text(f Family) string {
+	var b strings.Builder
+	writeChain(&b, f, c)
+	return b.String()
 }
