@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/nftgen/kernel"
 	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/conntrack"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
@@ -60,7 +61,7 @@ type cluster struct {
 	proxier *proxier.Proxier
 	syncer  *proxier.Syncer
 	// dp is the netlink dataplane of the node namespace.
-	dp *nftgen.Netlink
+	dp *kernel.Netlink
 	t  testing.TB
 }
 
@@ -69,7 +70,7 @@ type clusterOption func(*nftgen.Config)
 
 func newCluster(t testing.TB, opts ...clusterOption) *cluster {
 	tp := NewTopology(t, echoBinary)
-	dp, f, err := nftgen.NewNetlinkInNamespace(tp.Node.Path())
+	dp, f, err := kernel.NewNetlinkInNamespace(tp.Node.Path())
 	if err != nil {
 		t.Fatal(err)
 	}

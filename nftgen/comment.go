@@ -3,16 +3,8 @@ package nftgen
 import (
 	"strings"
 
-	"github.com/google/nftables/userdata"
-
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
-
-// appendComment encodes a rule comment as the userdata TLV that nft and
-// iptables-nft use, so that `nft list` shows it.
-func appendComment(b []byte, comment string) []byte {
-	return userdata.AppendString(b, userdata.TypeComment, comment)
-}
 
 // healthCheckSuffix ends the comment of a health check node port.
 const healthCheckSuffix = " health check node port"

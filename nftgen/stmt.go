@@ -292,3 +292,10 @@ func (s AffinityCheck) nft(f Family) string {
 func (s AffinityUpdate) nft(f Family) string {
 	return fmt.Sprintf("update @%s { %s saddr }", s.Set, f)
 }
+
+// Unknown stands for expressions the decoder does not recognise: a rule
+// that somebody else added, or one that was tampered with. It keeps a
+// description so that the compat view can report it.
+type Unknown struct{ Desc string }
+
+func (u Unknown) nft(Family) string { return "# unknown: " + u.Desc }

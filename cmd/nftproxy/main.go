@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/nftgen/kernel"
 	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/conntrack"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
@@ -208,11 +209,11 @@ func desiredRulesets(st *setup) []*nftgen.Ruleset {
 
 // dataplane opens the netlink dataplane for --netns or the current
 // namespace.
-func dataplane(opts *options) (*nftgen.Netlink, func(), error) {
+func dataplane(opts *options) (*kernel.Netlink, func(), error) {
 	if opts.netns == "" {
-		return nftgen.NewNetlink(), func() {}, nil
+		return kernel.NewNetlink(), func() {}, nil
 	}
-	dp, f, err := nftgen.NewNetlinkInNamespace(opts.netns)
+	dp, f, err := kernel.NewNetlinkInNamespace(opts.netns)
 	if err != nil {
 		return nil, nil, err
 	}

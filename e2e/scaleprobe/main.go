@@ -31,6 +31,7 @@ import (
 	"github.com/nftproxy/nftproxy/compat"
 	"github.com/nftproxy/nftproxy/e2e"
 	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/nftgen/kernel"
 	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
@@ -159,7 +160,7 @@ func writeHeapProfile(path string) error {
 }
 
 func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (*Report, error) {
-	dp, f, err := nftgen.NewNetlinkInNamespace(nsPath)
+	dp, f, err := kernel.NewNetlinkInNamespace(nsPath)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package nftgen
+package kernel
 
 import (
 	"context"
@@ -13,13 +13,15 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // layoutChains names the chains nftproxy's layout always has in family f:
 // the base chains and the shared ones, from which every other chain is
 // reached.
-func layoutChains(f Family) []string {
-	g, err := NewGenerator(Config{Family: f, LocalhostNodePorts: f == FamilyIPv4})
+func layoutChains(f nftgen.Family) []string {
+	g, err := nftgen.NewGenerator(nftgen.Config{Family: f, LocalhostNodePorts: f == nftgen.FamilyIPv4})
 	if err != nil {
 		return nil
 	}
@@ -33,7 +35,7 @@ func layoutChains(f Family) []string {
 // Read reads the family's table back from the kernel and decodes it into
 // a TableState; nil and no error when the table does not exist. It lists
 // the whole table, so it is for the compat view and tools, not for syncs.
-func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
+func (n *Netlink) Read(_ context.Context, f nftgen.Family) (*nftgen.TableState, error) {
 	// One socket for the whole read: it dumps every set and every chain
 	// separately, which is hundreds of thousands of dumps at 30,000
 	// Services.
@@ -46,10 +48,10 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 	if table == nil || err != nil {
 		return nil, err
 	}
-	st := &TableState{Family: f, Members: map[string][]SetMember{}}
+	st := &nftgen.TableState{Family: f, Members: map[string][]nftgen.SetMember{}}
 	sets, err := c.GetSets(table)
 	if err != nil {
-		return nil, fmt.Errorf("list sets of %s %s: %w", f, TableName, err)
+		return nil, fmt.Errorf("list sets of %s %s: %w", f, nftgen.TableName, err)
 	}
 	type anonMap struct{ targets, comments []string }
 	anon := map[string]anonMap{}
@@ -62,7 +64,7 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 			return nil, fmt.Errorf("list elements of %s: %w", s.Name, err)
 		}
 		switch {
-		case (s.Anonymous || IsEndpointMap(s.Name)) && s.IsMap:
+		case (s.Anonymous || nftgen.IsEndpointMap(s.Name)) && s.IsMap:
 			targets := make([]string, len(elems))
 			comments := make([]string, len(elems))
 			anyComment := false
@@ -92,11 +94,11 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 		case s.IsMap && s.DataType.Name == nftables.TypeVerdict.Name:
 			st.Maps = append(st.Maps, decodeMap(f, s, elems, &st.Unknown))
 		case s.HasTimeout && s.Dynamic:
-			st.Sets = append(st.Sets, SetSpec{Name: s.Name, TimeoutSeconds: int32(s.Timeout.Seconds())})
-			var members []SetMember
+			st.Sets = append(st.Sets, nftgen.SetSpec{Name: s.Name, TimeoutSeconds: int32(s.Timeout.Seconds())})
+			var members []nftgen.SetMember
 			for _, e := range elems {
 				if a, ok := netip.AddrFromSlice(e.Key); ok {
-					members = append(members, SetMember{Addr: a, Expires: e.Expires})
+					members = append(members, nftgen.SetMember{Addr: a, Expires: e.Expires})
 				}
 			}
 			st.Members[s.Name] = members
@@ -117,60 +119,60 @@ func (n *Netlink) Read(_ context.Context, f Family) (*TableState, error) {
 		m, ok := anon[name]
 		return m.targets, m.comments, ok
 	}}
-	decode := func(r *parsedRule) Rule {
+	decode := func(r *parsedRule) nftgen.Rule {
 		comment, _ := userdata.GetString(r.userData, userdata.TypeComment)
-		return Rule{Stmts: dec.decodeRule(r.exprs), Comment: comment, Handle: r.handle}
+		return nftgen.Rule{Stmts: dec.decodeRule(r.exprs), Comment: comment, Handle: r.handle}
 	}
 	// The table's use count counts its named objects (the counters) too.
 	objs, err := c.GetObjects(table)
 	if err != nil {
-		return nil, fmt.Errorf("list objects of %s %s: %w", f, TableName, err)
+		return nil, fmt.Errorf("list objects of %s %s: %w", f, nftgen.TableName, err)
 	}
 	chains, rules, complete, err := n.discoverChains(table, layoutChains(f), targets, len(sets)+len(objs), decode)
 	if err != nil {
-		return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
+		return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
 	}
 	if !complete {
 		// Something nothing jumps to: list every chain after all.
 		n.fullListings.Add(1)
 		if chains, err = n.tableChains(table); err != nil {
-			return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
+			return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
 		}
 		if rules, err = n.allRules(table, chains, decode); err != nil {
-			return nil, fmt.Errorf("list rules of %s %s: %w", f, TableName, err)
+			return nil, fmt.Errorf("list rules of %s %s: %w", f, nftgen.TableName, err)
 		}
 	}
 	for i, ch := range chains {
-		if ch.Table.Name != TableName {
+		if ch.Table.Name != nftgen.TableName {
 			continue
 		}
-		out := &Chain{Name: ch.Name, Rules: rules[i]}
+		out := &nftgen.Chain{Name: ch.Name, Rules: rules[i]}
 		if ch.Hooknum != nil && ch.Priority != nil {
-			out.Base = &BaseChain{Type: ChainType(ch.Type), Hook: hookName(*ch.Hooknum), Priority: int32(*ch.Priority)}
+			out.Base = &nftgen.BaseChain{Type: nftgen.ChainType(ch.Type), Hook: hookName(*ch.Hooknum), Priority: int32(*ch.Priority)}
 		}
 		st.Chains = append(st.Chains, out)
 	}
 	return st, nil
 }
 
-func hookName(h nftables.ChainHook) Hook {
+func hookName(h nftables.ChainHook) nftgen.Hook {
 	for name, p := range hooks {
 		if *p == h {
 			return name
 		}
 	}
-	return Hook(fmt.Sprint(h))
+	return nftgen.Hook(fmt.Sprint(h))
 }
 
 // decodeMap decodes a named verdict map: keys of "[addr .] proto . port".
-func decodeMap(f Family, s *nftables.Set, elems []nftables.SetElement, unknown *[]string) MapState {
+func decodeMap(f nftgen.Family, s *nftables.Set, elems []nftables.SetElement, unknown *[]string) nftgen.MapState {
 	alen := 4
-	if f == FamilyIPv6 {
+	if f == nftgen.FamilyIPv6 {
 		alen = 16
 	}
-	m := MapState{Spec: MapSpec{Name: s.Name, Key: KeyAddrProtoPort, Comment: s.Comment}}
+	m := nftgen.MapState{Spec: nftgen.MapSpec{Name: s.Name, Key: nftgen.KeyAddrProtoPort, Comment: s.Comment}}
 	if s.KeyType.Bytes == 8 {
-		m.Spec.Key = KeyProtoPort
+		m.Spec.Key = nftgen.KeyProtoPort
 		alen = 0
 	}
 	for _, e := range elems {
@@ -179,13 +181,13 @@ func decodeMap(f Family, s *nftables.Set, elems []nftables.SetElement, unknown *
 			*unknown = append(*unknown, fmt.Sprintf("element of map %s with key %x", s.Name, e.Key))
 			continue
 		}
-		var k MapKey
+		var k nftgen.MapKey
 		if alen > 0 {
 			k.Addr, _ = netip.AddrFromSlice(e.Key[:alen])
 		}
 		k.Proto = e.Key[alen]
 		k.Port = binary.BigEndian.Uint16(e.Key[alen+4:])
-		m.Elements = append(m.Elements, MapElement{Key: k, Verdict: verdict, Comment: e.Comment})
+		m.Elements = append(m.Elements, nftgen.MapElement{Key: k, Verdict: verdict, Comment: e.Comment})
 	}
 	return m
 }
@@ -193,17 +195,17 @@ func decodeMap(f Family, s *nftables.Set, elems []nftables.SetElement, unknown *
 // elementVerdict decodes the verdict of a map element. google/nftables
 // leaves it as the raw NFTA_DATA_VERDICT attributes in Val: a verdict code
 // and, for jump and goto, a chain name.
-func elementVerdict(e nftables.SetElement) (Verdict, error) {
+func elementVerdict(e nftables.SetElement) (nftgen.Verdict, error) {
 	if e.VerdictData != nil {
 		v, n := decodeVerdict(e.VerdictData)
 		if n == 0 {
-			return Verdict{}, fmt.Errorf("unknown verdict %d", e.VerdictData.Kind)
+			return nftgen.Verdict{}, fmt.Errorf("unknown verdict %d", e.VerdictData.Kind)
 		}
-		return v.(Verdict), nil
+		return v.(nftgen.Verdict), nil
 	}
 	ad, err := netlink.NewAttributeDecoder(e.Val)
 	if err != nil {
-		return Verdict{}, err
+		return nftgen.Verdict{}, err
 	}
 	ad.ByteOrder = binary.BigEndian
 	v := &expr.Verdict{}
@@ -217,11 +219,11 @@ func elementVerdict(e nftables.SetElement) (Verdict, error) {
 		}
 	}
 	if err := ad.Err(); err != nil || !found {
-		return Verdict{}, fmt.Errorf("no verdict in element data %x", e.Val)
+		return nftgen.Verdict{}, fmt.Errorf("no verdict in element data %x", e.Val)
 	}
 	out, n := decodeVerdict(v)
 	if n == 0 {
-		return Verdict{}, fmt.Errorf("unknown verdict %d", v.Kind)
+		return nftgen.Verdict{}, fmt.Errorf("unknown verdict %d", v.Kind)
 	}
-	return out.(Verdict), nil
+	return out.(nftgen.Verdict), nil
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package nftgen
+package kernel
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // Reading a large table is mostly decoding its rule messages. google/
@@ -38,8 +40,8 @@ type ruleExpr struct {
 // decodeRule decodes a rule read by parseRuleMsg: its runs of known
 // expressions as decode does, an expression of a kind nftproxy does not
 // read as Unknown in its place.
-func (d *exprDecoder) decodeRule(exprs []ruleExpr) []Stmt {
-	var out []Stmt
+func (d *exprDecoder) decodeRule(exprs []ruleExpr) []nftgen.Stmt {
+	var out []nftgen.Stmt
 	var run []expr.Any
 	for _, x := range exprs {
 		if x.e != nil {
@@ -48,7 +50,7 @@ func (d *exprDecoder) decodeRule(exprs []ruleExpr) []Stmt {
 		}
 		out = append(out, d.decode(run)...)
 		run = run[:0]
-		out = append(out, Unknown{Desc: x.unknown + " expression"})
+		out = append(out, nftgen.Unknown{Desc: x.unknown + " expression"})
 	}
 	return append(out, d.decode(run)...)
 }

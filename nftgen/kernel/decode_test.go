@@ -1,4 +1,4 @@
-package nftgen
+package kernel
 
 import (
 	"fmt"
@@ -6,18 +6,19 @@ import (
 
 	"github.com/google/nftables/expr"
 
+	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 )
 
 // TestDecodeInvertsEncode encodes every rule of the all-features ruleset
 // (both families) and decodes it again.
 func TestDecodeInvertsEncode(t *testing.T) {
-	for _, fam := range []Family{FamilyIPv4, FamilyIPv6} {
+	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
 		g := featureGenerator(t)
-		if fam == FamilyIPv6 {
+		if fam == nftgen.FamilyIPv6 {
 			g = testGenerator6(t)
 		}
-		rs := g.Ruleset(nftgentest.FeaturePortsOf(fam == FamilyIPv6))
+		rs := g.Ruleset(nftgentest.FeaturePortsOf(fam == nftgen.FamilyIPv6))
 		anon := map[string]anonVmap{}
 		n := 0
 		b := &exprBuilder{family: fam, addAnon: func(m anonVmap) (string, uint32) {
@@ -36,7 +37,7 @@ func TestDecodeInvertsEncode(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", c.Name, err)
 				}
-				back := Rule{Stmts: d.decode(es), Comment: c.Rules[i].Comment}
+				back := nftgen.Rule{Stmts: d.decode(es), Comment: c.Rules[i].Comment}
 				if !back.Equal(&c.Rules[i]) {
 					t.Errorf("%s %s rule %d:\n got %s\nwant %s", fam, c.Name, i, back.Text(fam), c.Rules[i].Text(fam))
 				}
@@ -46,12 +47,12 @@ func TestDecodeInvertsEncode(t *testing.T) {
 }
 
 func TestDecodeKeepsUnknownExpressions(t *testing.T) {
-	d := &exprDecoder{family: FamilyIPv4}
+	d := &exprDecoder{family: nftgen.FamilyIPv4}
 	got := d.decode([]expr.Any{&expr.Log{}, &expr.Verdict{Kind: expr.VerdictAccept}})
 	if len(got) != 2 {
 		t.Fatalf("got %v", got)
 	}
-	if _, ok := got[0].(Unknown); !ok {
+	if _, ok := got[0].(nftgen.Unknown); !ok {
 		t.Errorf("log expression decoded as %T, want Unknown", got[0])
 	}
 }

@@ -1,4 +1,4 @@
-package nftgen
+package kernel
 
 import (
 	"encoding/binary"
@@ -8,14 +8,9 @@ import (
 
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftproxy/nftproxy/nftgen"
 )
-
-// Unknown stands for expressions the decoder does not recognise: a rule
-// that somebody else added, or one that was tampered with. It keeps a
-// description so that the compat view can report it.
-type Unknown struct{ Desc string }
-
-func (u Unknown) nft(Family) string { return "# unknown: " + u.Desc }
 
 // anonLookup resolves a numgen verdict map (an endpoint map, or an
 // anonymous map written by other tools) by name: it returns the goto
@@ -26,17 +21,17 @@ type anonLookup func(name string) (targets, comments []string, ok bool)
 // of exprBuilder. Expressions it does not recognise become Unknown
 // statements rather than disappearing.
 type exprDecoder struct {
-	family Family
+	family nftgen.Family
 	anon   anonLookup
 }
 
 // decode returns the statements of one rule.
-func (d *exprDecoder) decode(exprs []expr.Any) []Stmt {
-	var out []Stmt
+func (d *exprDecoder) decode(exprs []expr.Any) []nftgen.Stmt {
+	var out []nftgen.Stmt
 	for i := 0; i < len(exprs); {
 		s, n := d.match(exprs[i:])
 		if n == 0 {
-			out = append(out, Unknown{Desc: describe(exprs[i])})
+			out = append(out, nftgen.Unknown{Desc: describe(exprs[i])})
 			i++
 			continue
 		}
@@ -53,7 +48,7 @@ func describe(e expr.Any) string {
 }
 
 func (d *exprDecoder) addrLen() uint32 {
-	if d.family == FamilyIPv6 {
+	if d.family == nftgen.FamilyIPv6 {
 		return 16
 	}
 	return 4
@@ -62,7 +57,7 @@ func (d *exprDecoder) addrLen() uint32 {
 // match recognises the statement at the start of es and returns it with the
 // number of expressions it used; 0 means no match. A nil statement with a
 // count skips expressions that carry no meaning here (counters).
-func (d *exprDecoder) match(es []expr.Any) (Stmt, int) {
+func (d *exprDecoder) match(es []expr.Any) (nftgen.Stmt, int) {
 	at := func(i int) expr.Any {
 		if i < len(es) {
 			return es[i]
@@ -70,7 +65,7 @@ func (d *exprDecoder) match(es []expr.Any) (Stmt, int) {
 		return nil
 	}
 	saddr, daddr, alen := uint32(12), uint32(16), d.addrLen()
-	if d.family == FamilyIPv6 {
+	if d.family == nftgen.FamilyIPv6 {
 		saddr, daddr = 8, 24
 	}
 	switch e := es[0].(type) {
@@ -78,37 +73,37 @@ func (d *exprDecoder) match(es []expr.Any) (Stmt, int) {
 		return nil, 1
 	case *expr.Objref:
 		if e.Type == unix.NFT_OBJECT_COUNTER {
-			return CounterRef{Name: e.Name}, 1
+			return nftgen.CounterRef{Name: e.Name}, 1
 		}
 	case *expr.Verdict:
 		return decodeVerdict(e)
 	case *expr.Masq:
-		return Masquerade{FullyRandom: e.FullyRandom}, 1
+		return nftgen.Masquerade{FullyRandom: e.FullyRandom}, 1
 	case *expr.Reject:
-		return Reject{}, 1
+		return nftgen.Reject{}, 1
 	case *expr.Numgen:
 		if c, ok := at(1).(*expr.Cmp); ok && e.Type == unix.NFT_NG_RANDOM && e.Offset == 0 && e.Modulus >= 2 &&
 			c.Op == expr.CmpOpEq && len(c.Data) == 4 && binary.NativeEndian.Uint32(c.Data) == 0 {
-			return MatchRandom{Mod: e.Modulus}, 2
+			return nftgen.MatchRandom{Mod: e.Modulus}, 2
 		}
 		if l, ok := at(1).(*expr.Lookup); ok && e.Type == unix.NFT_NG_RANDOM && d.anon != nil {
 			if targets, comments, ok := d.anon(l.SetName); ok && uint32(len(targets)) == e.Modulus {
-				return NumgenVmap{Targets: targets, Comments: comments}, 2
+				return nftgen.NumgenVmap{Targets: targets, Comments: comments}, 2
 			}
 		}
 	case *expr.Fib:
 		if c, ok := at(1).(*expr.Cmp); ok && e.ResultADDRTYPE && c.Op == expr.CmpOpEq && len(c.Data) == 4 && binary.NativeEndian.Uint32(c.Data) == unix.RTN_LOCAL {
-			dir := Daddr
+			dir := nftgen.Daddr
 			if e.FlagSADDR {
-				dir = Saddr
+				dir = nftgen.Saddr
 			}
-			return MatchFibLocal{Dir: dir}, 2
+			return nftgen.MatchFibLocal{Dir: dir}, 2
 		}
 	case *expr.Immediate:
 		if p, ok := at(1).(*expr.Immediate); ok {
 			if nat, ok := at(2).(*expr.NAT); ok && nat.Type == expr.NATTypeDestNAT && len(p.Data) == 2 {
 				if a, ok := netip.AddrFromSlice(e.Data); ok {
-					return DNAT{Addr: a, Port: binary.BigEndian.Uint16(p.Data)}, 3
+					return nftgen.DNAT{Addr: a, Port: binary.BigEndian.Uint16(p.Data)}, 3
 				}
 			}
 		}
@@ -121,9 +116,9 @@ func (d *exprDecoder) match(es []expr.Any) (Stmt, int) {
 		mask := binary.NativeEndian.Uint32(b.Mask)
 		switch {
 		case e.Key == expr.CtKeySTATE:
-			return MatchCtState{Mask: mask, None: c.Op == expr.CmpOpEq}, 3
+			return nftgen.MatchCtState{Mask: mask, None: c.Op == expr.CmpOpEq}, 3
 		case e.Key == expr.CtKeySTATUS && mask == ctStatusDNAT:
-			return MatchCtStatusDNAT{Not: c.Op == expr.CmpOpEq}, 3
+			return nftgen.MatchCtStatusDNAT{Not: c.Op == expr.CmpOpEq}, 3
 		}
 	case *expr.Meta:
 		return d.matchMeta(e, at)
@@ -133,31 +128,31 @@ func (d *exprDecoder) match(es []expr.Any) (Stmt, int) {
 	return nil, 0
 }
 
-func decodeVerdict(e *expr.Verdict) (Stmt, int) {
-	kinds := map[expr.VerdictKind]VerdictKind{
-		expr.VerdictAccept: VerdictAccept, expr.VerdictDrop: VerdictDrop, expr.VerdictReturn: VerdictReturn,
-		expr.VerdictJump: VerdictJump, expr.VerdictGoto: VerdictGoto,
+func decodeVerdict(e *expr.Verdict) (nftgen.Stmt, int) {
+	kinds := map[expr.VerdictKind]nftgen.VerdictKind{
+		expr.VerdictAccept: nftgen.VerdictAccept, expr.VerdictDrop: nftgen.VerdictDrop, expr.VerdictReturn: nftgen.VerdictReturn,
+		expr.VerdictJump: nftgen.VerdictJump, expr.VerdictGoto: nftgen.VerdictGoto,
 	}
 	k, ok := kinds[e.Kind]
 	if !ok {
 		return nil, 0
 	}
-	return Verdict{Kind: k, Chain: e.Chain}, 1
+	return nftgen.Verdict{Kind: k, Chain: e.Chain}, 1
 }
 
-func (d *exprDecoder) matchMeta(e *expr.Meta, at func(int) expr.Any) (Stmt, int) {
+func (d *exprDecoder) matchMeta(e *expr.Meta, at func(int) expr.Any) (nftgen.Stmt, int) {
 	switch {
 	case e.Key == expr.MetaKeyL4PROTO && !e.SourceRegister:
 		if c, ok := at(1).(*expr.Cmp); ok && c.Op == expr.CmpOpEq && len(c.Data) == 1 {
-			return MatchProto{Proto: c.Data[0]}, 2
+			return nftgen.MatchProto{Proto: c.Data[0]}, 2
 		}
 		if p, ok := at(1).(*expr.Payload); ok && p.Base == expr.PayloadBaseTransportHeader && p.Offset == 2 && p.Len == 2 {
 			if l, ok := at(2).(*expr.Lookup); ok && l.SetName != "" && !l.Invert {
 				if l.IsDestRegSet && l.DestRegister == regVerdict {
-					return ProtoPortMap{Map: l.SetName}, 3
+					return nftgen.ProtoPortMap{Map: l.SetName}, 3
 				}
 				if !l.IsDestRegSet {
-					return ProtoPortIn{Map: l.SetName}, 3
+					return nftgen.ProtoPortIn{Map: l.SetName}, 3
 				}
 			}
 		}
@@ -168,49 +163,49 @@ func (d *exprDecoder) matchMeta(e *expr.Meta, at func(int) expr.Any) (Stmt, int)
 		}
 		mask, xor := binary.NativeEndian.Uint32(b.Mask), binary.NativeEndian.Uint32(b.Xor)
 		if c, ok := at(2).(*expr.Cmp); ok && xor == 0 && len(c.Data) == 4 && binary.NativeEndian.Uint32(c.Data) == 0 {
-			return MatchMark{Mask: mask, Zero: c.Op == expr.CmpOpEq}, 3
+			return nftgen.MatchMark{Mask: mask, Zero: c.Op == expr.CmpOpEq}, 3
 		}
 		if set, ok := at(2).(*expr.Meta); ok && set.Key == expr.MetaKeyMARK && set.SourceRegister {
 			switch {
 			case mask == ^xor:
-				return MarkOr{Bits: xor}, 3
+				return nftgen.MarkOr{Bits: xor}, 3
 			case mask == 0xffffffff:
-				return MarkXor{Bits: xor}, 3
+				return nftgen.MarkXor{Bits: xor}, 3
 			}
 		}
 	}
 	return nil, 0
 }
 
-func (d *exprDecoder) matchPayload(e *expr.Payload, at func(int) expr.Any, saddr, daddr, alen uint32) (Stmt, int) {
+func (d *exprDecoder) matchPayload(e *expr.Payload, at func(int) expr.Any, saddr, daddr, alen uint32) (nftgen.Stmt, int) {
 	if e.Base == expr.PayloadBaseTransportHeader && e.Offset == 2 && e.Len == 2 {
 		if c, ok := at(1).(*expr.Cmp); ok && c.Op == expr.CmpOpEq && len(c.Data) == 2 {
-			return MatchDport{Port: binary.BigEndian.Uint16(c.Data)}, 2
+			return nftgen.MatchDport{Port: binary.BigEndian.Uint16(c.Data)}, 2
 		}
 		return nil, 0
 	}
 	if e.Base != expr.PayloadBaseNetworkHeader || e.Len != alen || (e.Offset != saddr && e.Offset != daddr) {
 		return nil, 0
 	}
-	dir := Daddr
+	dir := nftgen.Daddr
 	if e.Offset == saddr {
-		dir = Saddr
+		dir = nftgen.Saddr
 	}
 	// Dispatch: addr . l4proto . dport vmap @map
-	if m, ok := at(1).(*expr.Meta); ok && dir == Daddr && m.Key == expr.MetaKeyL4PROTO {
+	if m, ok := at(1).(*expr.Meta); ok && dir == nftgen.Daddr && m.Key == expr.MetaKeyL4PROTO {
 		if p, ok := at(2).(*expr.Payload); ok && p.Base == expr.PayloadBaseTransportHeader && p.Offset == 2 {
 			if l, ok := at(3).(*expr.Lookup); ok && l.IsDestRegSet && l.DestRegister == regVerdict && l.SetName != "" {
-				return DispatchMap{Map: l.SetName}, 4
+				return nftgen.DispatchMap{Map: l.SetName}, 4
 			}
 		}
 	}
-	if l, ok := at(1).(*expr.Lookup); ok && dir == Saddr && l.DestRegister == 0 && !l.Invert {
+	if l, ok := at(1).(*expr.Lookup); ok && dir == nftgen.Saddr && l.DestRegister == 0 && !l.Invert {
 		if v, ok := at(2).(*expr.Verdict); ok && v.Kind == expr.VerdictGoto {
-			return AffinityCheck{Set: l.SetName, Chain: v.Chain}, 3
+			return nftgen.AffinityCheck{Set: l.SetName, Chain: v.Chain}, 3
 		}
 	}
-	if ds, ok := at(1).(*expr.Dynset); ok && dir == Saddr && ds.Operation == unix.NFT_DYNSET_OP_UPDATE {
-		return AffinityUpdate{Set: ds.SetName}, 2
+	if ds, ok := at(1).(*expr.Dynset); ok && dir == nftgen.Saddr && ds.Operation == unix.NFT_DYNSET_OP_UPDATE {
+		return nftgen.AffinityUpdate{Set: ds.SetName}, 2
 	}
 	// Address or prefix match.
 	i := 1
@@ -232,5 +227,5 @@ func (d *exprDecoder) matchPayload(e *expr.Payload, at func(int) expr.Any, saddr
 	if !ok {
 		return nil, 0
 	}
-	return MatchAddr{Dir: dir, Prefix: netip.PrefixFrom(a, bits), Negate: c.Op == expr.CmpOpNeq}, i + 1
+	return nftgen.MatchAddr{Dir: dir, Prefix: netip.PrefixFrom(a, bits), Negate: c.Op == expr.CmpOpNeq}, i + 1
 }

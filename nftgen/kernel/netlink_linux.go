@@ -1,6 +1,6 @@
 //go:build linux
 
-package nftgen
+package kernel
 
 import (
 	"context"
@@ -18,9 +18,11 @@ import (
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftproxy/nftproxy/nftgen"
 )
 
-var _ Dataplane = (*Netlink)(nil)
+var _ nftgen.Dataplane = (*Netlink)(nil)
 
 // Netlink is the Dataplane that programs the kernel through
 // github.com/google/nftables. Each Apply is a single netlink batch, which the
@@ -39,7 +41,7 @@ type Netlink struct {
 	monitorReadBuffer int
 	// endpointMaps names, per family and chain, the endpoint map that the
 	// chain's numgen rule uses in the kernel (see endpointMapName).
-	endpointMaps map[Family]map[string]string
+	endpointMaps map[nftgen.Family]map[string]string
 	// epMu guards endpointMaps.
 	epMu sync.Mutex
 	// batchSeq numbers the messages of the batches sendBatch sends.
@@ -70,7 +72,7 @@ type Netlink struct {
 func NewNetlink() *Netlink { return newNetlink(-1) }
 
 func newNetlink(fd int) *Netlink {
-	return &Netlink{netnsFd: fd, endpointMaps: map[Family]map[string]string{}, endpointMapSeq: uint64(time.Now().UnixNano()),
+	return &Netlink{netnsFd: fd, endpointMaps: map[nftgen.Family]map[string]string{}, endpointMapSeq: uint64(time.Now().UnixNano()),
 		monitorReadBuffer: defaultMonitorReadBuffer, missed: make(chan string, 1)}
 }
 
@@ -132,8 +134,8 @@ func (n *Netlink) Close() error {
 	return err
 }
 
-func tableFamily(f Family) nftables.TableFamily {
-	if f == FamilyIPv6 {
+func tableFamily(f nftgen.Family) nftables.TableFamily {
+	if f == nftgen.FamilyIPv6 {
 		return nftables.TableFamilyIPv6
 	}
 	return nftables.TableFamilyIPv4
@@ -146,7 +148,7 @@ func (n *Netlink) Sent() (messages, bytes int) { return n.sentMessages, n.sentBy
 
 // Apply implements Dataplane. The batch is encoded by google/nftables and
 // sent by sendBatch, without asking the kernel to echo every rule.
-func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
+func (n *Netlink) Apply(_ context.Context, tx *nftgen.Transaction) error {
 	if tx.Empty() {
 		return nil
 	}
@@ -161,7 +163,7 @@ func (n *Netlink) Apply(_ context.Context, tx *Transaction) error {
 // transaction (inside sendmsg, on this goroutine), the next is encoded on
 // another, so that a streamed cold sync costs about the larger of the two
 // instead of their sum.
-func (n *Netlink) ApplyStream(ctx context.Context, txs iter.Seq[*Transaction], after func(*Transaction) error) error {
+func (n *Netlink) ApplyStream(ctx context.Context, txs iter.Seq[*nftgen.Transaction], after func(*nftgen.Transaction) error) error {
 	ready := make(chan *prepared, 1)
 	stop := make(chan struct{})
 	var encodeErr error
@@ -202,7 +204,7 @@ func (n *Netlink) ApplyStream(ctx context.Context, txs iter.Seq[*Transaction], a
 
 // prepared is a transaction encoded as one batch, ready to send.
 type prepared struct {
-	tx    *Transaction
+	tx    *nftgen.Transaction
 	batch []netlink.Message
 	// commit records what the batch did to the endpoint maps once the
 	// kernel took it.
@@ -210,7 +212,7 @@ type prepared struct {
 }
 
 // prepare encodes tx.
-func (n *Netlink) prepare(tx *Transaction) (*prepared, error) {
+func (n *Netlink) prepare(tx *nftgen.Transaction) (*prepared, error) {
 	p := &prepared{tx: tx}
 	// The library's messages come out at each Flush (with a batch begin
 	// and end of their own); the rules the writer encodes itself go in
@@ -240,7 +242,7 @@ func (n *Netlink) send(p *prepared) error {
 	err := n.sendBatch(p.batch)
 	resume(err == nil)
 	if err != nil {
-		return fmt.Errorf("commit %d operations to table %s %s: %w", len(p.tx.Ops), p.tx.Family, TableName, err)
+		return fmt.Errorf("commit %d operations to table %s %s: %w", len(p.tx.Ops), p.tx.Family, nftgen.TableName, err)
 	}
 	p.commit()
 	n.sentMessages += len(p.batch) - 2
@@ -251,13 +253,13 @@ func (n *Netlink) send(p *prepared) error {
 // encode writes tx on c as one batch and flushes it; c captures the batch
 // (see Apply). commit records what the batch did to the endpoint maps, once
 // the kernel has taken it.
-func (n *Netlink) encode(c *nftables.Conn, tx *Transaction, emit func(netlink.Message)) (commit func(), err error) {
-	table := &nftables.Table{Name: TableName, Family: tableFamily(tx.Family)}
+func (n *Netlink) encode(c *nftables.Conn, tx *nftgen.Transaction, emit func(netlink.Message)) (commit func(), err error) {
+	table := &nftables.Table{Name: nftgen.TableName, Family: tableFamily(tx.Family)}
 	w := &batchWriter{conn: c, emit: emit, table: table, family: tx.Family, n: n, created: map[string]string{}, unbound: map[string]bool{}}
 	// A full sync deletes every set it does not want, old endpoint maps
 	// included; other syncs delete the endpoint maps of the chains they
 	// flush or delete, which this Netlink remembers from earlier commits.
-	full := tx.Ops[0].Kind == OpAddTable
+	full := tx.Ops[0].Kind == nftgen.OpAddTable
 	if !full {
 		// A copy: the transaction before this one may still be committing
 		// (ApplyStream) and its commit updates the map.
@@ -297,18 +299,18 @@ func (n *Netlink) encode(c *nftables.Conn, tx *Transaction, emit func(netlink.Me
 // name is short and its fastest-changing digits come first, because the
 // kernel finds a set by comparing its name with every set of the table.
 func endpointMapName(seq uint64) string {
-	return fmt.Sprintf("%s%016x", EndpointMapPrefix, bits.ReverseBytes64(seq))
+	return fmt.Sprintf("%s%016x", nftgen.EndpointMapPrefix, bits.ReverseBytes64(seq))
 }
 
 // findTable returns the family's nftproxy table on c, or nil and no error
 // when it does not exist.
-func findTable(c *nftables.Conn, f Family) (*nftables.Table, error) {
-	table, err := c.ListTableOfFamily(TableName, tableFamily(f))
+func findTable(c *nftables.Conn, f nftgen.Family) (*nftables.Table, error) {
+	table, err := c.ListTableOfFamily(nftgen.TableName, tableFamily(f))
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list table %s %s: %w", f, TableName, err)
+		return nil, fmt.Errorf("list table %s %s: %w", f, nftgen.TableName, err)
 	}
 	return table, nil
 }
@@ -319,7 +321,7 @@ func findTable(c *nftables.Conn, f Family) (*nftables.Table, error) {
 // when it did not (chains nftproxy did not expect: Services deleted while
 // it was down, or a chain someone else added) is the whole table's chain
 // list dumped, which the kernel restarts for every buffer.
-func (n *Netlink) Inventory(_ context.Context, f Family, expected []string) (inv *Inventory, err error) {
+func (n *Netlink) Inventory(_ context.Context, f nftgen.Family, expected []string) (inv *nftgen.Inventory, err error) {
 	var table *nftables.Table
 	var sets []*nftables.Set
 	var objs []nftables.Obj
@@ -328,18 +330,18 @@ func (n *Netlink) Inventory(_ context.Context, f Family, expected []string) (inv
 			return err
 		}
 		if sets, err = c.GetSets(table); err != nil {
-			return fmt.Errorf("list maps of %s %s: %w", f, TableName, err)
+			return fmt.Errorf("list maps of %s %s: %w", f, nftgen.TableName, err)
 		}
 		// The table's use count counts its named objects too.
 		if objs, err = c.GetObjects(table); err != nil {
-			return fmt.Errorf("list objects of %s %s: %w", f, TableName, err)
+			return fmt.Errorf("list objects of %s %s: %w", f, nftgen.TableName, err)
 		}
 		return nil
 	})
 	if table == nil || err != nil {
 		return nil, err
 	}
-	inv = &Inventory{}
+	inv = &nftgen.Inventory{}
 	for _, s := range sets {
 		if !s.Anonymous {
 			inv.Sets = append(inv.Sets, s.Name)
@@ -348,14 +350,14 @@ func (n *Netlink) Inventory(_ context.Context, f Family, expected []string) (inv
 	names := append(layoutChains(f), expected...)
 	slices.Sort(names)
 	if inv.Chains, err = n.existingChains(table, slices.Compact(names)); err != nil {
-		return nil, fmt.Errorf("look up chains of %s %s: %w", f, TableName, err)
+		return nil, fmt.Errorf("look up chains of %s %s: %w", f, nftgen.TableName, err)
 	}
 	if uint32(len(inv.Chains)+len(sets)+len(objs)) == table.Use {
 		return inv, nil
 	}
 	chains, err := n.tableChains(table)
 	if err != nil {
-		return nil, fmt.Errorf("list chains of %s %s: %w", f, TableName, err)
+		return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
 	}
 	inv.Chains = inv.Chains[:0]
 	for _, ch := range chains {
@@ -365,11 +367,11 @@ func (n *Netlink) Inventory(_ context.Context, f Family, expected []string) (inv
 }
 
 // DeleteTable implements Dataplane.
-func (n *Netlink) DeleteTable(_ context.Context, f Family) error {
+func (n *Netlink) DeleteTable(_ context.Context, f nftgen.Family) error {
 	return n.withConn(func(c *nftables.Conn) error {
-		c.DelTable(&nftables.Table{Name: TableName, Family: tableFamily(f)})
+		c.DelTable(&nftables.Table{Name: nftgen.TableName, Family: tableFamily(f)})
 		if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("delete table %s %s: %w", f, TableName, err)
+			return fmt.Errorf("delete table %s %s: %w", f, nftgen.TableName, err)
 		}
 		return nil
 	})
@@ -377,10 +379,10 @@ func (n *Netlink) DeleteTable(_ context.Context, f Family) error {
 
 // Counters returns the packets counted so far by each named counter of
 // family f's table, in one request.
-func (n *Netlink) Counters(_ context.Context, f Family) (map[string]uint64, error) {
+func (n *Netlink) Counters(_ context.Context, f nftgen.Family) (map[string]uint64, error) {
 	out := map[string]uint64{}
 	err := n.withConn(func(c *nftables.Conn) error {
-		objs, err := c.GetObjects(&nftables.Table{Name: TableName, Family: tableFamily(f)})
+		objs, err := c.GetObjects(&nftables.Table{Name: nftgen.TableName, Family: tableFamily(f)})
 		if err != nil {
 			return fmt.Errorf("list the objects of the %s table: %w", f, err)
 		}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package nftgen
+package kernel
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
@@ -30,21 +31,21 @@ func TestNetlinkApply(t *testing.T) {
 	b := nftgentest.Port("ns1", "b", 53, "10.96.0.11")
 	applied := g.Ruleset([]model.ServicePortState{a, b})
 
-	inv, err := dp.Inventory(ctx, FamilyIPv4, nil)
+	inv, err := dp.Inventory(ctx, nftgen.FamilyIPv4, nil)
 	if err != nil || inv != nil {
 		t.Fatalf("inventory before first sync = %v, %v; want nil, nil", inv, err)
 	}
-	if err := dp.Apply(ctx, PlanFull(applied, nil)); err != nil {
+	if err := dp.Apply(ctx, nftgen.PlanFull(applied, nil)); err != nil {
 		t.Fatalf("full sync: %v", err)
 	}
-	list := ns.MustRun(t, "nft", "list", "table", "ip", TableName)
+	list := ns.MustRun(t, "nft", "list", "table", "ip", nftgen.TableName)
 	t.Log(list)
 	for _, want := range []string{
-		"10.96.0.10 . tcp . 80 comment \"ns1/a:p80 cluster IP\" : goto " + ServiceChainName(a.Name),
+		"10.96.0.10 . tcp . 80 comment \"ns1/a:p80 cluster IP\" : goto " + nftgen.ServiceChainName(a.Name),
 		"10.96.0.11 . tcp . 53 comment \"ns1/b:p53 has no endpoints\" : goto reject-chain",
-		"numgen random mod 3 0 goto " + EndpointChainName(a.Name, "10.244.0.2:8080") + ` comment "ns1/a:p80 -> 10.244.0.2:8080"`,
-		"numgen random mod 2 0 goto " + EndpointChainName(a.Name, "10.244.0.3:8080"),
-		"goto " + EndpointChainName(a.Name, "10.244.0.4:8080") + ` comment "ns1/a:p80 -> 10.244.0.4:8080"`,
+		"numgen random mod 3 0 goto " + nftgen.EndpointChainName(a.Name, "10.244.0.2:8080") + ` comment "ns1/a:p80 -> 10.244.0.2:8080"`,
+		"numgen random mod 2 0 goto " + nftgen.EndpointChainName(a.Name, "10.244.0.3:8080"),
+		"goto " + nftgen.EndpointChainName(a.Name, "10.244.0.4:8080") + ` comment "ns1/a:p80 -> 10.244.0.4:8080"`,
 		"ip saddr != 10.244.0.0/16 jump KUBE-MARK-MASQ",
 		"dnat to 10.244.0.3:8080",
 		"meta mark set meta mark | 0x00004000",
@@ -58,15 +59,15 @@ func TestNetlinkApply(t *testing.T) {
 	}
 
 	// Incremental: a grows past the cascade to a numgen map, b is deleted.
-	state := AppliedFrom(applied)
+	state := nftgen.AppliedFrom(applied)
 	var many []string
-	for i := range CascadeMaxEndpoints + 1 {
+	for i := range nftgen.CascadeMaxEndpoints + 1 {
 		many = append(many, fmt.Sprintf("10.244.%d.%d:8080", 1+i/250, 1+i%250))
 	}
 	a2 := nftgentest.Port("ns1", "a", 80, "10.96.0.10", many...)
-	updates := map[string]*Fragment{ServiceKey(a.Name): g.Service(&a2), ServiceKey(b.Name): nil}
+	updates := map[string]*nftgen.Fragment{nftgen.ServiceKey(a.Name): g.Service(&a2), nftgen.ServiceKey(b.Name): nil}
 	msgs0, bytes0 := dp.Sent()
-	if err := dp.Apply(ctx, PlanUpdate(state, updates)); err != nil {
+	if err := dp.Apply(ctx, nftgen.PlanUpdate(state, updates)); err != nil {
 		t.Fatalf("incremental sync: %v", err)
 	}
 	// Every message has a 16-byte header and a 4-byte nfgenmsg; the batch
@@ -75,32 +76,32 @@ func TestNetlinkApply(t *testing.T) {
 		t.Errorf("incremental sync: %d messages in %d bytes", msgs-msgs0, bytes-bytes0)
 	}
 	state.Commit(updates)
-	list = ns.MustRun(t, "nft", "list", "table", "ip", TableName)
-	if !strings.Contains(list, fmt.Sprintf("numgen random mod %d vmap @%s", CascadeMaxEndpoints+1, EndpointMapPrefix)) || strings.Contains(list, "10.96.0.11") {
-		t.Errorf("after update, want a numgen map of %d and no 10.96.0.11:\n%s", CascadeMaxEndpoints+1, list)
+	list = ns.MustRun(t, "nft", "list", "table", "ip", nftgen.TableName)
+	if !strings.Contains(list, fmt.Sprintf("numgen random mod %d vmap @%s", nftgen.CascadeMaxEndpoints+1, nftgen.EndpointMapPrefix)) || strings.Contains(list, "10.96.0.11") {
+		t.Errorf("after update, want a numgen map of %d and no 10.96.0.11:\n%s", nftgen.CascadeMaxEndpoints+1, list)
 	}
-	if n := strings.Count(list, "map "+EndpointMapPrefix); n != 1 {
+	if n := strings.Count(list, "map "+nftgen.EndpointMapPrefix); n != 1 {
 		t.Errorf("after update, %d endpoint maps, want 1:\n%s", n, list)
 	}
 	// Back to 4 endpoints: a cascade again, and the map is gone.
 	a3 := nftgentest.Port("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080", "10.244.0.5:8080")
-	updates = map[string]*Fragment{ServiceKey(a.Name): g.Service(&a3)}
-	if err := dp.Apply(ctx, PlanUpdate(state, updates)); err != nil {
+	updates = map[string]*nftgen.Fragment{nftgen.ServiceKey(a.Name): g.Service(&a3)}
+	if err := dp.Apply(ctx, nftgen.PlanUpdate(state, updates)); err != nil {
 		t.Fatalf("shrink: %v", err)
 	}
 	state.Commit(updates)
-	list = ns.MustRun(t, "nft", "list", "table", "ip", TableName)
-	if !strings.Contains(list, "numgen random mod 4 0 goto") || strings.Contains(list, "map "+EndpointMapPrefix) {
+	list = ns.MustRun(t, "nft", "list", "table", "ip", nftgen.TableName)
+	if !strings.Contains(list, "numgen random mod 4 0 goto") || strings.Contains(list, "map "+nftgen.EndpointMapPrefix) {
 		t.Errorf("after shrinking, want a cascade and no endpoint map:\n%s", list)
 	}
 
 	// Deleting a removes its chains.
-	updates = map[string]*Fragment{ServiceKey(a.Name): nil}
-	if err := dp.Apply(ctx, PlanUpdate(state, updates)); err != nil {
+	updates = map[string]*nftgen.Fragment{nftgen.ServiceKey(a.Name): nil}
+	if err := dp.Apply(ctx, nftgen.PlanUpdate(state, updates)); err != nil {
 		t.Fatalf("delete: %v", err)
 	}
 	state.Commit(updates)
-	inv, err = dp.Inventory(ctx, FamilyIPv4, nil)
+	inv, err = dp.Inventory(ctx, nftgen.FamilyIPv4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,14 +111,14 @@ func TestNetlinkApply(t *testing.T) {
 		}
 	}
 	for _, name := range inv.Sets {
-		if IsEndpointMap(name) {
+		if nftgen.IsEndpointMap(name) {
 			t.Errorf("endpoint map %s left after deleting the service", name)
 		}
 	}
-	if err := dp.DeleteTable(ctx, FamilyIPv4); err != nil {
+	if err := dp.DeleteTable(ctx, nftgen.FamilyIPv4); err != nil {
 		t.Fatal(err)
 	}
-	if out, _ := ns.Run("nft", "list", "tables"); strings.Contains(out, TableName) {
+	if out, _ := ns.Run("nft", "list", "tables"); strings.Contains(out, nftgen.TableName) {
 		t.Errorf("table left after DeleteTable: %s", out)
 	}
 }
@@ -132,19 +133,19 @@ func TestKernelAcceptsEveryFeature(t *testing.T) {
 	rs := featureGenerator(t).Ruleset(nftgentest.FeaturePorts())
 
 	ns, dp := kernelNetlink(t, "nfp-nl")
-	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
+	if err := dp.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
 		t.Fatalf("netlink full sync: %v", err)
 	}
-	inv, err := dp.Inventory(ctx, FamilyIPv4, nil)
+	inv, err := dp.Inventory(ctx, nftgen.FamilyIPv4, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := dp.Apply(ctx, PlanFull(rs, inv)); err != nil {
+	if err := dp.Apply(ctx, nftgen.PlanFull(rs, inv)); err != nil {
 		t.Fatalf("netlink resync over existing table: %v", err)
 	}
 	// Looking the expected chains up by name finds what the whole listing
 	// finds; a chain nobody expected falls back to the listing.
-	byName, err := dp.Inventory(ctx, FamilyIPv4, rs.ChainNames())
+	byName, err := dp.Inventory(ctx, nftgen.FamilyIPv4, rs.ChainNames())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,11 +154,11 @@ func TestKernelAcceptsEveryFeature(t *testing.T) {
 	if !slices.Equal(byName.Chains, inv.Chains) || len(inv.Chains) != len(rs.ChainNames()) {
 		t.Errorf("inventory by name: %d chains, by listing %d, desired %d", len(byName.Chains), len(inv.Chains), len(rs.ChainNames()))
 	}
-	ns.MustRun(t, "nft", "add", "chain", "ip", TableName, "stray")
-	if withStray, err := dp.Inventory(ctx, FamilyIPv4, rs.ChainNames()); err != nil || !slices.Contains(withStray.Chains, "stray") {
+	ns.MustRun(t, "nft", "add", "chain", "ip", nftgen.TableName, "stray")
+	if withStray, err := dp.Inventory(ctx, nftgen.FamilyIPv4, rs.ChainNames()); err != nil || !slices.Contains(withStray.Chains, "stray") {
 		t.Errorf("inventory after another process added a chain: %v, %v; want it listed", withStray, err)
 	}
-	list := ns.MustRun(t, "nft", "list", "table", "ip", TableName)
+	list := ns.MustRun(t, "nft", "list", "table", "ip", nftgen.TableName)
 	for _, want := range []string{"meta l4proto sctp dnat to 10.244.0.9:9000", "update @affinity-", "fib saddr type local", "timeout 1m"} {
 		if !strings.Contains(list, want) {
 			t.Errorf("kernel table lacks %q", want)
@@ -179,14 +180,14 @@ func TestKernelAcceptsEveryFeature(t *testing.T) {
 func TestReadBackEqualsApplied(t *testing.T) {
 	netns.RequireRoot(t)
 	ctx := context.Background()
-	for _, fam := range []Family{FamilyIPv4, FamilyIPv6} {
+	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
 		g := featureGenerator(t)
-		if fam == FamilyIPv6 {
+		if fam == nftgen.FamilyIPv6 {
 			g = testGenerator6(t)
 		}
-		rs := g.Ruleset(nftgentest.FeaturePortsOf(fam == FamilyIPv6))
+		rs := g.Ruleset(nftgentest.FeaturePortsOf(fam == nftgen.FamilyIPv6))
 		_, dp := kernelNetlink(t, "nfp-rd")
-		if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
+		if err := dp.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
 			t.Fatal(err)
 		}
 		got, err := dp.Read(ctx, fam)
@@ -216,7 +217,7 @@ func TestReadBackEqualsApplied(t *testing.T) {
 				t.Errorf("%s: map %s read back as %+v, want %+v", fam, wm.Spec.Name, gm, wm)
 				continue
 			}
-			have := map[MapElement]bool{}
+			have := map[nftgen.MapElement]bool{}
 			for _, e := range gm.Elements {
 				have[e] = true
 			}
@@ -243,12 +244,12 @@ func TestReadBackEqualsApplied(t *testing.T) {
 		if !slices.Equal(inv.Chains, fromRead.Chains) || !slices.Equal(inv.Sets, fromRead.Sets) {
 			t.Errorf("%s: the read table lists %v, Inventory %v", fam, fromRead, inv)
 		}
-		tx := PlanReconcile(rs, got)
+		tx := nftgen.PlanReconcile(rs, got)
 		if tx == nil {
 			t.Fatalf("%s: reconcile of the untouched table gave up", fam)
 		}
 		for _, op := range tx.Ops {
-			if op.Kind == OpFlushChain && !rs.State().Chain(op.Name).UsesEndpointMap() {
+			if op.Kind == nftgen.OpFlushChain && !rs.State().Chain(op.Name).UsesEndpointMap() {
 				t.Errorf("%s: reconcile of the untouched table rewrites %s", fam, op.Name)
 			}
 		}
@@ -265,19 +266,19 @@ func TestReconcileRepairsTheKernelTable(t *testing.T) {
 	ports := nftgentest.ManyPorts(20)
 	rs := g.Ruleset(ports)
 	ns, dp := kernelNetlink(t, "nfp-rc")
-	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
+	if err := dp.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
 		t.Fatal(err)
 	}
-	svcChain := rs.Services[ServiceKey(ports[2].Name)].Chains[0].Name
-	ns.MustRun(t, "nft", "flush", "chain", "ip", TableName, svcChain)
-	ns.MustRun(t, "nft", "delete", "element", "ip", TableName, MapServiceIPs, "{ 10.96.0.5 . tcp . 80 }")
-	ns.MustRun(t, "nft", "add", "chain", "ip", TableName, "stray")
-	reconcile := func() *Transaction {
-		live, err := dp.Read(ctx, FamilyIPv4)
+	svcChain := rs.Services[nftgen.ServiceKey(ports[2].Name)].Chains[0].Name
+	ns.MustRun(t, "nft", "flush", "chain", "ip", nftgen.TableName, svcChain)
+	ns.MustRun(t, "nft", "delete", "element", "ip", nftgen.TableName, nftgen.MapServiceIPs, "{ 10.96.0.5 . tcp . 80 }")
+	ns.MustRun(t, "nft", "add", "chain", "ip", nftgen.TableName, "stray")
+	reconcile := func() *nftgen.Transaction {
+		live, err := dp.Read(ctx, nftgen.FamilyIPv4)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tx := PlanReconcile(rs, live)
+		tx := nftgen.PlanReconcile(rs, live)
 		if tx == nil {
 			t.Fatal("reconcile gave up")
 		}
@@ -292,7 +293,7 @@ func TestReconcileRepairsTheKernelTable(t *testing.T) {
 	if tx := reconcile(); !tx.Empty() {
 		t.Errorf("second reconcile sent %d operations:\n%s", len(tx.Ops), tx)
 	}
-	list := ns.MustRun(t, "nft", "list", "table", "ip", TableName)
+	list := ns.MustRun(t, "nft", "list", "table", "ip", nftgen.TableName)
 	if strings.Contains(list, "chain stray") || !strings.Contains(list, "10.96.0.5 . tcp . 80") {
 		t.Errorf("table not repaired:\n%s", list)
 	}
@@ -308,15 +309,15 @@ func TestRejectedTransactionChangesNothing(t *testing.T) {
 	g := testGenerator("10.244.0.0/16")
 	a := nftgentest.Port("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080")
 	applied := g.Ruleset([]model.ServicePortState{a})
-	if err := dp.Apply(ctx, PlanFull(applied, nil)); err != nil {
+	if err := dp.Apply(ctx, nftgen.PlanFull(applied, nil)); err != nil {
 		t.Fatal(err)
 	}
 	before := ns.MustRun(t, "nft", "list", "ruleset")
 	b := nftgentest.Port("ns1", "b", 80, "10.96.0.11", "10.244.0.3:8080", "10.244.0.4:8080")
-	tx := PlanUpdate(AppliedFrom(applied), map[string]*Fragment{ServiceKey(b.Name): g.Service(&b), ServiceKey(a.Name): nil})
-	tx.Ops = append(tx.Ops, Op{Kind: OpDeleteChain, Name: "no-such-chain"})
+	tx := nftgen.PlanUpdate(nftgen.AppliedFrom(applied), map[string]*nftgen.Fragment{nftgen.ServiceKey(b.Name): g.Service(&b), nftgen.ServiceKey(a.Name): nil})
+	tx.Ops = append(tx.Ops, nftgen.Op{Kind: nftgen.OpDeleteChain, Name: "no-such-chain"})
 	err := dp.Apply(ctx, tx)
-	if err == nil || !IsNotFound(err) {
+	if err == nil || !nftgen.IsNotFound(err) {
 		t.Fatalf("injected failure: %v, want ENOENT", err)
 	}
 	if after := ns.MustRun(t, "nft", "list", "ruleset"); after != before {
@@ -341,7 +342,7 @@ func TestWatchSurvivesLostNotifications(t *testing.T) {
 	}
 	ports := []model.ServicePortState{nftgentest.Port("ns1", "s0", 80, "10.96.0.1", "10.244.0.1:8080")}
 	rs := testGenerator("10.244.0.0/16").Ruleset(ports)
-	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
+	if err := dp.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
 		t.Fatal(err)
 	}
 	next := nextChange(t, changes)
@@ -357,8 +358,8 @@ func TestWatchSurvivesLostNotifications(t *testing.T) {
 	if ch := next("after another process committed 3,000 rules"); !ch.Lost {
 		t.Fatalf("first change = %+v, want Lost", ch)
 	}
-	chain := ServiceChainName(ports[0].Name)
-	ns.MustRun(t, "nft", "flush", "chain", "ip", TableName, chain)
+	chain := nftgen.ServiceChainName(ports[0].Name)
+	ns.MustRun(t, "nft", "flush", "chain", "ip", nftgen.TableName, chain)
 	ch := next("after another process flushed " + chain)
 	for ch.Lost { // the same overflow may be reported more than once
 		ch = next("after another process flushed " + chain)
@@ -369,8 +370,8 @@ func TestWatchSurvivesLostNotifications(t *testing.T) {
 }
 
 // nextChange returns a function that waits up to 5 s for the next Change.
-func nextChange(t *testing.T, changes <-chan Change) func(what string) Change {
-	return func(what string) Change {
+func nextChange(t *testing.T, changes <-chan nftgen.Change) func(what string) nftgen.Change {
+	return func(what string) nftgen.Change {
 		t.Helper()
 		select {
 		case ch, ok := <-changes:
@@ -381,7 +382,7 @@ func nextChange(t *testing.T, changes <-chan Change) func(what string) Change {
 		case <-time.After(5 * time.Second):
 			t.Fatalf("%s: nothing within 5 s", what)
 		}
-		return Change{}
+		return nftgen.Change{}
 	}
 }
 
@@ -406,7 +407,7 @@ func TestOwnCommitsAreQuietAndUnseenCommitsReported(t *testing.T) {
 			fmt.Sprintf("10.244.%d.%d:8080", i>>8, i&0xff), fmt.Sprintf("10.245.%d.%d:8080", i>>8, i&0xff)))
 	}
 	rs := testGenerator("10.244.0.0/16").Ruleset(ports)
-	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
+	if err := dp.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -432,17 +433,17 @@ func TestReadFindsChainsNothingJumpsTo(t *testing.T) {
 	ctx := context.Background()
 	a := nftgentest.Port("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080")
 	rs := testGenerator("10.244.0.0/16").Ruleset([]model.ServicePortState{a})
-	if err := dp.Apply(ctx, PlanFull(rs, nil)); err != nil {
+	if err := dp.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
 		t.Fatal(err)
 	}
 	has := func(name string) bool {
-		st, err := dp.Read(ctx, FamilyIPv4)
+		st, err := dp.Read(ctx, nftgen.FamilyIPv4)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return st.Chain(name) != nil
 	}
-	if !has(ServiceChainName(a.Name)) || !has(EndpointChainName(a.Name, "10.244.0.2:8080")) {
+	if !has(nftgen.ServiceChainName(a.Name)) || !has(nftgen.EndpointChainName(a.Name, "10.244.0.2:8080")) {
 		t.Fatal("Read misses nftproxy's own chains")
 	}
 	// nftproxy's own table (its named counters included) is read by
@@ -450,15 +451,15 @@ func TestReadFindsChainsNothingJumpsTo(t *testing.T) {
 	if n := dp.fullListings.Load(); n != 0 {
 		t.Errorf("reading nftproxy's own table listed all of it %d times", n)
 	}
-	ns.MustRun(t, "nft", "add", "chain", "ip", TableName, "stray")
+	ns.MustRun(t, "nft", "add", "chain", "ip", nftgen.TableName, "stray")
 	if !has("stray") {
 		t.Error("a chain nothing jumps to was not read")
 	}
 	if n := dp.fullListings.Load(); n != 1 {
 		t.Errorf("a stray chain made Read list the whole table %d times, want once", n)
 	}
-	ns.MustRun(t, "nft", "add", "chain", "ip", TableName, "hidden")
-	ns.MustRun(t, "nft", "insert", "rule", "ip", TableName, ServiceChainName(a.Name), "jump", "hidden")
+	ns.MustRun(t, "nft", "add", "chain", "ip", nftgen.TableName, "hidden")
+	ns.MustRun(t, "nft", "insert", "rule", "ip", nftgen.TableName, nftgen.ServiceChainName(a.Name), "jump", "hidden")
 	if !has("hidden") {
 		t.Error("a chain a foreign rule jumps to was not read")
 	}

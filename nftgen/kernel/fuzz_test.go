@@ -1,4 +1,4 @@
-package nftgen
+package kernel
 
 import (
 	"encoding/json"
@@ -8,12 +8,13 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // fuzzKernel, when set, applies every generated ruleset to a kernel; the
 // linux test file sets it up when running as root.
-var fuzzKernel func(t *testing.T, rs *Ruleset)
+var fuzzKernel func(t *testing.T, rs *nftgen.Ruleset)
 
 // FuzzGenerate turns arbitrary Services and EndpointSlices into rulesets of
 // both families. Generation and encoding must never panic, comments must
@@ -38,16 +39,16 @@ func FuzzGenerate(f *testing.F) {
 		store.SetService(&svc)
 		store.SetEndpointSlice(&sl)
 		states, _ := store.State(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
-		for _, fam := range []Family{FamilyIPv4, FamilyIPv6} {
+		for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
 			g := featureGenerator(t)
-			if fam == FamilyIPv6 {
+			if fam == nftgen.FamilyIPv6 {
 				g = testGenerator6(t)
 			}
 			rs := g.Ruleset(states)
 			b := &exprBuilder{family: fam, addAnon: func(anonVmap) (string, uint32) { return "__map%d", 1 }}
 			for _, c := range rs.Chains() {
 				for i := range c.Rules {
-					if len(c.Rules[i].Comment) > MaxCommentLen {
+					if len(c.Rules[i].Comment) > nftgen.MaxCommentLen {
 						t.Fatalf("comment of %d bytes", len(c.Rules[i].Comment))
 					}
 					if _, err := b.ruleExprs(&c.Rules[i]); err != nil {
@@ -57,7 +58,7 @@ func FuzzGenerate(f *testing.F) {
 			}
 			for _, m := range rs.Maps {
 				for _, e := range rs.Elements(m.Name) {
-					if len(e.Comment) > MaxCommentLen {
+					if len(e.Comment) > nftgen.MaxCommentLen {
 						t.Fatalf("element comment of %d bytes", len(e.Comment))
 					}
 				}

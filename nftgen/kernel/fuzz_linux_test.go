@@ -1,6 +1,6 @@
 //go:build linux
 
-package nftgen
+package kernel
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // TestMain sets up the fuzz target's kernel check when running as root: a
@@ -23,7 +25,7 @@ func TestMain(m *testing.M) {
 			if dp, f, err := NewNetlinkInNamespace("/run/netns/" + name); err == nil {
 				delNS := cleanup
 				cleanup = func() { dp.Close(); f.Close(); delNS() }
-				fuzzKernel = func(t *testing.T, rs *Ruleset) {
+				fuzzKernel = func(t *testing.T, rs *nftgen.Ruleset) {
 					// Each ruleset replaces the last one in one transaction, as
 					// a full resync of a live table does. Deleting the table
 					// every time would register and unregister its base
@@ -34,7 +36,7 @@ func TestMain(m *testing.M) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if err := dp.Apply(ctx, PlanFull(rs, inv)); err != nil {
+					if err := dp.Apply(ctx, nftgen.PlanFull(rs, inv)); err != nil {
 						t.Fatalf("the kernel rejected a generated ruleset: %v\n%s", err, rs.Text())
 					}
 				}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package nftgen
+package kernel
 
 import (
 	"encoding/binary"

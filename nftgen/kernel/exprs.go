@@ -1,11 +1,14 @@
-package nftgen
+package kernel
 
 import (
 	"encoding/binary"
 	"fmt"
 
 	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // Netlink registers. Register 1 is the first 16-byte register; registers 8
@@ -31,12 +34,12 @@ type anonVmap struct {
 // for each numgen map a rule needs; it must declare the map in the same
 // batch and return the name and ID that the lookup should reference.
 type exprBuilder struct {
-	family  Family
+	family  nftgen.Family
 	addAnon func(m anonVmap) (name string, id uint32)
 }
 
 // ruleExprs returns the netlink expressions of a rule.
-func (b *exprBuilder) ruleExprs(r *Rule) ([]expr.Any, error) {
+func (b *exprBuilder) ruleExprs(r *nftgen.Rule) ([]expr.Any, error) {
 	var out []expr.Any
 	for _, s := range r.Stmts {
 		es, err := b.stmtExprs(s)
@@ -49,34 +52,34 @@ func (b *exprBuilder) ruleExprs(r *Rule) ([]expr.Any, error) {
 }
 
 func (b *exprBuilder) addrOffsets() (saddr, daddr, length uint32) {
-	if b.family == FamilyIPv6 {
+	if b.family == nftgen.FamilyIPv6 {
 		return 8, 24, 16
 	}
 	return 12, 16, 4
 }
 
 func (b *exprBuilder) nfproto() uint32 {
-	if b.family == FamilyIPv6 {
+	if b.family == nftgen.FamilyIPv6 {
 		return unix.NFPROTO_IPV6
 	}
 	return unix.NFPROTO_IPV4
 }
 
-func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
+func (b *exprBuilder) stmtExprs(s nftgen.Stmt) ([]expr.Any, error) {
 	switch s := s.(type) {
-	case MatchProto:
+	case nftgen.MatchProto:
 		return []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{s.Proto}},
 		}, nil
-	case MatchAddr:
+	case nftgen.MatchAddr:
 		saddr, daddr, length := b.addrOffsets()
 		off := daddr
-		if s.Dir == Saddr {
+		if s.Dir == nftgen.Saddr {
 			off = saddr
 		}
 		addr := s.Prefix.Masked().Addr()
-		if (addr.Is4()) != (b.family == FamilyIPv4) {
+		if (addr.Is4()) != (b.family == nftgen.FamilyIPv4) {
 			return nil, fmt.Errorf("address %s does not belong to family %s", s.Prefix, b.family)
 		}
 		op := expr.CmpOpEq
@@ -92,12 +95,12 @@ func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
 			out = append(out, &expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: length, Mask: mask, Xor: make([]byte, length)})
 		}
 		return append(out, &expr.Cmp{Op: op, Register: reg1, Data: addr.AsSlice()}), nil
-	case MatchDport:
+	case nftgen.MatchDport:
 		return []expr.Any{
 			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binary.BigEndian.AppendUint16(nil, s.Port)},
 		}, nil
-	case MatchCtState:
+	case nftgen.MatchCtState:
 		op := expr.CmpOpNeq
 		if s.None {
 			op = expr.CmpOpEq
@@ -107,7 +110,7 @@ func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(s.Mask), Xor: native32(0)},
 			&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
 		}, nil
-	case MatchCtStatusDNAT:
+	case nftgen.MatchCtStatusDNAT:
 		op := expr.CmpOpNeq
 		if s.Not {
 			op = expr.CmpOpEq
@@ -117,37 +120,37 @@ func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(ctStatusDNAT), Xor: native32(0)},
 			&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
 		}, nil
-	case MatchFibLocal:
-		f := &expr.Fib{Register: reg1, ResultADDRTYPE: true, FlagDADDR: s.Dir == Daddr, FlagSADDR: s.Dir == Saddr}
+	case nftgen.MatchFibLocal:
+		f := &expr.Fib{Register: reg1, ResultADDRTYPE: true, FlagDADDR: s.Dir == nftgen.Daddr, FlagSADDR: s.Dir == nftgen.Saddr}
 		return []expr.Any{f, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: native32(unix.RTN_LOCAL)}}, nil
-	case ProtoPortIn:
+	case nftgen.ProtoPortIn:
 		return []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
 			&expr.Payload{DestRegister: reg32Base + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Lookup{SourceRegister: reg1, SetName: s.Map},
 		}, nil
-	case CounterRef:
+	case nftgen.CounterRef:
 		return []expr.Any{&expr.Objref{Type: unix.NFT_OBJECT_COUNTER, Name: s.Name}}, nil
-	case ProtoPortMap:
+	case nftgen.ProtoPortMap:
 		return []expr.Any{
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
 			&expr.Payload{DestRegister: reg32Base + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Lookup{SourceRegister: reg1, SetName: s.Map, DestRegister: regVerdict, IsDestRegSet: true},
 		}, nil
-	case AffinityCheck:
+	case nftgen.AffinityCheck:
 		saddr, _, length := b.addrOffsets()
 		return []expr.Any{
 			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: saddr, Len: length},
 			&expr.Lookup{SourceRegister: reg1, SetName: s.Set},
-			verdictExpr(Verdict{Kind: VerdictGoto, Chain: s.Chain}),
+			verdictExpr(nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: s.Chain}),
 		}, nil
-	case AffinityUpdate:
+	case nftgen.AffinityUpdate:
 		saddr, _, length := b.addrOffsets()
 		return []expr.Any{
 			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: saddr, Len: length},
 			&expr.Dynset{SrcRegKey: reg1, SetName: s.Set, Operation: unix.NFT_DYNSET_OP_UPDATE},
 		}, nil
-	case MatchMark:
+	case nftgen.MatchMark:
 		op := expr.CmpOpNeq
 		if s.Zero {
 			op = expr.CmpOpEq
@@ -157,7 +160,7 @@ func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(s.Mask), Xor: native32(0)},
 			&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
 		}, nil
-	case DispatchMap:
+	case nftgen.DispatchMap:
 		_, daddr, length := b.addrOffsets()
 		protoReg := uint32(reg32Base + length/4)
 		return []expr.Any{
@@ -166,7 +169,7 @@ func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
 			&expr.Payload{DestRegister: protoReg + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Lookup{SourceRegister: reg1, SetName: s.Map, DestRegister: regVerdict, IsDestRegSet: true},
 		}, nil
-	case NumgenVmap:
+	case nftgen.NumgenVmap:
 		if len(s.Targets) == 0 {
 			return nil, fmt.Errorf("numgen vmap with no targets")
 		}
@@ -175,7 +178,7 @@ func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
 			&expr.Numgen{Register: reg1, Modulus: uint32(len(s.Targets)), Type: unix.NFT_NG_RANDOM},
 			&expr.Lookup{SourceRegister: reg1, SetName: name, SetID: id, DestRegister: regVerdict, IsDestRegSet: true},
 		}, nil
-	case MatchRandom:
+	case nftgen.MatchRandom:
 		if s.Mod < 2 {
 			return nil, fmt.Errorf("numgen random mod %d: want at least 2", s.Mod)
 		}
@@ -183,12 +186,12 @@ func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
 			&expr.Numgen{Register: reg1, Modulus: s.Mod, Type: unix.NFT_NG_RANDOM},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: native32(0)},
 		}, nil
-	case MarkOr:
+	case nftgen.MarkOr:
 		return markSet(^s.Bits, s.Bits), nil
-	case MarkXor:
+	case nftgen.MarkXor:
 		return markSet(0xffffffff, s.Bits), nil
-	case DNAT:
-		if s.Addr.Is4() != (b.family == FamilyIPv4) {
+	case nftgen.DNAT:
+		if s.Addr.Is4() != (b.family == nftgen.FamilyIPv4) {
 			return nil, fmt.Errorf("dnat address %s does not belong to family %s", s.Addr, b.family)
 		}
 		return []expr.Any{
@@ -196,15 +199,15 @@ func (b *exprBuilder) stmtExprs(s Stmt) ([]expr.Any, error) {
 			&expr.Immediate{Register: reg2, Data: binary.BigEndian.AppendUint16(nil, s.Port)},
 			&expr.NAT{Type: expr.NATTypeDestNAT, Family: b.nfproto(), RegAddrMin: reg1, RegProtoMin: reg2},
 		}, nil
-	case Masquerade:
+	case nftgen.Masquerade:
 		return []expr.Any{&expr.Masq{FullyRandom: s.FullyRandom}}, nil
-	case Reject:
+	case nftgen.Reject:
 		code := uint8(3) // ICMP_PORT_UNREACH
-		if b.family == FamilyIPv6 {
+		if b.family == nftgen.FamilyIPv6 {
 			code = 4 // ICMPV6_PORT_UNREACH
 		}
 		return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: code}}, nil
-	case Verdict:
+	case nftgen.Verdict:
 		return []expr.Any{verdictExpr(s)}, nil
 	}
 	return nil, fmt.Errorf("unknown statement %T", s)
@@ -218,13 +221,13 @@ func markSet(mask, xor uint32) []expr.Any {
 	}
 }
 
-func verdictExpr(v Verdict) *expr.Verdict {
-	kinds := map[VerdictKind]expr.VerdictKind{
-		VerdictAccept: expr.VerdictAccept,
-		VerdictDrop:   expr.VerdictDrop,
-		VerdictReturn: expr.VerdictReturn,
-		VerdictJump:   expr.VerdictJump,
-		VerdictGoto:   expr.VerdictGoto,
+func verdictExpr(v nftgen.Verdict) *expr.Verdict {
+	kinds := map[nftgen.VerdictKind]expr.VerdictKind{
+		nftgen.VerdictAccept: expr.VerdictAccept,
+		nftgen.VerdictDrop:   expr.VerdictDrop,
+		nftgen.VerdictReturn: expr.VerdictReturn,
+		nftgen.VerdictJump:   expr.VerdictJump,
+		nftgen.VerdictGoto:   expr.VerdictGoto,
 	}
 	return &expr.Verdict{Kind: kinds[v.Kind], Chain: v.Chain}
 }
@@ -242,7 +245,7 @@ const ctStatusDNAT = 1 << 5
 // mapKeyBytes encodes a map key as the kernel stores a concatenation of
 // [ipv4_addr/ipv6_addr .] inet_proto . inet_service: each field padded to
 // 4 bytes.
-func mapKeyBytes(k MapKey) []byte {
+func mapKeyBytes(k nftgen.MapKey) []byte {
 	var out []byte
 	if k.Addr.IsValid() {
 		out = k.Addr.AsSlice()
@@ -250,4 +253,10 @@ func mapKeyBytes(k MapKey) []byte {
 	out = append(out, k.Proto, 0, 0, 0)
 	out = binary.BigEndian.AppendUint16(out, k.Port)
 	return append(out, 0, 0)
+}
+
+// appendComment encodes a rule comment as the userdata TLV that nft and
+// iptables-nft use, so that `nft list` shows it.
+func appendComment(b []byte, comment string) []byte {
+	return userdata.AppendString(b, userdata.TypeComment, comment)
 }

@@ -1,6 +1,6 @@
 //go:build linux
 
-package nftgen
+package kernel
 
 import (
 	"errors"
@@ -10,6 +10,8 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // dump sends one dump request per attribute list and returns every
@@ -149,7 +151,7 @@ func chainRequests(table *nftables.Table, names []string) [][]netlink.Attribute 
 // sets and objects) tells whether this found every chain; complete is false
 // when it did not, for example when another process added a chain that
 // nothing jumps to.
-func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string, others int, decode func(*parsedRule) Rule) (chains []*nftables.Chain, rules [][]Rule, complete bool, err error) {
+func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string, others int, decode func(*parsedRule) nftgen.Rule) (chains []*nftables.Chain, rules [][]nftgen.Rule, complete bool, err error) {
 	found, err := n.chainsByName(table, layout)
 	if err != nil {
 		return nil, nil, false, err
@@ -178,7 +180,7 @@ func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string
 		level := frontier
 		frontier = nil
 		start := len(rules)
-		rules = append(rules, make([][]Rule, len(level))...)
+		rules = append(rules, make([][]nftgen.Rule, len(level))...)
 		jumps := make([][]string, len(level))
 		err := n.chainRules(table, level, func(i int, r *parsedRule) error {
 			for _, x := range r.exprs {
@@ -203,12 +205,12 @@ func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string
 
 // allRules dumps the rules of every chain of chains, decoded by decode;
 // rules[i] are those of chains[i].
-func (n *Netlink) allRules(table *nftables.Table, chains []*nftables.Chain, decode func(*parsedRule) Rule) ([][]Rule, error) {
+func (n *Netlink) allRules(table *nftables.Table, chains []*nftables.Chain, decode func(*parsedRule) nftgen.Rule) ([][]nftgen.Rule, error) {
 	names := make([]string, len(chains))
 	for i, ch := range chains {
 		names[i] = ch.Name
 	}
-	rules := make([][]Rule, len(chains))
+	rules := make([][]nftgen.Rule, len(chains))
 	err := n.chainRules(table, names, func(i int, r *parsedRule) error {
 		rules[i] = append(rules[i], decode(r))
 		return nil

@@ -1,6 +1,6 @@
 //go:build linux
 
-package nftgen
+package kernel
 
 import (
 	"reflect"
@@ -11,20 +11,21 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 )
 
 // encodedRules encodes every rule of the feature rulesets of both families
 // as nftproxy sends them, without a kernel.
-func encodedRules(t *testing.T) map[Family][]netlink.Message {
+func encodedRules(t *testing.T) map[nftgen.Family][]netlink.Message {
 	t.Helper()
-	out := map[Family][]netlink.Message{}
-	for _, fam := range []Family{FamilyIPv4, FamilyIPv6} {
+	out := map[nftgen.Family][]netlink.Message{}
+	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
 		g := featureGenerator(t)
-		if fam == FamilyIPv6 {
+		if fam == nftgen.FamilyIPv6 {
 			g = testGenerator6(t)
 		}
-		p, err := NewNetlink().prepare(PlanFull(g.Ruleset(nftgentest.FeaturePortsOf(fam == FamilyIPv6)), nil))
+		p, err := NewNetlink().prepare(nftgen.PlanFull(g.Ruleset(nftgentest.FeaturePortsOf(fam == nftgen.FamilyIPv6)), nil))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -50,7 +51,7 @@ func TestRuleDecoderMatchesTheLibrary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		table := &nftables.Table{Name: TableName, Family: tableFamily(fam)}
+		table := &nftables.Table{Name: nftgen.TableName, Family: tableFamily(fam)}
 		want, err := dec.GetRules(table, &nftables.Chain{Table: table})
 		if err != nil {
 			t.Fatal(err)
@@ -114,12 +115,12 @@ func TestRuleDecoderKeepsForeignExpressions(t *testing.T) {
 // chain, expressions and comment byte for byte as google/nftables' AddRule
 // writes them (which adds only a rule ID and asks for an echo).
 func TestRuleMessageMatchesTheLibrary(t *testing.T) {
-	for _, fam := range []Family{FamilyIPv4, FamilyIPv6} {
+	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
 		g := featureGenerator(t)
-		if fam == FamilyIPv6 {
+		if fam == nftgen.FamilyIPv6 {
 			g = testGenerator6(t)
 		}
-		table := &nftables.Table{Name: TableName, Family: tableFamily(fam)}
+		table := &nftables.Table{Name: nftgen.TableName, Family: tableFamily(fam)}
 		var lib []netlink.Message
 		c, err := nftables.New(nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
 			for _, m := range reqs {
@@ -134,7 +135,7 @@ func TestRuleMessageMatchesTheLibrary(t *testing.T) {
 		}
 		b := &exprBuilder{family: fam, addAnon: func(anonVmap) (string, uint32) { return "ep-test", 7 }}
 		var own []netlink.Message
-		for _, ch := range g.Ruleset(nftgentest.FeaturePortsOf(fam == FamilyIPv6)).Chains() {
+		for _, ch := range g.Ruleset(nftgentest.FeaturePortsOf(fam == nftgen.FamilyIPv6)).Chains() {
 			for i := range ch.Rules {
 				exprs, err := b.ruleExprs(&ch.Rules[i])
 				if err != nil {
@@ -144,7 +145,7 @@ func TestRuleMessageMatchesTheLibrary(t *testing.T) {
 				if ch.Rules[i].Comment != "" {
 					ud = appendComment(nil, ch.Rules[i].Comment)
 				}
-				m, err := ruleMessage(table.Family, TableName, ch.Name, exprs, ud, nil)
+				m, err := ruleMessage(table.Family, nftgen.TableName, ch.Name, exprs, ud, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package nftgen
+package kernel
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
+
+	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // Watch implements Dataplane. It reports, until ctx ends, every transaction committed by another
@@ -19,14 +21,14 @@ import (
 // resync. When the kernel drops notifications, Watch resubscribes and
 // sends a Change with Lost set. The channel is closed when ctx ends or the
 // monitor cannot be restarted.
-func (n *Netlink) Watch(ctx context.Context) (<-chan Change, error) {
+func (n *Netlink) Watch(ctx context.Context) (<-chan nftgen.Change, error) {
 	events, closeMon, err := n.subscribe()
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan Change, 16)
+	out := make(chan nftgen.Change, 16)
 	self := uint32(os.Getpid())
-	send := func(ch Change) bool {
+	send := func(ch nftgen.Change) bool {
 		select {
 		case out <- ch:
 			return true
@@ -44,7 +46,7 @@ func (n *Netlink) Watch(ctx context.Context) (<-chan Change, error) {
 				var evs *nftables.MonitorEvents
 				select {
 				case what := <-n.missed:
-					if !send(Change{Lost: true, Missed: true, What: what}) {
+					if !send(nftgen.Change{Lost: true, Missed: true, What: what}) {
 						stop()
 						return
 					}
@@ -85,10 +87,10 @@ func (n *Netlink) Watch(ctx context.Context) (<-chan Change, error) {
 			case <-time.After(resubscribeDelay):
 			}
 			if events, closeMon, err = n.subscribe(); err != nil {
-				send(Change{Lost: true, What: fmt.Sprintf("monitor stopped (%v) and could not resubscribe: %v", lost, err)})
+				send(nftgen.Change{Lost: true, What: fmt.Sprintf("monitor stopped (%v) and could not resubscribe: %v", lost, err)})
 				return
 			}
-			if !send(Change{Lost: true, What: fmt.Sprintf("monitor lost notifications: %v", lost)}) {
+			if !send(nftgen.Change{Lost: true, What: fmt.Sprintf("monitor lost notifications: %v", lost)}) {
 				closeMon()
 				return
 			}
@@ -147,7 +149,7 @@ func ownThread(tid uint32) bool {
 	return err == nil
 }
 
-func classify(changes []*nftables.MonitorEvent) (Change, bool) {
+func classify(changes []*nftables.MonitorEvent) (nftgen.Change, bool) {
 	var elements bool
 	for _, e := range changes {
 		var table *nftables.Table
@@ -167,19 +169,19 @@ func classify(changes []*nftables.MonitorEvent) (Change, bool) {
 		default:
 			continue
 		}
-		if table != nil && table.Name == TableName && (table.Family == nftables.TableFamilyIPv4 || table.Family == nftables.TableFamilyIPv6) {
+		if table != nil && table.Name == nftgen.TableName && (table.Family == nftables.TableFamilyIPv4 || table.Family == nftables.TableFamilyIPv6) {
 			verb := "added"
 			if e.Type == nftables.MonitorEventTypeDelTable || e.Type == nftables.MonitorEventTypeDelChain ||
 				e.Type == nftables.MonitorEventTypeDelRule || e.Type == nftables.MonitorEventTypeDelSet {
 				verb = "deleted"
 			}
-			return Change{Ours: true, What: what + " " + verb}, true
+			return nftgen.Change{Ours: true, What: what + " " + verb}, true
 		}
 	}
 	if elements {
-		return Change{What: "set elements changed"}, true
+		return nftgen.Change{What: "set elements changed"}, true
 	}
-	return Change{}, false
+	return nftgen.Change{}, false
 }
 
 func chainName(r *nftables.Rule) string {
@@ -190,16 +192,16 @@ func chainName(r *nftables.Rule) string {
 }
 
 // ElementCounts implements Dataplane.
-func (n *Netlink) ElementCounts(_ context.Context, f Family) (out map[string]int, err error) {
+func (n *Netlink) ElementCounts(_ context.Context, f nftgen.Family) (out map[string]int, err error) {
 	err = n.withConn(func(c *nftables.Conn) error {
-		table := &nftables.Table{Name: TableName, Family: tableFamily(f)}
+		table := &nftables.Table{Name: nftgen.TableName, Family: tableFamily(f)}
 		sets, err := c.GetSets(table)
 		if err != nil {
 			return err
 		}
 		out = map[string]int{}
 		for _, s := range sets {
-			if s.Anonymous || !s.IsMap || IsEndpointMap(s.Name) {
+			if s.Anonymous || !s.IsMap || nftgen.IsEndpointMap(s.Name) {
 				continue
 			}
 			els, err := c.GetSetElements(s)

@@ -1,6 +1,6 @@
 //go:build linux
 
-package nftgen
+package kernel
 
 import (
 	"fmt"
@@ -9,6 +9,8 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
+
+	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // batchWriter queues operations on a Conn.
@@ -22,7 +24,7 @@ type batchWriter struct {
 	// scratch is reused to build rule messages.
 	scratch []byte
 	table   *nftables.Table
-	family  Family
+	family  nftgen.Family
 	n       *Netlink
 	// created maps chains to the endpoint maps created for them in this
 	// batch; unbound holds the chains flushed or deleted, whose previous
@@ -51,7 +53,7 @@ func (w *batchWriter) chain(name string) *nftables.Chain {
 }
 
 func (w *batchWriter) addrType() nftables.SetDatatype {
-	if w.family == FamilyIPv6 {
+	if w.family == nftgen.FamilyIPv6 {
 		return nftables.TypeIP6Addr
 	}
 	return nftables.TypeIPAddr
@@ -59,11 +61,11 @@ func (w *batchWriter) addrType() nftables.SetDatatype {
 
 // serviceMap returns a named verdict map. The key type only matters when
 // the map is created.
-func (w *batchWriter) serviceMap(name string, spec *MapSpec) *nftables.Set {
+func (w *batchWriter) serviceMap(name string, spec *nftgen.MapSpec) *nftables.Set {
 	s := &nftables.Set{Table: w.table, Name: name, IsMap: true, Concatenation: true, DataType: nftables.TypeVerdict}
 	if spec != nil {
 		s.Comment = spec.Comment
-		if spec.Key == KeyProtoPort {
+		if spec.Key == nftgen.KeyProtoPort {
 			s.KeyType = nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
 		} else {
 			s.KeyType = nftables.MustConcatSetType(w.addrType(), nftables.TypeInetProto, nftables.TypeInetService)
@@ -72,54 +74,54 @@ func (w *batchWriter) serviceMap(name string, spec *MapSpec) *nftables.Set {
 	return s
 }
 
-var hooks = map[Hook]*nftables.ChainHook{
-	HookPrerouting:  nftables.ChainHookPrerouting,
-	HookInput:       nftables.ChainHookInput,
-	HookForward:     nftables.ChainHookForward,
-	HookOutput:      nftables.ChainHookOutput,
-	HookPostrouting: nftables.ChainHookPostrouting,
+var hooks = map[nftgen.Hook]*nftables.ChainHook{
+	nftgen.HookPrerouting:  nftables.ChainHookPrerouting,
+	nftgen.HookInput:       nftables.ChainHookInput,
+	nftgen.HookForward:     nftables.ChainHookForward,
+	nftgen.HookOutput:      nftables.ChainHookOutput,
+	nftgen.HookPostrouting: nftables.ChainHookPostrouting,
 }
 
 // write queues ops[i] (and the element operations on the same map that
 // follow it, as one message) and returns the index of the next op.
-func (w *batchWriter) write(ops []Op, i int) (int, error) {
+func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 	op := ops[i]
-	if op.Kind != OpAddRule {
+	if op.Kind != nftgen.OpAddRule {
 		w.dirty = true
 	}
 	switch op.Kind {
-	case OpAddTable:
+	case nftgen.OpAddTable:
 		w.conn.AddTable(w.table)
-	case OpAddChain:
+	case nftgen.OpAddChain:
 		ch := w.chain(op.Name)
 		if op.Base != nil {
 			ch.Hooknum = hooks[op.Base.Hook]
 			ch.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(op.Base.Priority))
 			ch.Type = nftables.ChainTypeFilter
-			if op.Base.Type == NATType {
+			if op.Base.Type == nftgen.NATType {
 				ch.Type = nftables.ChainTypeNAT
 			}
 		}
 		w.conn.AddChain(ch)
-	case OpFlushChain:
+	case nftgen.OpFlushChain:
 		w.conn.FlushChain(w.chain(op.Name))
 		w.unbind(op.Name)
-	case OpDeleteChain:
+	case nftgen.OpDeleteChain:
 		w.conn.DelChain(w.chain(op.Name))
 		w.unbind(op.Name)
-	case OpAddRule:
+	case nftgen.OpAddRule:
 		if err := w.addRule(op); err != nil {
 			return i, err
 		}
-	case OpAddMap:
+	case nftgen.OpAddMap:
 		if err := w.conn.AddSet(w.serviceMap(op.Name, op.Map), nil); err != nil {
 			return i, err
 		}
-	case OpFlushMap:
+	case nftgen.OpFlushMap:
 		w.conn.FlushSet(w.serviceMap(op.Name, nil))
-	case OpDeleteMap, OpDeleteSet:
+	case nftgen.OpDeleteMap, nftgen.OpDeleteSet:
 		w.conn.DelSet(&nftables.Set{Table: w.table, Name: op.Name})
-	case OpAddSet:
+	case nftgen.OpAddSet:
 		set := &nftables.Set{
 			Table:      w.table,
 			Name:       op.Name,
@@ -131,9 +133,9 @@ func (w *batchWriter) write(ops []Op, i int) (int, error) {
 		if err := w.conn.AddSet(set, nil); err != nil {
 			return i, err
 		}
-	case OpAddCounter:
+	case nftgen.OpAddCounter:
 		w.conn.AddObj(&nftables.CounterObj{Table: w.table, Name: op.Name})
-	case OpAddElement, OpDeleteElement:
+	case nftgen.OpAddElement, nftgen.OpDeleteElement:
 		j := i
 		var elems []nftables.SetElement
 		for ; j < len(ops) && ops[j].Kind == op.Kind && ops[j].Name == op.Name; j++ {
@@ -146,7 +148,7 @@ func (w *batchWriter) write(ops []Op, i int) (int, error) {
 		}
 		set := w.serviceMap(op.Name, nil)
 		var err error
-		if op.Kind == OpAddElement {
+		if op.Kind == nftgen.OpAddElement {
 			err = w.conn.SetAddElements(set, elems)
 		} else {
 			err = w.conn.SetDeleteElements(set, elems)
@@ -158,7 +160,7 @@ func (w *batchWriter) write(ops []Op, i int) (int, error) {
 	return i + 1, nil
 }
 
-func (w *batchWriter) addRule(op Op) error {
+func (w *batchWriter) addRule(op nftgen.Op) error {
 	var anonErr error
 	b := &exprBuilder{family: w.family, addAnon: func(m anonVmap) (string, uint32) {
 		w.dirty = true
