@@ -9,6 +9,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // Save is a parsed iptables-save text: per table, the chains and their
@@ -84,29 +86,14 @@ func FromTables(tables []*Table) Save {
 	return s
 }
 
-// kube-proxy's chains: the only ones diff looks at, besides the jumps into
-// them from the built-in chains.
+// Diff looks at kube-proxy's chains (nftgen.IsKubeProxyChain) and at the
+// jumps into them from the built-in chains.
 var (
-	kubeChains   = []string{"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ", "KUBE-FORWARD", "KUBE-PROXY-FIREWALL", "KUBE-PROXY-CANARY", "KUBE-FIREWALL"}
-	kubePrefixes = []string{"KUBE-SVC-", "KUBE-SVL-", "KUBE-EXT-", "KUBE-FW-", "KUBE-SEP-"}
 	// unordered chains are those whose rule order kube-proxy leaves to a
 	// Go map iteration.
 	unordered = []string{"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-NODEPORTS", "KUBE-PROXY-FIREWALL"}
 	builtin   = []string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
 )
-
-// IsKubeProxyChain reports whether chain is one kube-proxy writes.
-func IsKubeProxyChain(chain string) bool {
-	if slices.Contains(kubeChains, chain) {
-		return true
-	}
-	for _, p := range kubePrefixes {
-		if strings.HasPrefix(chain, p) {
-			return true
-		}
-	}
-	return false
-}
 
 // DiffOptions tune the comparison.
 type DiffOptions struct {
@@ -130,9 +117,8 @@ type Difference struct {
 }
 
 var (
-	nfacctRe  = regexp.MustCompile(` -m nfacct --nfacct-name +\S+`)
-	serviceRe = regexp.MustCompile(`"(?:(?:masquerade|pod|route) (?:LOCAL )?traffic for |other traffic to )?([a-z0-9][a-z0-9.-]*/[a-z0-9][a-z0-9.-]*(?::[^ "]+)?)`)
-	jumpRe    = regexp.MustCompile(`-j (\S+)`)
+	nfacctRe = regexp.MustCompile(` -m nfacct --nfacct-name +\S+`)
+	jumpRe   = regexp.MustCompile(`-j (\S+)`)
 )
 
 func normalize(rules []string, opts DiffOptions, chain string) []string {
@@ -153,12 +139,12 @@ func normalize(rules []string, opts DiffOptions, chain string) []string {
 // kube-proxy chain, and the jumps into kube-proxy chains from built-ins.
 func relevant(t *SavedTable, chain string, opts DiffOptions) []string {
 	rules := normalize(t.Rules[chain], opts, chain)
-	if IsKubeProxyChain(chain) {
+	if nftgen.IsKubeProxyChain(chain) {
 		return rules
 	}
 	var out []string
 	for _, r := range rules {
-		if m := jumpRe.FindStringSubmatch(r); m != nil && IsKubeProxyChain(m[1]) {
+		if m := jumpRe.FindStringSubmatch(r); m != nil && nftgen.IsKubeProxyChain(m[1]) {
 			out = append(out, r)
 		}
 	}
@@ -187,13 +173,13 @@ func Diff(legacy, current Save, opts DiffOptions) []Difference {
 			}
 		}
 		for c := range chains {
-			if !IsKubeProxyChain(c) && !slices.Contains(builtin, c) {
+			if !nftgen.IsKubeProxyChain(c) && !slices.Contains(builtin, c) {
 				delete(chains, c)
 			}
 		}
 		svcOf := serviceIndex(lt, ct)
 		for _, c := range slices.Sorted(maps.Keys(chains)) {
-			if IsKubeProxyChain(c) && lt.Chains[c] != ct.Chains[c] {
+			if nftgen.IsKubeProxyChain(c) && lt.Chains[c] != ct.Chains[c] {
 				kind := "missing"
 				if ct.Chains[c] {
 					kind = "extra"
@@ -288,6 +274,15 @@ func diffChain(table, chain string, legacy, current []string, svcOf func(chain, 
 	return []Difference{{Kind: "order", Table: table, Chain: chain, Service: svcOf(chain, ""), Legacy: strings.Join(legacy, "\n"), Current: strings.Join(current, "\n")}}
 }
 
+// serviceOfRule returns the service port a rule's comment names.
+func serviceOfRule(rule string) (string, bool) {
+	c := commentOf(rule)
+	if c == "" {
+		return "", false
+	}
+	return nftgen.ServiceOfComment(strings.Trim(c, `"`))
+}
+
 func commentOf(rule string) string {
 	i := strings.Index(rule, "--comment ")
 	if i < 0 {
@@ -310,15 +305,15 @@ func serviceIndex(saves ...*SavedTable) func(chain, rule string) string {
 	for _, t := range saves {
 		for c, rules := range t.Rules {
 			for _, r := range rules {
-				if m := serviceRe.FindStringSubmatch(r); m != nil && byChain[c] == "" && IsKubeProxyChain(c) && !slices.Contains(unordered, c) {
-					byChain[c] = m[1]
+				if s, ok := serviceOfRule(r); ok && byChain[c] == "" && nftgen.IsKubeProxyChain(c) && !slices.Contains(unordered, c) {
+					byChain[c] = s
 				}
 			}
 		}
 	}
 	return func(chain, rule string) string {
-		if m := serviceRe.FindStringSubmatch(rule); m != nil {
-			return m[1]
+		if s, ok := serviceOfRule(rule); ok {
+			return s
 		}
 		if s := byChain[chain]; s != "" {
 			return s

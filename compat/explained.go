@@ -3,6 +3,8 @@ package compat
 import (
 	"regexp"
 	"strings"
+
+	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // KindExplained marks a Difference that is not drift: nftproxy differs
@@ -77,7 +79,7 @@ func explainFailClosed(diffs []Difference, current Save) {
 	}
 	closed := map[string]bool{}
 	for _, d := range diffs {
-		if d.Kind != "extra" || d.Table != "nat" || !strings.HasPrefix(d.Chain, "KUBE-FW-") || closed[d.Chain] {
+		if d.Kind != "extra" || d.Table != "nat" || !strings.HasPrefix(d.Chain, nftgen.PrefixFirewall) || closed[d.Chain] {
 			continue
 		}
 		allows := false

@@ -152,30 +152,6 @@ func (b *builder) add(table string, r *iptRule) {
 	}
 }
 
-// tableOf says which iptables table an nftproxy chain stands for, and its
-// iptables name; ok is false for helpers (base chains, reject-chain).
-func tableOf(chain string) (table, name string, ok bool) {
-	switch {
-	case strings.HasPrefix(chain, nftgen.FilterChainPrefix+"KUBE-"):
-		return "filter", strings.TrimPrefix(chain, nftgen.FilterChainPrefix), true
-	case strings.HasPrefix(chain, "KUBE-"):
-		return "nat", chain, true
-	}
-	return "", "", false
-}
-
-// baseChains maps nftproxy's base chains to the built-in chains whose
-// kube-proxy jump rules they hold.
-var baseChains = map[string][2]string{
-	nftgen.ChainNATPrerouting:       {"nat", "PREROUTING"},
-	nftgen.ChainNATOutput:           {"nat", "OUTPUT"},
-	nftgen.ChainNATPostrouting:      {"nat", "POSTROUTING"},
-	nftgen.ChainFilterInput:         {"filter", "INPUT"},
-	nftgen.ChainFilterForward:       {"filter", "FORWARD"},
-	nftgen.ChainFilterOutput:        {"filter", "OUTPUT"},
-	nftgen.ChainFilterOutputPostNAT: {"filter", "OUTPUT"},
-}
-
 func (b *builder) build() {
 	b.emptyChains = map[string][]string{}
 	for _, u := range b.st.Unknown {
@@ -184,10 +160,10 @@ func (b *builder) build() {
 	// Built-in chains hold kube-proxy's jump rules.
 	for _, name := range []string{nftgen.ChainNATPrerouting, nftgen.ChainNATOutput, nftgen.ChainNATPostrouting, nftgen.ChainFilterInput, nftgen.ChainFilterForward} {
 		if c := b.st.Chain(name); c != nil {
-			bc := baseChains[name]
+			role, _ := nftgen.RoleOf(name)
 			for i, r := range c.Rules {
 				b.origin = Origin{Chain: name, Rule: i}
-				b.baseRule(bc[0], bc[1], r)
+				b.baseRule(role.Table, role.Chain, r)
 			}
 		}
 	}
@@ -219,14 +195,15 @@ func (b *builder) build() {
 		b.baseRule("filter", "OUTPUT", l.r)
 	}
 	for _, c := range b.st.Chains {
-		if _, isBase := baseChains[c.Name]; isBase || c.Name == nftgen.ChainReject {
+		role, ok := nftgen.RoleOf(c.Name)
+		if role.Base || c.Name == nftgen.ChainReject {
 			continue
 		}
 		if c.Base != nil {
 			b.note("filter", "base chain %s is not nftproxy's", c.Name)
 			continue
 		}
-		table, name, ok := tableOf(c.Name)
+		table, name := role.Table, role.Chain
 		if !ok {
 			b.note("nat", "chain %s is not nftproxy's", c.Name)
 			continue
@@ -297,11 +274,11 @@ func (b *builder) target(table string, v nftgen.Verdict) string {
 	if v.Chain == nftgen.ChainReject {
 		return "-j REJECT --reject-with " + b.rejectWith()
 	}
-	_, name, ok := tableOf(v.Chain)
-	if !ok {
-		name = v.Chain
+	role, ok := nftgen.RoleOf(v.Chain)
+	if !ok || role.Base {
+		return "-j " + v.Chain
 	}
-	return "-j " + name
+	return "-j " + role.Chain
 }
 
 func (b *builder) rejectWith() string {
@@ -321,7 +298,7 @@ func (b *builder) fullMask() string {
 // rule renders one rule of a kube-proxy chain; maps and numgen expand into
 // the rules iptables mode writes instead.
 func (b *builder) rule(table, chain string, r nftgen.Rule) {
-	if m, ok := countedMap(r); ok {
+	if m, ok := nftgen.CountedMap(r); ok {
 		// Shown as a copy of each of the map's rules.
 		if b.counted == nil {
 			b.counted = map[string]nftgen.Rule{}

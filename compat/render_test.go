@@ -81,13 +81,13 @@ func TestCountFragmentsMatchesRender(t *testing.T) {
 	lb.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("203.0.113.1")}
 	lb.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
 	rs := g.Ruleset([]model.ServicePortState{web, lb, port("empty", "10.96.0.11")})
-	want := Counts{}
+	want := nftgen.RuleCounts{}
 	for _, tb := range Build(rs.State()) {
 		if tb.Name != "mangle" {
 			want[tb.Name] = tb.RuleCount()
 		}
 	}
-	counter := NewCounter(rs.Top)
+	counter := nftgen.NewRuleCounter(rs.Top)
 	got := counter.Fragment(rs.Top)
 	for _, f := range rs.Services {
 		got.Add(counter.Fragment(f))

@@ -18,6 +18,7 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/conntrack"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
 	"github.com/nftproxy/nftproxy/proxier/model"
+	"github.com/nftproxy/nftproxy/proxier/runner"
 	pnetns "github.com/nftproxy/nftproxy/proxier/netns"
 )
 
@@ -58,6 +59,7 @@ func TestMain(m *testing.M) {
 type cluster struct {
 	*Topology
 	store   *model.Store
+	engine  *proxier.Engine
 	proxier *proxier.Proxier
 	syncer  *proxier.Syncer
 	// dp is the netlink dataplane of the node namespace.
@@ -76,7 +78,7 @@ func newCluster(t testing.TB, opts ...clusterOption) *cluster {
 	}
 	t.Cleanup(func() { dp.Close(); f.Close() })
 	node := model.Node{Name: LocalNode, Labels: map[string]string{v1.LabelTopologyZone: LocalZone}}
-	var gens []*nftgen.Generator
+	var families []nftgen.Config
 	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
 		cfg := nftgen.Config{Family: fam, Node: node}
 		if fam == nftgen.FamilyIPv4 {
@@ -90,33 +92,29 @@ func newCluster(t testing.TB, opts ...clusterOption) *cluster {
 		for _, o := range opts {
 			o(&cfg)
 		}
-		gen, err := nftgen.NewGenerator(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		gens = append(gens, gen)
+		families = append(families, cfg)
 	}
 	if err := pnetns.Do(tp.Node.Path(), proxier.EnableRouteLocalnet); err != nil {
 		t.Fatal(err)
 	}
-	store := model.NewStore()
-	s := proxier.NewSyncer(store, dp, gens...)
-	s.OnProblem = func(p model.Problem) { t.Errorf("unexpected problem: %v", p) }
-	p := proxier.NewProxier(store, s, node)
 	health := healthcheck.NewServiceServer(func(addr string) (l net.Listener, err error) {
 		err = tp.Node.Do(func() error { l, err = net.Listen("tcp", addr); return err })
 		return l, err
 	}, nil)
 	t.Cleanup(func() { health.Close(context.Background()) })
-	p.Health = health
-	p.Conntrack = conntrack.NewCleaner(int(f.Fd()))
-	return &cluster{Topology: tp, store: store, proxier: p, syncer: s, dp: dp, t: t}
+	engine, err := proxier.New(proxier.Config{Families: families, Node: node, Health: health, Conntrack: conntrack.NewCleaner(int(f.Fd())),
+		Engine: proxier.EngineConfig{OnProblem: func(p model.Problem) { t.Errorf("unexpected problem: %v", p) }}}, dp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := engine.Proxier()
+	return &cluster{Topology: tp, store: p.Store, engine: engine, proxier: p, syncer: p.Syncer, dp: dp, t: t}
 }
 
 // sync programs the node and fails the test on error.
 func (c *cluster) sync() proxier.SyncResult {
 	c.t.Helper()
-	res, err := c.proxier.Sync(context.Background(), false)
+	res, err := c.engine.Sync(context.Background(), runner.Requested)
 	if err != nil {
 		c.t.Fatalf("sync: %v", err)
 	}

@@ -1,6 +1,7 @@
 package nftgen
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 
@@ -192,14 +193,14 @@ func (b *svcBuild) masqueradeRule(vip netip.Addr) *Rule {
 func (b *svcBuild) externalChain(ext, svc, policy string, hasExternal bool) *Chain {
 	c := &Chain{Name: ext}
 	if !b.sp.ExternalPolicyLocal {
-		c.Rules = append(c.Rules, NewRule("masquerade traffic for "+b.name+" external destinations", jump(ChainMarkMasq)))
+		c.Rules = append(c.Rules, NewRule(fmt.Sprintf(commentMasqExternal, b.name), jump(ChainMarkMasq)))
 	} else {
 		for _, cidr := range b.g.cfg.ClusterCIDRs {
-			c.Rules = append(c.Rules, NewRule("pod traffic for "+b.name+" external destinations", MatchAddr{Dir: Saddr, Prefix: cidr}, jump(svc)))
+			c.Rules = append(c.Rules, NewRule(fmt.Sprintf(commentPodExternal, b.name), MatchAddr{Dir: Saddr, Prefix: cidr}, jump(svc)))
 		}
 		c.Rules = append(c.Rules,
-			NewRule("masquerade LOCAL traffic for "+b.name+" external destinations", MatchFibLocal{Dir: Saddr}, jump(ChainMarkMasq)),
-			NewRule("route LOCAL traffic for "+b.name+" external destinations", MatchFibLocal{Dir: Saddr}, jump(svc)))
+			NewRule(fmt.Sprintf(commentMasqLocalExternal, b.name), MatchFibLocal{Dir: Saddr}, jump(ChainMarkMasq)),
+			NewRule(fmt.Sprintf(commentRouteLocal, b.name), MatchFibLocal{Dir: Saddr}, jump(svc)))
 	}
 	if hasExternal {
 		c.Rules = append(c.Rules, NewRule("", jump(policy)))
@@ -242,7 +243,7 @@ func (b *svcBuild) firewallChain(fw, ext string, ranges []netip.Prefix, lbIPs []
 			c.Rules = append(c.Rules, NewRule(b.name+" loadbalancer IP", MatchAddr{Dir: Saddr, Prefix: hostPrefix(ip)}, jump(ext)))
 		}
 	}
-	c.Rules = append(c.Rules, NewRule("other traffic to "+b.name+" will be dropped by KUBE-PROXY-FIREWALL"))
+	c.Rules = append(c.Rules, NewRule(fmt.Sprintf(commentOtherDropped, b.name)))
 	return c
 }
 

@@ -51,6 +51,9 @@ type EngineConfig struct {
 	// Health and Events may be nil.
 	Health ProxyHealth
 	Events events.EventRecorder
+	// OnProblem, if set, is told of each object, or part of one, that
+	// cannot be programmed, once per distinct problem, after it is logged.
+	OnProblem func(model.Problem)
 	// Clock is the real clock when nil.
 	Clock clock.Clock
 }
@@ -96,14 +99,14 @@ type Engine struct {
 // million netlink messages, so it must not happen at every sync period.
 const FullSyncPeriod = time.Hour
 
-// NewEngine returns an engine that syncs p's rules through dp.
-func NewEngine(p *Proxier, dp nftgen.Dataplane, cfg EngineConfig) *Engine {
+// newEngine returns an engine that syncs p's rules through dp.
+func newEngine(p *Proxier, dp nftgen.Dataplane, cfg EngineConfig) *Engine {
 	e := &Engine{p: p, dp: dp, cfg: cfg, clock: cfg.Clock, node: cfg.Node, reported: map[string]bool{}}
 	if e.clock == nil {
 		e.clock = clock.RealClock{}
 	}
 	p.Syncer.OnProblem = e.problem
-	e.runner = runner.New(func(r runner.Reason) error { return e.Sync(e.runCtx, r) }, cfg.MinSyncPeriod, cfg.SyncPeriod, e.clock)
+	e.runner = runner.New(func(r runner.Reason) error { _, err := e.Sync(e.runCtx, r); return err }, cfg.MinSyncPeriod, cfg.SyncPeriod, e.clock)
 	return e
 }
 
@@ -117,7 +120,7 @@ func (e *Engine) Run(ctx context.Context) {
 }
 
 // Sync runs one sync now, for reason.
-func (e *Engine) Sync(ctx context.Context, reason runner.Reason) error {
+func (e *Engine) Sync(ctx context.Context, reason runner.Reason) (SyncResult, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.followAddresses()
@@ -151,7 +154,7 @@ func (e *Engine) Sync(ctx context.Context, reason runner.Reason) error {
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Sync failed; retrying with backoff, the next sync rewrites the table")
 	}
-	return err
+	return res, err
 }
 
 // changed records a change of kind "service" or "endpoints" and asks for
@@ -289,6 +292,9 @@ func (e *Engine) problem(p model.Problem) {
 		return
 	}
 	LogProblem(p)
+	if e.cfg.OnProblem != nil {
+		e.cfg.OnProblem(p)
+	}
 	if e.cfg.Events == nil || p.Object.Name == "" {
 		return
 	}

@@ -63,15 +63,16 @@ func genFor(t *testing.T, cfg nftgen.Config) *nftgen.Generator {
 // Services, a and b, not yet synced. edit may change the configuration.
 func newEngineFixture(t *testing.T, edit func(*EngineConfig)) *engineFixture {
 	f := &engineFixture{fake: nftgen.NewFake(), clock: clocktesting.NewFakeClock(time.Unix(1e9, 0)), health: &recordingHealth{}, m: metrics.New()}
-	store := model.NewStore()
-	p := NewProxier(store, NewSyncer(store, f.fake, genFor(t, nftgen.Config{})), model.Node{Name: "n"})
-	p.Metrics = f.m
-	cfg := EngineConfig{MinSyncPeriod: time.Second, SyncPeriod: 30 * time.Second, Clock: f.clock, Health: f.health,
-		FirstSynced: func() { f.firstSynced++ }}
+	cfg := Config{Families: []nftgen.Config{{Family: nftgen.FamilyIPv4}}, Node: model.Node{Name: "n"}, Metrics: f.m,
+		Engine: EngineConfig{MinSyncPeriod: time.Second, SyncPeriod: 30 * time.Second, Clock: f.clock, Health: f.health,
+			FirstSynced: func() { f.firstSynced++ }}}
 	if edit != nil {
-		edit(&cfg)
+		edit(&cfg.Engine)
 	}
-	f.e = NewEngine(p, f.fake, cfg)
+	var err error
+	if f.e, err = New(cfg, f.fake); err != nil {
+		t.Fatal(err)
+	}
 	f.e.SetService(svc("a", "10.96.0.1"))
 	f.e.SetEndpointSlice(slice("a", "10.0.0.1", "10.0.0.2"))
 	f.e.SetService(svc("b", "10.96.0.2"))
@@ -81,7 +82,7 @@ func newEngineFixture(t *testing.T, edit func(*EngineConfig)) *engineFixture {
 
 func (f *engineFixture) sync(t *testing.T, reason runner.Reason) {
 	t.Helper()
-	if err := f.e.Sync(context.Background(), reason); err != nil {
+	if _, err := f.e.Sync(context.Background(), reason); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -201,7 +202,7 @@ func TestEngineRetriesAFailedSyncWithAFullOne(t *testing.T) {
 	f.fake.FailNext = errors.New("injected")
 	f.e.SetService(svc("c", "10.96.0.3"))
 	_, updated := f.health.counts()
-	if err := f.e.Sync(context.Background(), runner.Requested); err == nil {
+	if _, err := f.e.Sync(context.Background(), runner.Requested); err == nil {
 		t.Fatal("sync did not fail")
 	}
 	if _, after := f.health.counts(); after != updated {

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/nftproxy/nftproxy/compat"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
@@ -88,7 +87,7 @@ type fullSync struct {
 	applied    *nftgen.Applied
 	keys       map[types.NamespacedName][]string
 	owners     map[destination]claim
-	fragCounts map[string]compat.FragmentCounts
+	fragCounts map[string]nftgen.FragmentRuleCounts
 	// err is set when a streamed sync stopped before it was complete.
 	err error
 }
@@ -105,14 +104,14 @@ func (r *fullSync) commit(fs *familyState) error {
 		fs.counts.AddFragment(r.fragCounts[key], 1)
 		fs.objects.Add(sum.Objects(), 1)
 	}
-	fs.lastCounts = compat.Counts{}
+	fs.lastCounts = nftgen.RuleCounts{}
 	fs.lastCounts.Add(fs.counts)
 	return nil
 }
 
 // fullSyncOf is the state of a full sync that programs rs.
-func fullSyncOf(rs *nftgen.Ruleset, counter compat.Counter, keys map[types.NamespacedName][]string, owners map[destination]claim) *fullSync {
-	r := &fullSync{applied: nftgen.AppliedFrom(rs), keys: keys, owners: owners, fragCounts: make(map[string]compat.FragmentCounts, len(rs.Services))}
+func fullSyncOf(rs *nftgen.Ruleset, counter nftgen.RuleCounter, keys map[types.NamespacedName][]string, owners map[destination]claim) *fullSync {
+	r := &fullSync{applied: nftgen.AppliedFrom(rs), keys: keys, owners: owners, fragCounts: make(map[string]nftgen.FragmentRuleCounts, len(rs.Services))}
 	for key, f := range rs.Services {
 		r.fragCounts[key] = counter.Compact(f)
 	}
@@ -183,7 +182,7 @@ func (s *Syncer) planCold(ctx context.Context, fs *familyState, chunk int) (iter
 		applied:    nftgen.NewApplied(fam, fs.gen.Maps(), top),
 		keys:       map[types.NamespacedName][]string{},
 		owners:     map[destination]claim{},
-		fragCounts: map[string]compat.FragmentCounts{},
+		fragCounts: map[string]nftgen.FragmentRuleCounts{},
 		err:        errors.New("the streamed sync did not finish"),
 	}
 	counter := fs.ruleCounter()
@@ -316,7 +315,7 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 			fs.fragCounts[key] = fs.ruleCounter().Compact(f)
 			fs.counts.AddFragment(fs.fragCounts[key], 1)
 		}
-		fs.lastCounts = compat.Counts{}
+		fs.lastCounts = nftgen.RuleCounts{}
 		for _, key := range fs.applied.Commit(updates) {
 			fs.lastCounts.AddFragment(fs.fragCounts[key], 1)
 		}

@@ -103,7 +103,7 @@ func (e *Engine) watchDrift(ctx context.Context) {
 		e.mu.Lock()
 		e.needFull = reason
 		e.mu.Unlock()
-		if err := e.Sync(ctx, runner.Requested); err != nil {
+		if _, err := e.Sync(ctx, runner.Requested); err != nil {
 			e.runner.Run() // retried with backoff
 		}
 	}

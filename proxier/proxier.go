@@ -49,8 +49,8 @@ type serviceInfo struct {
 	noLocal map[[2]string]int
 }
 
-// NewProxier returns a Proxier over store and syncer for node.
-func NewProxier(store *model.Store, syncer *Syncer, node model.Node) *Proxier {
+// newProxier returns a Proxier over store and syncer for node.
+func newProxier(store *model.Store, syncer *Syncer, node model.Node) *Proxier {
 	return &Proxier{Store: store, Syncer: syncer, Node: node, info: map[types.NamespacedName]serviceInfo{}}
 }
 

@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/nftproxy/nftproxy/compat"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
@@ -52,12 +51,12 @@ type familyState struct {
 	// counts are the -A rules per iptables table of the compat view of
 	// applied, kept up to date from the fragments each sync replaces;
 	// lastCounts those of the fragments the last sync wrote.
-	counts, lastCounts compat.Counts
+	counts, lastCounts nftgen.RuleCounts
 	// fragCounts are the counts of each fragment of applied.
-	fragCounts map[string]compat.FragmentCounts
+	fragCounts map[string]nftgen.FragmentRuleCounts
 	// counter counts the compat view's rules of gen's fragments; counterOf
 	// is the generator it was made for.
-	counter   compat.Counter
+	counter   nftgen.RuleCounter
 	counterOf *nftgen.Generator
 	// objects counts the table's nftables objects, kept like counts.
 	objects nftgen.ObjectCounts
@@ -87,8 +86,8 @@ type SyncResult struct {
 	Duration time.Duration
 }
 
-// NewSyncer returns a Syncer that programs one table per generator.
-func NewSyncer(store *model.Store, dp nftgen.Dataplane, generators ...*nftgen.Generator) *Syncer {
+// newSyncer returns a Syncer that programs one table per generator.
+func newSyncer(store *model.Store, dp nftgen.Dataplane, generators ...*nftgen.Generator) *Syncer {
 	s := &Syncer{store: store, generators: generators, dp: dp, families: map[nftgen.Family]*familyState{}, retry: map[types.NamespacedName]bool{}}
 	for _, g := range generators {
 		s.families[g.Family()] = &familyState{gen: g, endpoints: map[types.NamespacedName]int{}}
@@ -261,20 +260,20 @@ func (s *Syncer) report(problems []model.Problem) {
 // RuleCounts returns, per iptables table, the number of -A rules of the
 // compat view of what the last successful sync applied in family f. It is
 // computed at sync time, without listing the kernel.
-func (s *Syncer) RuleCounts(f nftgen.Family) compat.Counts {
+func (s *Syncer) RuleCounts(f nftgen.Family) nftgen.RuleCounts {
 	fs := s.families[f]
 	if fs == nil || fs.counts == nil {
-		return compat.Counts{}
+		return nftgen.RuleCounts{}
 	}
-	out := compat.Counts{}
+	out := nftgen.RuleCounts{}
 	out.Add(fs.counts)
 	return out
 }
 
 // LastRuleCounts returns, per iptables table, the rules of the fragments
 // that the last successful sync wrote in family f.
-func (s *Syncer) LastRuleCounts(f nftgen.Family) compat.Counts {
-	out := compat.Counts{}
+func (s *Syncer) LastRuleCounts(f nftgen.Family) nftgen.RuleCounts {
+	out := nftgen.RuleCounts{}
 	if fs := s.families[f]; fs != nil {
 		out.Add(fs.lastCounts)
 	}
@@ -349,9 +348,9 @@ func (s *Syncer) countEndpoints(fs *familyState, changed []types.NamespacedName)
 }
 
 // ruleCounter returns the compat rule counter of the family's generator.
-func (fs *familyState) ruleCounter() compat.Counter {
+func (fs *familyState) ruleCounter() nftgen.RuleCounter {
 	if fs.counterOf != fs.gen {
-		fs.counter, fs.counterOf = compat.NewCounter(fs.gen.Top()), fs.gen
+		fs.counter, fs.counterOf = nftgen.NewRuleCounter(fs.gen.Top()), fs.gen
 	}
 	return fs.counter
 }

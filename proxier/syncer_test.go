@@ -53,7 +53,7 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{store: model.NewStore(), fake: nftgen.NewFake()}
-	f.syncer = NewSyncer(f.store, f.fake, g)
+	f.syncer = newSyncer(f.store, f.fake, g)
 	f.syncer.OnProblem = func(p model.Problem) { f.problems = append(f.problems, p) }
 	return f
 }
@@ -71,7 +71,7 @@ func (f *fixture) sync(t *testing.T) SyncResult {
 func (f *fixture) fresh(t *testing.T) string {
 	g, _ := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4})
 	fake := nftgen.NewFake()
-	if _, err := NewSyncer(f.store, fake, g).Sync(context.Background(), false); err != nil {
+	if _, err := newSyncer(f.store, fake, g).Sync(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
 	return fake.Dump(nftgen.FamilyIPv4)
@@ -174,7 +174,7 @@ func TestRuleCountsFollowIncrementalSyncs(t *testing.T) {
 	f := newFixture(t)
 	check := func(step string) {
 		t.Helper()
-		want := compat.Counts{}
+		want := nftgen.RuleCounts{}
 		for _, tb := range compat.Build(f.fake.State(nftgen.FamilyIPv4)) {
 			if tb.Name != "mangle" {
 				want[tb.Name] = tb.RuleCount()
@@ -203,7 +203,7 @@ func TestRuleCountsFollowIncrementalSyncs(t *testing.T) {
 // that the sync after a failure rewrites the table.
 func TestFailedSyncIsCountedAndRetriedInFull(t *testing.T) {
 	f := newFixture(t)
-	p := NewProxier(f.store, f.syncer, model.Node{Name: "n"})
+	p := newProxier(f.store, f.syncer, model.Node{Name: "n"})
 	p.Metrics = metrics.New()
 	f.store.SetService(svc("a", "10.96.0.1"))
 	if _, err := p.Sync(context.Background(), false); err != nil {

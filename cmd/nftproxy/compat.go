@@ -152,16 +152,21 @@ func readSave(path string) (compat.Save, error) {
 }
 
 // renderSave prints the compat view of what --objects would program.
-func renderSave(st *setup, ipv6 bool, out io.Writer) {
+func renderSave(st *setup, ipv6 bool, out io.Writer) error {
 	want := nftgen.FamilyIPv4
 	if ipv6 {
 		want = nftgen.FamilyIPv6
 	}
-	for _, rs := range desiredRulesets(st) {
+	rulesets, err := desiredRulesets(st)
+	if err != nil {
+		return err
+	}
+	for _, rs := range rulesets {
 		if rs.Family == want {
 			fmt.Fprint(out, compat.Render(compat.Build(rs.State()), compat.Options{}))
-			return
+			return nil
 		}
 	}
 	fmt.Fprint(out, compat.Render(compat.Build(nil), compat.Options{}))
+	return nil
 }

@@ -16,10 +16,10 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 
-	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/conntrack"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
+	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/netns"
 	"github.com/nftproxy/nftproxy/proxier/objfile"
 	"github.com/nftproxy/nftproxy/proxier/source"
@@ -46,29 +46,47 @@ func runLoop(ctx context.Context, opts *options) error {
 		}
 		opts.preloaded = objs
 	}
-	p, st, done, err := newProxier(opts)
+	m := metrics.New()
+	health := healthcheck.NewProxyHealthServer(nil, 2*opts.syncPeriod, func(path string, code int) {
+		c := m.HealthzTotal
+		if path == "/livez" {
+			c = m.LivezTotal
+		}
+		c.WithLabelValues(fmt.Sprint(code)).Inc()
+	})
+	cfg := proxier.EngineConfig{
+		MinSyncPeriod: opts.minSyncPeriod, SyncPeriod: opts.syncPeriod, Health: health,
+		// Make before break: the previous kube-proxy's rules go only once
+		// nftproxy's own are in place. Until then both exist; nftproxy's
+		// base chains were added last, so they run first at the same
+		// priority, and NAT keeps the first binding a packet gets.
+		FirstSynced: func() { removeLegacyRules(opts.netns) },
+	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	if client != nil {
+		broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+		broadcaster.StartRecordingToSink(ctx.Done())
+		defer broadcaster.Shutdown()
+		cfg.Events = broadcaster.NewRecorder(scheme.Scheme, "kube-proxy")
+	}
+	engine, st, done, err := newEngine(opts, m, cfg)
 	if err != nil {
 		return err
 	}
 	defer done()
-	health := healthcheck.NewProxyHealthServer(nil, 2*opts.syncPeriod, func(path string, code int) {
-		c := p.Metrics.HealthzTotal
-		if path == "/livez" {
-			c = p.Metrics.LivezTotal
-		}
-		c.WithLabelValues(fmt.Sprint(code)).Inc()
-	})
-	for _, f := range p.Syncer.Families() {
-		p.Metrics.InitFamily(familyName(f))
+	families := engine.Proxier().Syncer.Families()
+	for _, f := range families {
+		m.InitFamily(familyName(f))
 	}
-	registerPacketCounters(p.Metrics, st.dp, p.Syncer.Families())
+	registerPacketCounters(m, st.dp, families)
 	// A health check node port answers 503 while nftproxy's own rules are
 	// stale, as kube-proxy's does.
 	st.serviceHealth.SetProxyHealthy(func() bool { return health.Health().Healthy })
 	if err := netns.Do(opts.netns, func() error { return conntrack.Apply(opts.conntrackSettings()) }); err != nil {
 		klog.ErrorS(err, "Could not apply all conntrack settings")
 	}
-	mux := metricsMux(p.Metrics, st.dp, opts.netns, opts.proxyMode, opts.effectiveConfig(), opts.profiling)
+	mux := metricsMux(m, st.dp, opts.netns, opts.proxyMode, opts.effectiveConfig(), opts.profiling)
 	// kube-proxy's metrics port answers /healthz with a plain "ok" (the
 	// generic component check); the health port has the JSON.
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -79,8 +97,6 @@ func runLoop(ctx context.Context, opts *options) error {
 	// With --bind-address-hard-fail a port that cannot be bound ends the
 	// daemon, as it ends kube-proxy.
 	serveFailed := make(chan error, 3)
-	ctx, stop := context.WithCancelCause(ctx)
-	defer stop(nil)
 	go func() {
 		select {
 		case err := <-serveFailed:
@@ -94,28 +110,6 @@ func runLoop(ctx context.Context, opts *options) error {
 		go watchConfigFile(ctx, opts.kp.configFile, configPoll, serveFailed)
 	}
 
-	cfg := proxier.EngineConfig{
-		MinSyncPeriod: opts.minSyncPeriod, SyncPeriod: opts.syncPeriod, Node: node, Health: health,
-		Generators:      func(node *v1.Node) ([]*nftgen.Generator, error) { return opts.currentGenerators(st, node) },
-		FollowAddresses: restrictsNodePorts(opts.nodePortAddresses),
-		AddressesChanged: func(gens []*nftgen.Generator) {
-			st.gens = gens
-			st.serviceHealth.SetAddresses(healthCheckAddresses(st))
-		},
-		// Make before break: the previous kube-proxy's rules go only once
-		// nftproxy's own are in place. Until then both exist; nftproxy's
-		// base chains were added last, so they run first at the same
-		// priority, and NAT keeps the first binding a packet gets.
-		FirstSynced: func() { removeLegacyRules(opts.netns) },
-	}
-	var broadcaster events.EventBroadcaster
-	if client != nil {
-		broadcaster = events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
-		broadcaster.StartRecordingToSink(ctx.Done())
-		defer broadcaster.Shutdown()
-		cfg.Events = broadcaster.NewRecorder(scheme.Scheme, "kube-proxy")
-	}
-	engine := proxier.NewEngine(p, st.dp, cfg)
 	if client != nil {
 		// As kube-proxy: an Event on the Service whose health check node
 		// port cannot be opened.

@@ -76,7 +76,11 @@ func objectsTable(opts *options, fam nftgen.Family, local []netip.Addr) (*nftgen
 	if err != nil {
 		return nil, nil, err
 	}
-	for _, rs := range desiredRulesets(setup) {
+	rulesets, err := desiredRulesets(setup)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, rs := range rulesets {
 		if rs.Family == fam {
 			return rs.State(), setup.nodeAddrs, nil
 		}

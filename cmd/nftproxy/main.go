@@ -27,6 +27,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/nftgen"
@@ -36,6 +37,7 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
 	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/netns"
+	"github.com/nftproxy/nftproxy/proxier/runner"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -183,12 +185,15 @@ func runRender(opts *options, out io.Writer) error {
 	switch opts.format {
 	case "nft":
 	case "iptables-save":
-		renderSave(st, opts.ipv6, out)
-		return nil
+		return renderSave(st, opts.ipv6, out)
 	default:
 		return usageError{fmt.Errorf("--format: %q is neither nft nor iptables-save", opts.format)}
 	}
-	for _, rs := range desiredRulesets(st) {
+	rulesets, err := desiredRulesets(st)
+	if err != nil {
+		return err
+	}
+	for _, rs := range rulesets {
 		fmt.Fprint(out, rs.Text())
 	}
 	return nil
@@ -197,14 +202,20 @@ func runRender(opts *options, out io.Writer) error {
 // desiredRulesets returns, per family, what `sync` would program for the
 // setup's objects: the same path as a live full sync (conflicts, node
 // addresses, large cluster mode), without a kernel.
-func desiredRulesets(st *setup) []*nftgen.Ruleset {
-	s := proxier.NewSyncer(st.store, nftgen.NewFake(), st.gens...)
-	s.OnProblem = proxier.LogProblem
+func desiredRulesets(st *setup) ([]*nftgen.Ruleset, error) {
+	cfg := proxier.Config{Node: st.node, Store: st.store}
+	for _, g := range st.gens {
+		cfg.Families = append(cfg.Families, g.Config())
+	}
+	engine, err := proxier.New(cfg, nftgen.NewFake())
+	if err != nil {
+		return nil, err
+	}
 	var out []*nftgen.Ruleset
 	for _, g := range st.gens {
-		out = append(out, s.DesiredRuleset(g.Family()))
+		out = append(out, engine.Proxier().Syncer.DesiredRuleset(g.Family()))
 	}
-	return out
+	return out, nil
 }
 
 // dataplane opens the netlink dataplane for --netns or the current
@@ -232,9 +243,10 @@ func runCleanup(ctx context.Context, opts *options) error {
 	return proxier.Cleanup(ctx, dp)
 }
 
-// newProxier builds everything a sync needs in the target namespace: the
-// setup, route_localnet, the dataplane, health check ports and conntrack.
-func newProxier(opts *options) (*proxier.Proxier, *setup, func(), error) {
+// newEngine builds everything a sync needs in the target namespace: the
+// setup, route_localnet, the dataplane, health check ports, conntrack and
+// the engine (with ecfg, completed with what follows the node's addresses).
+func newEngine(opts *options, m *metrics.Metrics, ecfg proxier.EngineConfig) (*proxier.Engine, *setup, func(), error) {
 	objs := opts.preloaded
 	if objs == nil {
 		var err error
@@ -259,10 +271,6 @@ func newProxier(opts *options) (*proxier.Proxier, *setup, func(), error) {
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	syncer := proxier.NewSyncer(st.store, dp, st.gens...)
-	syncer.OnProblem = proxier.LogProblem
-	p := proxier.NewProxier(st.store, syncer, st.node)
-	p.Metrics = metrics.New()
 	st.dp = dp
 	listen := func(addr string) (l net.Listener, err error) {
 		err = netns.Do(opts.netns, func() error { l, err = net.Listen("tcp", addr); return err })
@@ -270,7 +278,6 @@ func newProxier(opts *options) (*proxier.Proxier, *setup, func(), error) {
 	}
 	health := healthcheck.NewServiceServer(listen, nil)
 	health.SetAddresses(healthCheckAddresses(st))
-	p.Health = health
 	st.serviceHealth = health
 	var nsFile *os.File
 	fd := -1
@@ -281,7 +288,6 @@ func newProxier(opts *options) (*proxier.Proxier, *setup, func(), error) {
 		}
 		fd = int(nsFile.Fd())
 	}
-	p.Conntrack = conntrack.NewCleaner(fd)
 	cleanup := func() {
 		health.Close(context.Background())
 		if nsFile != nil {
@@ -289,16 +295,34 @@ func newProxier(opts *options) (*proxier.Proxier, *setup, func(), error) {
 		}
 		done()
 	}
-	return p, st, cleanup, nil
+	// The engine starts from the Node the setup was built for (the API
+	// server's or the objects file's).
+	ecfg.Node = st.nodeObj
+	ecfg.Generators = func(node *v1.Node) ([]*nftgen.Generator, error) { return opts.currentGenerators(st, node) }
+	ecfg.FollowAddresses = restrictsNodePorts(opts.nodePortAddresses)
+	ecfg.AddressesChanged = func(gens []*nftgen.Generator) {
+		st.gens = gens
+		health.SetAddresses(healthCheckAddresses(st))
+	}
+	cfg := proxier.Config{Node: st.node, Store: st.store, Health: health, Conntrack: conntrack.NewCleaner(fd), Metrics: m, Engine: ecfg}
+	for _, g := range st.gens {
+		cfg.Families = append(cfg.Families, g.Config())
+	}
+	engine, err := proxier.New(cfg, dp)
+	if err != nil {
+		cleanup()
+		return nil, nil, nil, err
+	}
+	return engine, st, cleanup, nil
 }
 
 func runSync(ctx context.Context, opts *options) error {
-	p, _, done, err := newProxier(opts)
+	engine, _, done, err := newEngine(opts, metrics.New(), proxier.EngineConfig{})
 	if err != nil {
 		return err
 	}
 	defer done()
-	res, err := p.Sync(ctx, true)
+	res, err := engine.Sync(ctx, runner.Requested)
 	if err != nil {
 		return err
 	}

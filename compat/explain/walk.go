@@ -256,16 +256,16 @@ func (w *walker) step(s *state, c *nftgen.Chain, i int, element, did, chance str
 func masqueradeReason(caller *Step, r *nftgen.Rule) string {
 	why := "marked by " + caller.Chain
 	switch {
-	case strings.HasPrefix(caller.Chain, "KUBE-SEP-"):
+	case strings.HasPrefix(caller.Chain, nftgen.PrefixEndpoint):
 		why = "hairpin: the endpoint connects to its own Service"
-	case strings.HasPrefix(caller.Chain, "KUBE-SVC-"), strings.HasPrefix(caller.Chain, "KUBE-SVL-"):
+	case strings.HasPrefix(caller.Chain, nftgen.PrefixService), strings.HasPrefix(caller.Chain, nftgen.PrefixLocal):
 		why = "masquerade-all: every packet to the cluster IP is masqueraded"
 		for _, st := range r.Stmts {
 			if a, ok := st.(nftgen.MatchAddr); ok && a.Dir == nftgen.Saddr && a.Negate {
 				why = fmt.Sprintf("the source is outside the cluster CIDR %s", a.Prefix)
 			}
 		}
-	case strings.HasPrefix(caller.Chain, "KUBE-EXT-"):
+	case strings.HasPrefix(caller.Chain, nftgen.PrefixExternal):
 		why = "an external destination (node port, external IP or load balancer IP)"
 		for _, st := range r.Stmts {
 			if f, ok := st.(nftgen.MatchFibLocal); ok && f.Dir == nftgen.Saddr {

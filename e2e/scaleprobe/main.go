@@ -34,6 +34,7 @@ import (
 	"github.com/nftproxy/nftproxy/nftgen/kernel"
 	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/model"
+	"github.com/nftproxy/nftproxy/proxier/runner"
 )
 
 // Step is the cost of one sync.
@@ -180,10 +181,8 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (
 			}
 		}()
 	}
-	g, err := nftgen.NewGenerator(nftgen.Config{
-		Family:       nftgen.FamilyIPv4,
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(e2e.ClusterCIDR)},
-	})
+	family := nftgen.Config{Family: nftgen.FamilyIPv4, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(e2e.ClusterCIDR)}}
+	g, err := nftgen.NewGenerator(family)
 	if err != nil {
 		return nil, err
 	}
@@ -197,8 +196,12 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (
 			return nil, p
 		}
 	}
-	s := proxier.NewSyncer(store, dp, g)
-	s.ChunkOps = chunk
+	// As the daemon builds its engine, with what it needs here.
+	engine, err := proxier.New(proxier.Config{Families: []nftgen.Config{family}, Store: store, ChunkOps: chunk}, dp)
+	if err != nil {
+		return nil, err
+	}
+	s := engine.Proxier().Syncer
 	ctx := context.Background()
 	rep := &Report{Services: n, Endpoints: endpoints}
 	// endpointsBefore and endpointsAfter are the family's endpoint counts
@@ -207,7 +210,7 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (
 	endpointsBefore := 0
 	sync := func(what string, endpointsAfter int) (Step, error) {
 		msgs0, bytes0 := dp.Sent()
-		res, err := s.Sync(ctx, false)
+		res, err := engine.Sync(ctx, runner.Requested)
 		msgs, bytes := dp.Sent()
 		if err != nil {
 			return Step{}, fmt.Errorf("%s at %d Services: %w", what, n, err)

@@ -10,7 +10,7 @@ package cleanup
 import (
 	"slices"
 
-	"github.com/nftproxy/nftproxy/compat"
+	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // ipvsChains are the chains only kube-proxy's IPVS mode writes (it shares
@@ -20,7 +20,7 @@ var ipvsChains = []string{"KUBE-NODE-PORT", "KUBE-LOAD-BALANCER", "KUBE-SOURCE-R
 // owned reports whether chain is one kube-proxy's iptables or IPVS mode
 // owns and cleans up itself.
 func owned(chain string) bool {
-	return (compat.IsKubeProxyChain(chain) || slices.Contains(ipvsChains, chain)) && chain != "KUBE-FIREWALL"
+	return (nftgen.IsKubeProxyChain(chain) || slices.Contains(ipvsChains, chain)) && chain != "KUBE-FIREWALL"
 }
 
 // Result counts what was removed.
