@@ -18,8 +18,8 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/conntrack"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
 	"github.com/nftproxy/nftproxy/proxier/model"
-	"github.com/nftproxy/nftproxy/proxier/runner"
 	pnetns "github.com/nftproxy/nftproxy/proxier/netns"
+	"github.com/nftproxy/nftproxy/proxier/runner"
 )
 
 // Binaries built once for all tests.
