@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 )
 
 // ToolsDir is where `make e2e-binaries` puts the test tools that take
@@ -68,7 +68,7 @@ func FindClusterBinaries(dir string) (*ClusterBinaries, error) {
 // APIServer is etcd plus kube-apiserver running inside a namespace, on its
 // loopback, with RBAC authorization and a static admin token.
 type APIServer struct {
-	NS         *netns.NS
+	NS         *testns.NS
 	Dir        string
 	URL        string
 	AdminToken string
@@ -79,7 +79,7 @@ type APIServer struct {
 
 // StartAPIServer starts etcd and kube-apiserver in ns and waits until the
 // API server is ready. They are stopped when the test ends.
-func StartAPIServer(t netns.T, ns *netns.NS, bins *ClusterBinaries) *APIServer {
+func StartAPIServer(t testns.T, ns *testns.NS, bins *ClusterBinaries) *APIServer {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "nftproxy-apiserver-")
 	if err != nil {
@@ -98,7 +98,7 @@ func StartAPIServer(t netns.T, ns *netns.NS, bins *ClusterBinaries) *APIServer {
 	return s
 }
 
-func (s *APIServer) startEtcd(t netns.T) {
+func (s *APIServer) startEtcd(t testns.T) {
 	s.etcd = s.NS.Command(s.bins.Etcd, "--name", "default", "--data-dir", filepath.Join(s.Dir, "etcd"),
 		"--listen-client-urls", "http://127.0.0.1:2379", "--advertise-client-urls", "http://127.0.0.1:2379",
 		"--listen-peer-urls", "http://127.0.0.1:2380", "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
@@ -122,7 +122,7 @@ func logFile(dir, name string) *os.File {
 }
 
 // Start starts kube-apiserver (again) and waits until it is ready.
-func (s *APIServer) Start(t netns.T) {
+func (s *APIServer) Start(t testns.T) {
 	t.Helper()
 	s.api = s.NS.Command(s.bins.APIServer,
 		"--etcd-servers", "http://127.0.0.1:2379", "--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
@@ -190,7 +190,7 @@ func (s *APIServer) Config(token string) *rest.Config {
 }
 
 // Admin returns a clientset with the admin token.
-func (s *APIServer) Admin(t netns.T) kubernetes.Interface {
+func (s *APIServer) Admin(t testns.T) kubernetes.Interface {
 	c, err := kubernetes.NewForConfig(s.Config(s.AdminToken))
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 )
 
 // daemonCluster is a topology whose node runs etcd, kube-apiserver and the
@@ -122,7 +122,7 @@ func (e testError) Error() string { return string(e) }
 func errorf(format string, args ...any) error { return testError(fmt.Sprintf(format, args...)) }
 
 func TestDaemonAgainstRealAPIServer(t *testing.T) {
-	netns.RequireRoot(t)
+	testns.RequireRoot(t)
 	c := newDaemonCluster(t)
 	ctx := context.Background()
 
@@ -303,7 +303,7 @@ func grepLines(s, sub string) string {
 // hostileThroughAPI sends the hostile corpus through the API server. What
 // validation rejects never reaches nftproxy; what it admits is skipped by
 // nftproxy with an Event, while 999 good Services carry traffic.
-func hostileThroughAPI(t *testing.T, c *daemonCluster, from *netns.NS) {
+func hostileThroughAPI(t *testing.T, c *daemonCluster, from *testns.NS) {
 	ctx := context.Background()
 	bad, _ := hostileObjects(PodIP(1))
 	rejected, admitted := 0, 0

@@ -23,7 +23,7 @@ import (
 	"time"
 
 	"github.com/nftproxy/nftproxy/e2e/benchreport"
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"golang.org/x/sys/unix"
 )
@@ -89,7 +89,7 @@ func loadBenchConfig(t *testing.T) benchConfig {
 // results.png to NFTPROXY_BENCH_OUT. It asserts that every step works and
 // every connection succeeds, never how fast.
 func TestSideBySide(t *testing.T) {
-	netns.RequireRoot(t)
+	testns.RequireRoot(t)
 	cfg := loadBenchConfig(t)
 	bin := t.TempDir()
 	probe, err := BuildBinary(bin, "github.com/nftproxy/nftproxy/e2e/scaleprobe")
@@ -129,11 +129,11 @@ type benchNet struct {
 	name                 string
 	services             int
 	addr                 string
-	client, node, server *netns.NS
+	client, node, server *testns.NS
 }
 
-func newBenchNet(t netns.T, name string) *benchNet {
-	b := &benchNet{name: name, client: netns.New(t, "nfb-c"), node: netns.New(t, "nfb-n"), server: netns.New(t, "nfb-s")}
+func newBenchNet(t testns.T, name string) *benchNet {
+	b := &benchNet{name: name, client: testns.New(t, "nfb-c"), node: testns.New(t, "nfb-n"), server: testns.New(t, "nfb-s")}
 	b.node.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 	b.node.MustRun(t, "ip", "link", "add", "c0", "type", "veth", "peer", "name", "eth0", "netns", b.client.Name)
 	b.node.MustRun(t, "ip", "link", "add", "s0", "type", "veth", "peer", "name", "eth0", "netns", b.server.Name)
@@ -154,7 +154,7 @@ func newBenchNet(t netns.T, name string) *benchNet {
 
 // serve makes the server answer on ips, port 8080: it reads five bytes
 // and writes them back.
-func (b *benchNet) serve(t netns.T, ips []string) {
+func (b *benchNet) serve(t testns.T, ips []string) {
 	for _, ip := range ips {
 		b.server.MustRun(t, "ip", "addr", "add", ip+"/32", "dev", "eth0")
 	}
@@ -247,7 +247,7 @@ type loadResult struct {
 }
 
 // loadText runs name with args in ns, stdin from file, within timeout.
-func loadText(ns *netns.NS, timeout time.Duration, file, name string, args ...string) (loadResult, error) {
+func loadText(ns *testns.NS, timeout time.Duration, file, name string, args ...string) (loadResult, error) {
 	in, err := os.Open(file)
 	if err != nil {
 		return loadResult{}, err
@@ -371,9 +371,9 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 			continue
 		}
 		var b *benchNet
-		var ns *netns.NS
+		var ns *testns.NS
 		if l.name == benchreport.NftFile {
-			ns = netns.New(t.T, "nfb-f") // control plane only, removed with the subtest
+			ns = testns.New(t.T, "nfb-f") // control plane only, removed with the subtest
 		} else {
 			b = newBenchNet(t, l.name)
 			ns = b.node

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 )
 
 // TestStartupRemovesLegacyKubeProxyRules loads a real kube-proxy iptables
@@ -88,7 +88,7 @@ func TestCleanupRemovesKubeProxysRulesToo(t *testing.T) {
 // loadKubeProxyRules loads a real kube-proxy iptables ruleset (captured
 // from kube-proxy v1.37.2, with foreign chains beside it) into both
 // iptables backends of ns.
-func loadKubeProxyRules(t *testing.T, ns *netns.NS) {
+func loadKubeProxyRules(t *testing.T, ns *testns.NS) {
 	t.Helper()
 	save, err := os.ReadFile("testdata/kube-proxy-legacy.save")
 	if err != nil {

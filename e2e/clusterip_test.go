@@ -14,7 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 )
 
 const timeout = 3 * time.Second
@@ -91,7 +91,7 @@ func TestClusterIPSourceAddresses(t *testing.T) {
 
 	cases := []struct {
 		name       string
-		from       *netns.NS
+		from       *testns.NS
 		wantSource string
 	}{
 		// Hairpin: a pod that reaches itself through its Service sees the node.

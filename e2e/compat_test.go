@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 )
 
 // httpGet fetches url from inside ns and fails the test unless it
 // answers 200.
-func httpGet(t *testing.T, ns *netns.NS, url string) string {
+func httpGet(t *testing.T, ns *testns.NS, url string) string {
 	t.Helper()
 	code, body, err := httpGetStatus(ns, url)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 )
 
 // diffSeeds is how many generated cluster states TestDifferentialAgainstKubeProxy
@@ -32,7 +32,7 @@ var regressionSeeds = []uint64{}
 // live sync read back) shows zero differences from kube-proxy's
 // iptables-legacy-save under `nftproxy diff`.
 func TestDifferentialAgainstKubeProxy(t *testing.T) {
-	netns.RequireRoot(t)
+	testns.RequireRoot(t)
 	oracle, pathDir := findOracle(t)
 	seeds := append([]uint64(nil), regressionSeeds...)
 	for s := range uint64(*diffSeeds) {
@@ -46,7 +46,7 @@ func TestDifferentialAgainstKubeProxy(t *testing.T) {
 			objects := writeObjects(t, dir, rc.objects...)
 
 			legacyNS := nodeNamespace(t, "nfp-df")
-			var nftNS *netns.NS
+			var nftNS *testns.NS
 			if seed%liveEvery == 0 {
 				nftNS = nodeNamespace(t, "nfp-dl")
 				if out, err := exec.Command(nftproxyBinary, append([]string{"sync", "--netns", nftNS.Path(), "--objects", objects, "--hostname-override", LocalNode}, rc.nftproxyFlags()...)...).CombinedOutput(); err != nil {

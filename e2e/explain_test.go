@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/nftproxy/nftproxy/compat/explain"
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier"
 )
@@ -326,7 +326,7 @@ func TestExplainCLIAndHTTPFollowTheKernel(t *testing.T) {
 // sendSCTPInit sends one SCTP INIT chunk from ns to dst through a raw
 // socket (this kernel has no SCTP sockets, but conntrack and NAT know the
 // protocol): the first packet of an SCTP association, for the trace.
-func sendSCTPInit(ns *netns.NS, dst netip.AddrPort) error {
+func sendSCTPInit(ns *testns.NS, dst netip.AddrPort) error {
 	pkt := make([]byte, 32)
 	binary.BigEndian.PutUint16(pkt[0:], 40000)      // source port
 	binary.BigEndian.PutUint16(pkt[2:], dst.Port()) // destination port

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 )
 
 // startNftproxy starts the nftproxy daemon with args and kills it when the
@@ -39,7 +39,7 @@ func startNftproxy(t *testing.T, logPath string, args ...string) *exec.Cmd {
 
 // loadForeignTable loads a table that another tool owns into ns and
 // returns its listing, to compare with later.
-func loadForeignTable(t *testing.T, ns *netns.NS, family, name, text string) string {
+func loadForeignTable(t *testing.T, ns *testns.NS, family, name, text string) string {
 	t.Helper()
 	f := filepath.Join(t.TempDir(), name+".nft")
 	if err := os.WriteFile(f, []byte(text), 0o644); err != nil {
@@ -51,7 +51,7 @@ func loadForeignTable(t *testing.T, ns *netns.NS, family, name, text string) str
 
 // httpGetStatus fetches url from inside ns and returns the status code and
 // body.
-func httpGetStatus(ns *netns.NS, url string) (int, string, error) {
+func httpGetStatus(ns *testns.NS, url string) (int, string, error) {
 	addr := strings.TrimPrefix(url, "http://")
 	addr = addr[:strings.Index(addr, "/")]
 	conn, err := DialTCP(ns, addr, 2*time.Second)

@@ -14,7 +14,7 @@ import (
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 )
 
 // legacyScenario is one input for the comparison with kube-proxy.
@@ -92,8 +92,8 @@ func findOracle(t *testing.T) (oracle, pathDir string) {
 }
 
 // nodeNamespace is a namespace with the node's addresses on lo.
-func nodeNamespace(t *testing.T, prefix string) *netns.NS {
-	ns := netns.New(t, prefix)
+func nodeNamespace(t *testing.T, prefix string) *testns.NS {
+	ns := testns.New(t, prefix)
 	ns.MustRun(t, "ip", "addr", "add", "192.0.2.1/32", "dev", "lo")
 	ns.MustRun(t, "ip", "-6", "addr", "add", "2001:db8:9::1/128", "dev", "lo", "nodad")
 	return ns
@@ -193,7 +193,7 @@ func legacyScenarios() []legacyScenario {
 // difference between kube-proxy's iptables-legacy-save and the compat view
 // read back from nftproxy's kernel table.
 func TestCompatMatchesKubeProxyIptablesMode(t *testing.T) {
-	netns.RequireRoot(t)
+	testns.RequireRoot(t)
 	oracle, pathDir := findOracle(t)
 	for _, sc := range legacyScenarios() {
 		t.Run(sc.name, func(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 	"github.com/nftproxy/nftproxy/nftgen"
 )
 
@@ -26,7 +26,7 @@ const (
 // ct_state_invalid_dropped_pkts and localhost_nps_accepted_pkts), so that
 // kube-proxy's rules, or nftproxy's compat view of its own table, load
 // into iptables as they would on a node where kube-proxy runs.
-func createNfacctCounters(ns *netns.NS) error {
+func createNfacctCounters(ns *testns.NS) error {
 	f, err := os.Open(ns.Path())
 	if err != nil {
 		return err

@@ -14,7 +14,7 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 	"github.com/nftproxy/nftproxy/nftgen"
 )
 
@@ -44,7 +44,7 @@ type tracer struct {
 
 // listenTrace joins the trace group in ns. The socket is made inside ns,
 // so it receives that namespace's events only.
-func listenTrace(t *testing.T, ns *netns.NS) *tracer {
+func listenTrace(t *testing.T, ns *testns.NS) *tracer {
 	t.Helper()
 	var conn *netlink.Conn
 	if err := ns.Do(func() (err error) { conn, err = netlink.Dial(unix.NETLINK_NETFILTER, nil); return err }); err != nil {
@@ -190,7 +190,7 @@ const traceTable = "nfp-trace"
 // bit on new connections from src to dst:port (family "ip" or "ip6"),
 // before nftproxy's chains (priority -150, after conntrack) on the
 // prerouting and output hooks. It replaces the previous flow's table.
-func traceFlow(t *testing.T, ns *netns.NS, family, proto, src, dst string, port uint16) {
+func traceFlow(t *testing.T, ns *testns.NS, family, proto, src, dst string, port uint16) {
 	t.Helper()
 	match := fmt.Sprintf("%s saddr %s %s daddr %s meta l4proto %s th dport %d ct state new meta nftrace set 1", family, src, family, dst, proto, port)
 	text := fmt.Sprintf(`table inet nfp-trace {}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 )
 
 // TestPacketMetricsCountRealPackets: kube-proxy's two packet metrics, which
@@ -92,7 +92,7 @@ const (
 
 // sendTCPFlags sends, from ns, one TCP segment with these flags to dst
 // over a raw socket (the kernel adds the IP header).
-func sendTCPFlags(ns *netns.NS, dst netip.AddrPort, flags byte) error {
+func sendTCPFlags(ns *testns.NS, dst netip.AddrPort, flags byte) error {
 	return ns.Do(func() error {
 		fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_RAW, syscall.IPPROTO_TCP)
 		if err != nil {

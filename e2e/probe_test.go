@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 )
 
 // Outcome kinds of a probe.
@@ -31,7 +31,7 @@ const dropTimeout = 700 * time.Millisecond
 // address.
 type vantage struct {
 	name string
-	ns   *netns.NS
+	ns   *testns.NS
 	src  string
 }
 

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 )
 
 // Addresses of the topology. Every link is dual-stack.
@@ -48,18 +48,18 @@ const (
 
 // Topology is a node, its pods and an external host.
 type Topology struct {
-	Node     *netns.NS
-	External *netns.NS
+	Node     *testns.NS
+	External *testns.NS
 	Pods     map[string]*Pod
 	echo     string
-	t        netns.T
+	t        testns.T
 	nextVeth int
 }
 
 // Pod is a pod namespace running the echo server.
 type Pod struct {
 	Name string
-	NS   *netns.NS
+	NS   *testns.NS
 	IP   netip.Addr
 	IP6  netip.Addr
 }
@@ -67,14 +67,14 @@ type Pod struct {
 // NewTopology creates the node and the external host. echoBinary is the
 // path of the built echo server.
 // A test that is not root is skipped.
-func NewTopology(t netns.T, echoBinary string) *Topology {
+func NewTopology(t testns.T, echoBinary string) *Topology {
 	t.Helper()
 	if tb, ok := t.(testing.TB); ok {
-		netns.RequireRoot(tb)
+		testns.RequireRoot(tb)
 	}
 	tp := &Topology{t: t, echo: echoBinary, Pods: map[string]*Pod{}}
-	tp.Node = netns.New(t, "nfp-node")
-	tp.External = netns.New(t, "nfp-ext")
+	tp.Node = testns.New(t, "nfp-node")
+	tp.External = testns.New(t, "nfp-ext")
 	tp.Node.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_forward=1")
 	// The external host's packets to a cluster IP without endpoints are
 	// routed back out the interface they came in on. The kernel then sends
@@ -106,7 +106,7 @@ func NewTopology(t netns.T, echoBinary string) *Topology {
 }
 
 // link creates a veth pair: nodeSide in the node, eth0 in other.
-func (tp *Topology) link(other *netns.NS, nodeSide string) {
+func (tp *Topology) link(other *testns.NS, nodeSide string) {
 	tp.Node.MustRun(tp.t, "ip", "link", "add", nodeSide, "type", "veth", "peer", "name", "eth0", "netns", other.Name)
 }
 
@@ -115,7 +115,7 @@ func (tp *Topology) link(other *netns.NS, nodeSide string) {
 func (tp *Topology) AddPod(name, ip string, tcpPorts, udpPorts []int, echoFlags ...string) *Pod {
 	t := tp.t
 	t.Helper()
-	p := &Pod{Name: name, NS: netns.New(t, "nfp-pod"), IP: netip.MustParseAddr(ip)}
+	p := &Pod{Name: name, NS: testns.New(t, "nfp-pod"), IP: netip.MustParseAddr(ip)}
 	tp.nextVeth++
 	veth := fmt.Sprintf("vp%d", tp.nextVeth)
 	tp.link(p.NS, veth)
@@ -195,13 +195,13 @@ func parseReply(line string) (Reply, error) {
 }
 
 // DialTCP opens a TCP connection from inside ns.
-func DialTCP(ns *netns.NS, addr string, timeout time.Duration) (net.Conn, error) {
+func DialTCP(ns *testns.NS, addr string, timeout time.Duration) (net.Conn, error) {
 	return DialTCPFrom(ns, "", addr, timeout)
 }
 
 // DialTCPFrom opens a TCP connection from inside ns with source address
 // src (any when empty).
-func DialTCPFrom(ns *netns.NS, src, addr string, timeout time.Duration) (net.Conn, error) {
+func DialTCPFrom(ns *testns.NS, src, addr string, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout}
 	if src != "" {
 		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(src)}
@@ -229,7 +229,7 @@ func Exchange(c net.Conn, msg string, timeout time.Duration) (Reply, error) {
 }
 
 // TCPRequest connects from ns to addr, exchanges one line and closes.
-func TCPRequest(ns *netns.NS, addr string, timeout time.Duration) (Reply, error) {
+func TCPRequest(ns *testns.NS, addr string, timeout time.Duration) (Reply, error) {
 	c, err := DialTCP(ns, addr, timeout)
 	if err != nil {
 		return Reply{}, err
@@ -241,7 +241,7 @@ func TCPRequest(ns *netns.NS, addr string, timeout time.Duration) (Reply, error)
 // UDPRequest sends one datagram from a new socket in ns to addr and reads
 // the reply. Each call uses a new source port, so it is a new conntrack
 // entry and a new endpoint choice.
-func UDPRequest(ns *netns.NS, addr string, timeout time.Duration) (Reply, error) {
+func UDPRequest(ns *testns.NS, addr string, timeout time.Duration) (Reply, error) {
 	var c net.Conn
 	if err := ns.Do(func() error {
 		var err error
