@@ -78,21 +78,6 @@ func (c *daemonCluster) startDaemon(t *testing.T, extra ...string) {
 	t.Cleanup(func() { _ = c.daemon.Process.Kill(); _ = c.daemon.Wait() })
 }
 
-// eventually retries f until it returns nil, for up to limit.
-func eventually(t *testing.T, what string, limit time.Duration, f func() error) time.Duration {
-	t.Helper()
-	start := time.Now()
-	var err error
-	for time.Since(start) < limit {
-		if err = f(); err == nil {
-			return time.Since(start)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %v: %v", what, limit, err)
-	return 0
-}
-
 func servedBy(ns func() (Reply, error), want ...string) func() error {
 	return func() error {
 		seen := map[string]bool{}

@@ -65,15 +65,11 @@ func TestMetricsPortBusyAtStart(t *testing.T) {
 	startNftproxy(t, filepath.Join(dir, "soft.log"), args...)
 	time.Sleep(time.Second)
 	release()
-	deadline := time.Now().Add(8 * time.Second)
-	for {
+	eventually(t, "metrics served after the port was freed", 8*time.Second, func() error {
 		code, _, err := httpGetStatus(ns, "http://127.0.0.1:10249/metrics")
-		if err == nil && code == 200 {
-			break
+		if err == nil && code != 200 {
+			err = errorf("status %d", code)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics not served within 8 s of the port being freed (%d, %v)", code, err)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return err
+	})
 }

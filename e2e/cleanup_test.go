@@ -27,16 +27,12 @@ func TestStartupRemovesLegacyKubeProxyRules(t *testing.T) {
 
 	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.50", httpPort))
 	startNftproxy(t, "", "--objects", objects, "--netns", ns.Path(), "--metrics-bind-address", "0", "--healthz-bind-address", "0")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if out, _ := ns.Run("nft", "list", "table", "ip", "nftproxy"); strings.Contains(out, "10.96.0.50") {
-			break
+	eventually(t, "nftproxy programs its table", 10*time.Second, func() error {
+		if out, _ := ns.Run("nft", "list", "table", "ip", "nftproxy"); !strings.Contains(out, "10.96.0.50") {
+			return errorf("no 10.96.0.50 in the table")
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("nftproxy did not program its table")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return nil
+	})
 
 	for _, saveCmd := range []string{"iptables-legacy-save", "iptables-nft-save"} {
 		after := ns.MustRun(t, saveCmd)

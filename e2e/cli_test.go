@@ -3,9 +3,11 @@
 package e2e
 
 import (
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -133,40 +135,26 @@ func TestRunLoopFollowsFileAndRepairsDrift(t *testing.T) {
 		}
 	})
 
-	waitFor := func(what string, limit time.Duration, ok func() bool) time.Duration {
-		t.Helper()
-		start := time.Now()
-		for time.Since(start) < limit {
-			if ok() {
-				return time.Since(start)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		t.Fatalf("%s: not within %v", what, limit)
-		return 0
-	}
-	answeredBy := func(names ...string) func() bool {
-		return func() bool {
+	answeredBy := func(names ...string) func() error {
+		return func() error {
 			seen := map[string]bool{}
 			for i := 0; i < 10*len(names); i++ {
 				r, err := TCPRequest(tp.External, "10.96.0.31:80", 500*time.Millisecond)
 				if err != nil {
-					return false
+					return err
 				}
 				seen[r.Server] = true
 			}
-			for _, n := range names {
-				if !seen[n] {
-					return false
-				}
+			if got := slices.Sorted(maps.Keys(seen)); !slices.Equal(got, names) {
+				return errorf("answered by %v, want %v", got, names)
 			}
-			return len(seen) == len(names)
+			return nil
 		}
 	}
-	waitFor("initial sync", 5*time.Second, answeredBy("ep1"))
+	eventually(t, "initial sync", 5*time.Second, answeredBy("ep1"))
 
 	writeObjects(t, dir, svc, Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1), PodIP(2)))
-	d := waitFor("file change applied", 5*time.Second, answeredBy("ep1", "ep2"))
+	d := eventually(t, "file change applied", 5*time.Second, answeredBy("ep1", "ep2"))
 	t.Logf("file change applied after %v", d)
 
 	tp.Node.MustRun(t, "nft", "delete", "element", "ip", "nftproxy", "service-ips", "{ 10.96.0.31 . tcp . 80 }")
@@ -174,7 +162,7 @@ func TestRunLoopFollowsFileAndRepairsDrift(t *testing.T) {
 		// The resync may already have run; that is fine, but say so.
 		t.Log("service answered right after tampering (resync was quicker)")
 	}
-	d = waitFor("drift repaired", 5*time.Second, answeredBy("ep1", "ep2"))
+	d = eventually(t, "drift repaired", 5*time.Second, answeredBy("ep1", "ep2"))
 	t.Logf("deleted map element repaired after %v", d)
 
 	// Periodic syncs (every second here) only rewrite the table once it is
@@ -211,8 +199,8 @@ func TestRunLoopFollowsFileAndRepairsDrift(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("exit after SIGTERM: %v", err)
 	}
-	if !answeredBy("ep1", "ep2")() {
-		t.Error("rules did not stay in place after SIGTERM")
+	if err := answeredBy("ep1", "ep2")(); err != nil {
+		t.Errorf("rules did not stay in place after SIGTERM: %v", err)
 	}
 }
 
@@ -231,16 +219,10 @@ func TestCLILocalPolicyHealthCheckAndLocalhostNodePort(t *testing.T) {
 	objects := writeObjects(t, t.TempDir(), node, svc, slice)
 	startNftproxy(t, "", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR, "--hostname-override", LocalNode)
 
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		if _, err := TCPRequest(tp.External, NodeIP+":30090", 300*time.Millisecond); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("NodePort not served within 5 s")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually(t, "NodePort served", 5*time.Second, func() error {
+		_, err := TCPRequest(tp.External, NodeIP+":30090", 300*time.Millisecond)
+		return err
+	})
 	for i := 0; i < 10; i++ {
 		r, err := TCPRequest(tp.External, NodeIP+":30090", timeout)
 		if err != nil || r.Server != "a1" || r.Source.Addr().String() != ExternalIP {

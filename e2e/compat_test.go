@@ -68,22 +68,19 @@ func TestRulesMetricAndHTTPCompatView(t *testing.T) {
 
 	metricRe := regexp.MustCompile(`(?m)^kubeproxy_sync_proxy_rules_iptables_total\{ip_family="IPv4",table="(nat|filter)"\} (\d+)$`)
 	var metrics string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if c, err := DialTCP(ns, "127.0.0.1:10249", time.Second); err == nil {
-			c.Close()
-			metrics = httpGet(t, ns, "http://127.0.0.1:10249/metrics")
-			// The series exist at 0 from the start, as kube-proxy's do;
-			// the first sync sets them (both tables have rules here).
-			if m := metricRe.FindAllStringSubmatch(metrics, -1); len(m) == 2 && m[0][2] != "0" && m[1][2] != "0" {
-				break
-			}
+	eventually(t, "rules metric set by a sync", 10*time.Second, func() error {
+		code, body, err := httpGetStatus(ns, "http://127.0.0.1:10249/metrics")
+		if err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no rules metric set by a sync within 10 s:\n%s", metrics)
+		metrics = body
+		// The series exist at 0 from the start, as kube-proxy's do; the
+		// first sync sets them (both tables have rules here).
+		if m := metricRe.FindAllStringSubmatch(metrics, -1); code != 200 || len(m) != 2 || m[0][2] == "0" || m[1][2] == "0" {
+			return errorf("status %d:\n%s", code, grepLines(metrics, "rules_iptables_total"))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return nil
+	})
 	for _, m := range metricRe.FindAllStringSubmatch(metrics, -1) {
 		out, err := exec.Command(nftproxyBinary, "save", "-t", m[1], "--netns", ns.Path()).Output()
 		if err != nil {

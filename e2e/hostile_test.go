@@ -85,16 +85,12 @@ func TestHostileObjectsFromFile(t *testing.T) {
 	logPath := filepath.Join(dir, "nftproxy.log")
 	startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
 		"--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := TCPRequest(tp.External, "10.98.3.249:80", 300*time.Millisecond); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logPath)
-			t.Fatalf("good Services not programmed within 60 s:\n%s", log)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if _, err := poll(60*time.Second, func() error {
+		_, err := TCPRequest(tp.External, "10.98.3.249:80", 300*time.Millisecond)
+		return err
+	}); err != nil {
+		log, _ := os.ReadFile(logPath)
+		t.Fatalf("good Services not programmed within 60 s: %v\n%s", err, log)
 	}
 	failed := 0
 	for i := 0; i < 999; i++ {

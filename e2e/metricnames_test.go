@@ -157,18 +157,14 @@ func TestMetricNamesMatchKubeProxy(t *testing.T) {
 	startNftproxy(t, filepath.Join(dir, "nftproxy.log"), "--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode,
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0")
 	var body string
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	eventually(t, "metrics served", 10*time.Second, func() error {
 		code, b, err := httpGetStatus(ns, "http://127.0.0.1:10249/metrics")
-		if err == nil && code == 200 && strings.Contains(b, "kubeproxy_sync_proxy_rules_last_timestamp_seconds{") {
-			body = b
-			break
+		if err == nil && (code != 200 || !strings.Contains(b, "kubeproxy_sync_proxy_rules_last_timestamp_seconds{")) {
+			err = errorf("status %d, no last sync timestamp", code)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no metrics after 10 s (%d, %v)", code, err)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		body = b
+		return err
+	})
 	if code, b, err := httpGetStatus(ns, "http://127.0.0.1:10249/healthz"); err != nil || code != 200 || b != "ok" {
 		t.Errorf("metrics port /healthz = %d %q %v, want 200 \"ok\" as kube-proxy's", code, b, err)
 	}

@@ -26,13 +26,12 @@ func TestNodePortAddressesFollowTheInterfaces(t *testing.T) {
 	}
 	waitFor := func(what string, ok func(string) bool) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for !ok(table()) {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s within 10 s:\n%s", what, table())
+		eventually(t, what, 10*time.Second, func() error {
+			if tb := table(); !ok(tb) {
+				return errorf("table:\n%s", tb)
 			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			return nil
+		})
 	}
 	waitFor("node ports on 192.0.2.1", func(s string) bool { return strings.Contains(s, "192.0.2.1") })
 	if strings.Contains(table(), "192.0.2.77") {

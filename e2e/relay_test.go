@@ -127,7 +127,7 @@ func TestExpiredWatchRelistsWithoutDroppingRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	request := func() (Reply, error) { return TCPRequest(client.NS, "10.96.0.88:80", time.Second) }
-	if err := waitFor(30*time.Second, servedBy(request, "ep1")); err != nil {
+	if _, err := poll(30*time.Second, servedBy(request, "ep1")); err != nil {
 		log, _ := os.ReadFile(filepath.Join(c.api.Dir, "relay.log"))
 		t.Fatalf("not programmed through the relay: %v\n%s", err, log)
 	}
@@ -162,15 +162,4 @@ func TestExpiredWatchRelistsWithoutDroppingRules(t *testing.T) {
 	}
 	d := eventually(t, "change after the expiries", 10*time.Second, servedBy(request, "ep1", "ep2"))
 	t.Logf("%d watches expired with 410 Gone; no request failed; a later change applied after %v", relay.expired.Load(), d)
-}
-
-func waitFor(limit time.Duration, f func() error) error {
-	start := time.Now()
-	for {
-		err := f()
-		if err == nil || time.Since(start) > limit {
-			return err
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }

@@ -45,15 +45,10 @@ func TestRestartsDoNotDisruptTraffic(t *testing.T) {
 	}
 	cmd := start(nftproxyBinary)
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if _, err := TCPRequest(client.NS, "10.96.0.70:80", 300*time.Millisecond); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("service not programmed")
-		}
-	}
+	eventually(t, "service programmed", 10*time.Second, func() error {
+		_, err := TCPRequest(client.NS, "10.96.0.70:80", 300*time.Millisecond)
+		return err
+	})
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup

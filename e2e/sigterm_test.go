@@ -27,7 +27,7 @@ func TestSIGTERMDuringALongFirstSync(t *testing.T) {
 	logPath := filepath.Join(dir, "nftproxy.log")
 	args := []string{"--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0", "--v=2"}
 	daemon := startNftproxy(t, logPath, args...)
-	if err := waitFor(60*time.Second, func() error {
+	if _, err := poll(60*time.Second, func() error {
 		if log, _ := os.ReadFile(logPath); !strings.Contains(string(log), "Programming a new table in chunks") {
 			return os.ErrNotExist
 		}
@@ -60,7 +60,7 @@ func TestSIGTERMDuringALongFirstSync(t *testing.T) {
 	}
 
 	startNftproxy(t, filepath.Join(dir, "nftproxy-2.log"), args...)
-	if err := waitFor(90*time.Second, func() error {
+	if _, err := poll(90*time.Second, func() error {
 		if out, _ := ns.Run("nft", "list", "chain", "ip", "nftproxy", "nat-prerouting"); !strings.Contains(out, "KUBE-SERVICES") {
 			return os.ErrNotExist
 		}

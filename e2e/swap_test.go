@@ -130,7 +130,7 @@ func TestSwapResyncAndRestartLoseNoConnection(t *testing.T) {
 	}
 	tp.Node.MustRun(t, "nft", "flush", "chain", "ip", "nftproxy", flushed)
 	start = time.Now()
-	if err := waitFor(10*time.Second, func() error {
+	if _, err := poll(10*time.Second, func() error {
 		if out, _ := tp.Node.Run("nft", "list", "chain", "ip", "nftproxy", flushed); !strings.Contains(out, "goto KUBE-SEP-") {
 			return fmt.Errorf("chain %s still empty", flushed)
 		}
@@ -147,7 +147,7 @@ func TestSwapResyncAndRestartLoseNoConnection(t *testing.T) {
 	startNftproxy(t, filepath.Join(dir, "nftproxy-2.log"), "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
 		"--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "127.0.0.1:10299")
 	start = time.Now()
-	if err := waitFor(30*time.Second, func() error {
+	if _, err := poll(30*time.Second, func() error {
 		if code, body, err := httpGetStatus(tp.Node, "http://127.0.0.1:10299/healthz"); err != nil || code != 200 {
 			return fmt.Errorf("healthz: %d %s %v", code, body, err)
 		}

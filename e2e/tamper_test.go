@@ -30,13 +30,12 @@ func TestTamperingIsRepairedWithinASecond(t *testing.T) {
 		"--iptables-sync-period", "1m", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0")
 
 	list := func() string { out, _ := tp.Node.Run("nft", "list", "table", "ip", "nftproxy"); return out }
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(list(), "10.96.0.60") {
-		if time.Now().After(deadline) {
-			t.Fatal("nftproxy did not program its table")
+	eventually(t, "nftproxy programs its table", 10*time.Second, func() error {
+		if !strings.Contains(list(), "10.96.0.60") {
+			return errorf("no 10.96.0.60 in the table")
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	time.Sleep(300 * time.Millisecond)
 	baseline := list()
 

@@ -75,7 +75,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.format, "format", o.format, "render: output format, nft or iptables-save (the compat view kube-proxy's iptables mode would write).")
 	fs.BoolVarP(&o.ipv6, "ipv6", "6", o.ipv6, "render --format iptables-save: the IPv6 view.")
 	fs.BoolVar(&o.cleanup, "cleanup", o.cleanup, "If true cleanup nftproxy's tables and exit.")
-	fs.DurationVar(&o.syncPeriod, "iptables-sync-period", o.syncPeriod, "The maximum interval between full rule syncs, which repair any drift (e.g. '5s', '1m').")
+	fs.DurationVar(&o.syncPeriod, "iptables-sync-period", o.syncPeriod, "The maximum interval between rule syncs. A periodic sync rewrites the whole table when the maps differ from the last sync or the last full sync is an hour old (e.g. '5s', '1m').")
 	fs.DurationVar(&o.minSyncPeriod, "iptables-min-sync-period", o.minSyncPeriod, "The minimum period between rule syncs (e.g. '5s', '1m').")
 	fs.StringSliceVar(&o.nodePortAddresses, "nodeport-addresses", o.nodePortAddresses, "A list of CIDR ranges that contain valid node IPs, or 'primary'. NodePorts are served only on local addresses in them. Empty means all local addresses.")
 	fs.BoolVar(&o.localhostNodePorts, "iptables-localhost-nodeports", o.localhostNodePorts, "If false, NodePorts are not served on 127.0.0.0/8 (IPv4); if true, route_localnet is enabled to serve them.")
