@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nftproxy/nftproxy/e2e/netns"
+	"github.com/nftproxy/nftproxy/e2e/testns"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 	"github.com/nftproxy/nftproxy/proxier/model"
@@ -22,7 +22,7 @@ import (
 // sync, an incremental update and a deletion, and checks what `nft list`
 // shows after each.
 func TestNetlinkApply(t *testing.T) {
-	netns.RequireRoot(t)
+	testns.RequireRoot(t)
 	ns, dp := kernelNetlink(t, "nfp-nl")
 	ctx := context.Background()
 	g := testGenerator("10.244.0.0/16")
@@ -128,7 +128,7 @@ func TestNetlinkApply(t *testing.T) {
 // namespaces: both must be accepted, and a second full sync over the first
 // must be too.
 func TestKernelAcceptsEveryFeature(t *testing.T) {
-	netns.RequireRoot(t)
+	testns.RequireRoot(t)
 	ctx := context.Background()
 	rs := featureGenerator(t).Ruleset(nftgentest.FeaturePorts())
 
@@ -165,7 +165,7 @@ func TestKernelAcceptsEveryFeature(t *testing.T) {
 		}
 	}
 
-	other := netns.New(t, "nfp-nft")
+	other := testns.New(t, "nfp-nft")
 	file := t.TempDir() + "/rules.nft"
 	if err := os.WriteFile(file, []byte(rs.Text()), 0o644); err != nil {
 		t.Fatal(err)
@@ -178,7 +178,7 @@ func TestKernelAcceptsEveryFeature(t *testing.T) {
 // TestReadBackEqualsApplied applies the all-features ruleset and reads the
 // table back: the decoded state must equal the desired one.
 func TestReadBackEqualsApplied(t *testing.T) {
-	netns.RequireRoot(t)
+	testns.RequireRoot(t)
 	ctx := context.Background()
 	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
 		g := featureGenerator(t)
@@ -260,7 +260,7 @@ func TestReadBackEqualsApplied(t *testing.T) {
 // and reconciles it: the table read back must equal the desired one, and a
 // second reconcile must find nothing to do.
 func TestReconcileRepairsTheKernelTable(t *testing.T) {
-	netns.RequireRoot(t)
+	testns.RequireRoot(t)
 	ctx := context.Background()
 	g := testGenerator("10.244.0.0/16")
 	ports := nftgentest.ManyPorts(20)
@@ -303,7 +303,7 @@ func TestReconcileRepairsTheKernelTable(t *testing.T) {
 // operation the kernel rejects: the earlier operations of the same batch
 // must not take effect either.
 func TestRejectedTransactionChangesNothing(t *testing.T) {
-	netns.RequireRoot(t)
+	testns.RequireRoot(t)
 	ctx := context.Background()
 	ns, dp := kernelNetlink(t, "nfp-atomic")
 	g := testGenerator("10.244.0.0/16")
@@ -331,7 +331,7 @@ func TestRejectedTransactionChangesNothing(t *testing.T) {
 // watching: a chain of nftproxy's flushed by another process afterwards is
 // still reported.
 func TestWatchSurvivesLostNotifications(t *testing.T) {
-	netns.RequireRoot(t)
+	testns.RequireRoot(t)
 	ns, dp := kernelNetlink(t, "nfp-mon")
 	dp.monitorReadBuffer = 4096
 	ctx, cancel := context.WithCancel(context.Background())
@@ -392,7 +392,7 @@ func nextChange(t *testing.T, changes <-chan nftgen.Change) func(what string) nf
 // another process inside that window is not seen as such, but the
 // generation id tells, and Watch reports it as Missed.
 func TestOwnCommitsAreQuietAndUnseenCommitsReported(t *testing.T) {
-	netns.RequireRoot(t)
+	testns.RequireRoot(t)
 	ns, dp := kernelNetlink(t, "nfp-quiet")
 	dp.monitorReadBuffer = 4096 // a single notification of 300 Services' objects would overflow it
 	ctx, cancel := context.WithCancel(context.Background())
@@ -428,7 +428,7 @@ func TestOwnCommitsAreQuietAndUnseenCommitsReported(t *testing.T) {
 // added and nothing jumps to is still read (the table's use count tells
 // that something is missing), and so is one that a foreign rule jumps to.
 func TestReadFindsChainsNothingJumpsTo(t *testing.T) {
-	netns.RequireRoot(t)
+	testns.RequireRoot(t)
 	ns, dp := kernelNetlink(t, "nfp-read")
 	ctx := context.Background()
 	a := nftgentest.Port("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080")
@@ -467,9 +467,9 @@ func TestReadFindsChainsNothingJumpsTo(t *testing.T) {
 
 // kernelNetlink returns a throwaway network namespace and a Netlink that
 // programs it, both closed when the test ends.
-func kernelNetlink(t *testing.T, prefix string) (*netns.NS, *Netlink) {
+func kernelNetlink(t *testing.T, prefix string) (*testns.NS, *Netlink) {
 	t.Helper()
-	ns := netns.New(t, prefix)
+	ns := testns.New(t, prefix)
 	dp, f, err := NewNetlinkInNamespace(ns.Path())
 	if err != nil {
 		t.Fatal(err)
