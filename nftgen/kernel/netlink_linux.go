@@ -218,7 +218,10 @@ func (n *Netlink) prepare(tx *nftgen.Transaction) (*prepared, error) {
 	// and end of their own); the rules the writer encodes itself go in
 	// between, in order. One begin and end wrap the whole.
 	p.batch = append(p.batch, batchMessage(unix.NFNL_MSG_BATCH_BEGIN))
-	c, err := nftables.New(nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
+	// Lasting: the batch writer flushes the library's messages often, and
+	// each flush of a passing connection would dial (and seed a random
+	// source) anew.
+	c, err := nftables.New(nftables.AsLasting(), nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
 		for _, m := range reqs { // also called with none, to receive
 			if !isBatchBoundary(m) {
 				p.batch = append(p.batch, m)
@@ -229,6 +232,7 @@ func (n *Netlink) prepare(tx *nftgen.Transaction) (*prepared, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open encoding connection: %w", err)
 	}
+	defer c.CloseLasting()
 	if p.commit, err = n.encode(c, tx, func(m netlink.Message) { p.batch = append(p.batch, m) }); err != nil {
 		return nil, err
 	}
