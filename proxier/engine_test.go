@@ -322,3 +322,28 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 	t.Fatalf("%s: not within 5 s", what)
 }
+
+// TestEngineCountsPortsWithoutLocalEndpoints: a ClusterIP Service with an
+// internal traffic policy of Local and endpoints only on other nodes counts
+// in kube-proxy's no-local-endpoints metric, though it has neither a health
+// check node port nor UDP ports.
+func TestEngineCountsPortsWithoutLocalEndpoints(t *testing.T) {
+	f := newEngineFixture(t, nil)
+	local := v1.ServiceInternalTrafficPolicyLocal
+	s := svc("c", "10.96.0.3")
+	s.Spec.InternalTrafficPolicy = &local
+	f.e.SetService(s)
+	sl := slice("c", "10.0.0.9")
+	other := "other-node"
+	sl.Endpoints[0].NodeName = &other
+	f.e.SetEndpointSlice(sl)
+	f.sync(t, runner.Requested)
+	if n := testutil.ToFloat64(f.m.NoLocalEndpoints.WithLabelValues("internal", "IPv4")); n != 1 {
+		t.Errorf("no local endpoints (internal, IPv4) = %v, want 1", n)
+	}
+	f.e.SetEndpointSlice(slice("c"))
+	f.sync(t, runner.Requested)
+	if n := testutil.ToFloat64(f.m.NoLocalEndpoints.WithLabelValues("internal", "IPv4")); n != 0 {
+		t.Errorf("without endpoints at all: %v, want 0 (kube-proxy counts only ports that have endpoints elsewhere)", n)
+	}
+}

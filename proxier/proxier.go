@@ -77,7 +77,7 @@ func (p *Proxier) Sync(ctx context.Context, full bool) (SyncResult, error) {
 	var udp []conntrack.UDPService
 	for _, nn := range res.Changed {
 		info := p.serviceInfo(nn)
-		if info.hcPort == 0 && len(info.udp) == 0 {
+		if info.hcPort == 0 && len(info.udp) == 0 && len(info.noLocal) == 0 {
 			delete(p.info, nn)
 		} else {
 			p.info[nn] = info
@@ -203,7 +203,7 @@ func familyLabel(f nftgen.Family) string {
 // endpoints and the UDP destinations of one Service.
 func (p *Proxier) serviceInfo(nn types.NamespacedName) serviceInfo {
 	states, _ := p.Store.State(nn)
-	info := serviceInfo{noLocal: map[[2]string]int{}}
+	var info serviceInfo
 	local := map[netip.Addr]bool{}
 	for _, st := range states {
 		p.countNoLocal(&info, &st)
@@ -237,6 +237,9 @@ func (p *Proxier) serviceInfo(nn types.NamespacedName) serviceInfo {
 // endpoints are all on other nodes (kube-proxy's
 // sync_proxy_rules_no_local_endpoints_total).
 func (p *Proxier) countNoLocal(info *serviceInfo, st *model.ServicePortState) {
+	if !st.InternalPolicyLocal && !st.ExternalPolicyLocal {
+		return
+	}
 	for _, fam := range []model.IPFamily{model.IPv4, model.IPv6} {
 		if _, ok := st.ClusterIP(fam); !ok {
 			continue
@@ -250,6 +253,9 @@ func (p *Proxier) countNoLocal(info *serviceInfo, st *model.ServicePortState) {
 		c := model.Categorize(&st.ServicePort, eps, p.Node)
 		if !c.Any || len(c.Local) > 0 {
 			continue
+		}
+		if info.noLocal == nil {
+			info.noLocal = map[[2]string]int{}
 		}
 		if st.InternalPolicyLocal {
 			info.noLocal[[2]string{"internal", fam.String()}]++
