@@ -231,7 +231,7 @@ func Endpoints(svc types.NamespacedName, slices []*discovery.EndpointSlice) (map
 			key := ServicePortName{NamespacedName: svc, Port: portName, Protocol: proto}
 			eps := byPort[key]
 			if eps == nil {
-				eps = map[netip.AddrPort]Endpoint{}
+				eps = make(map[netip.AddrPort]Endpoint, len(slice.Endpoints))
 				byPort[key] = eps
 			}
 			for ei, ep := range slice.Endpoints {
@@ -304,5 +304,26 @@ func endpointFrom(addr netip.Addr, port uint16, ep discovery.Endpoint) Endpoint 
 // which kube-proxy's EndpointSliceCache hands them to the proxier (and so the
 // order of the rules in a KUBE-SVC- chain).
 func sortEndpoints(list []Endpoint) {
-	sort.Slice(list, func(i, j int) bool { return list[i].String() < list[j].String() })
+	if len(list) < 2 {
+		return
+	}
+	// The keys are made once, not at every comparison.
+	keys := make([]string, len(list))
+	for i := range list {
+		keys[i] = list[i].String()
+	}
+	sort.Sort(byKey{keys, list})
+}
+
+// byKey sorts endpoints by their precomputed "IP:port" strings.
+type byKey struct {
+	keys []string
+	eps  []Endpoint
+}
+
+func (b byKey) Len() int           { return len(b.keys) }
+func (b byKey) Less(i, j int) bool { return b.keys[i] < b.keys[j] }
+func (b byKey) Swap(i, j int) {
+	b.keys[i], b.keys[j] = b.keys[j], b.keys[i]
+	b.eps[i], b.eps[j] = b.eps[j], b.eps[i]
 }
