@@ -102,7 +102,13 @@ func (n *Netlink) sendBatch(batch []netlink.Message) error {
 // each message apart and grows the buffer as it goes: five times the
 // batch's size in garbage, a quarter of a cold sync's allocations.)
 func (n *Netlink) writeBatch(c *netlink.Conn, batch []netlink.Message) (lastSeq uint32, err error) {
-	buf := make([]byte, 0, batchBytes(batch))
+	// One buffer serves every batch (they are sent one at a time): a cold
+	// sync's hundreds of MB then cost the heap one chunk.
+	buf := n.sendBuf[:0]
+	if need := batchBytes(batch); cap(buf) < need {
+		buf = make([]byte, 0, need)
+	}
+	defer func() { n.sendBuf = buf[:0] }()
 	for i, m := range batch {
 		n.batchSeq++
 		if i == len(batch)-2 {

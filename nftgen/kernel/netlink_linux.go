@@ -31,6 +31,8 @@ type Netlink struct {
 	// netnsFd is the network namespace to program, or -1 for the current
 	// one.
 	netnsFd int
+	// sendBuf is the buffer writeBatch reuses.
+	sendBuf []byte
 	// sentMessages and sentBytes add up what Apply committed.
 	sentMessages, sentBytes int
 	// fullListings counts the Reads that could not find every chain by
@@ -164,6 +166,8 @@ func (n *Netlink) Apply(_ context.Context, tx *nftgen.Transaction) error {
 // another, so that a streamed cold sync costs about the larger of the two
 // instead of their sum.
 func (n *Netlink) ApplyStream(ctx context.Context, txs iter.Seq[*nftgen.Transaction], after func(*nftgen.Transaction) error) error {
+	// The send buffer grew to the largest chunk; it is not kept after.
+	defer func() { n.mu.Lock(); n.sendBuf = nil; n.mu.Unlock() }()
 	ready := make(chan *prepared, 1)
 	stop := make(chan struct{})
 	var encodeErr error
@@ -213,7 +217,7 @@ type prepared struct {
 
 // prepare encodes tx.
 func (n *Netlink) prepare(tx *nftgen.Transaction) (*prepared, error) {
-	p := &prepared{tx: tx}
+	p := &prepared{tx: tx, batch: make([]netlink.Message, 0, len(tx.Ops)+2)}
 	// The library's messages come out at each Flush (with a batch begin
 	// and end of their own); the rules the writer encodes itself go in
 	// between, in order. One begin and end wrap the whole.
