@@ -28,9 +28,11 @@ type Dataplane interface {
 	DeleteTable(ctx context.Context, f Family) error
 	// ApplyStream applies a stream of transactions in order, each
 	// atomically, preparing the next while the last is committed (a
-	// streamed cold sync). after is called once each transaction is in
-	// the kernel; an error from it stops the stream there.
-	ApplyStream(ctx context.Context, txs iter.Seq[*Transaction], after func(*Transaction) error) error
+	// streamed cold sync). after is called with the number of operations
+	// of each transaction once it is in the kernel; an error from it
+	// stops the stream there. A transaction may be dropped as soon as it
+	// is encoded.
+	ApplyStream(ctx context.Context, txs iter.Seq[*Transaction], after func(ops int) error) error
 	// ElementCounts returns the number of elements of each named map of
 	// the family's table (the endpoint maps a dataplane may create for
 	// its own use excluded), for telling cheaply whether another process

@@ -325,12 +325,12 @@ func (f *Fake) Inventory(_ context.Context, fam Family, _ []string) (*Inventory,
 }
 
 // ApplyStream implements StreamApplier, one transaction after the other.
-func (f *Fake) ApplyStream(ctx context.Context, txs iter.Seq[*Transaction], after func(*Transaction) error) error {
+func (f *Fake) ApplyStream(ctx context.Context, txs iter.Seq[*Transaction], after func(ops int) error) error {
 	for tx := range txs {
 		if err := f.Apply(ctx, tx); err != nil {
 			return err
 		}
-		if err := after(tx); err != nil {
+		if err := after(len(tx.Ops)); err != nil {
 			return err
 		}
 	}

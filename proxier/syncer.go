@@ -205,9 +205,9 @@ func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs
 		logger.V(2).Info("Programming a new table in chunks; it is hooked up when complete", "family", fam, "services", services)
 	}
 	sent, n := 0, 0
-	committed := func(tx *nftgen.Transaction) error {
+	committed := func(ops int) error {
 		n++
-		sent += len(tx.Ops)
+		sent += ops
 		if streamed && time.Since(lastLog) >= progressInterval {
 			lastLog = time.Now()
 			logger.Info("Programming a new table, hooked up when complete", "family", fam, "services", services, "transactions", n, "operations", sent, "elapsed", time.Since(start).Round(time.Millisecond))
@@ -227,7 +227,7 @@ func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs
 			if err := s.dp.Apply(ctx, tx); err != nil {
 				return sent, err
 			}
-			if err := committed(tx); err != nil {
+			if err := committed(len(tx.Ops)); err != nil {
 				return sent, err
 			}
 		}

@@ -165,10 +165,12 @@ func (n *Netlink) Apply(_ context.Context, tx *nftgen.Transaction) error {
 // transaction (inside sendmsg, on this goroutine), the next is encoded on
 // another, so that a streamed cold sync costs about the larger of the two
 // instead of their sum.
-func (n *Netlink) ApplyStream(ctx context.Context, txs iter.Seq[*nftgen.Transaction], after func(*nftgen.Transaction) error) error {
+func (n *Netlink) ApplyStream(ctx context.Context, txs iter.Seq[*nftgen.Transaction], after func(ops int) error) error {
 	// The send buffer grew to the largest chunk; it is not kept after.
 	defer func() { n.mu.Lock(); n.sendBuf = nil; n.mu.Unlock() }()
-	ready := make(chan *prepared, 1)
+	// Unbuffered: one batch is sent while the next is encoded and waits,
+	// so no more than two chunks are held at a time.
+	ready := make(chan *prepared)
 	stop := make(chan struct{})
 	var encodeErr error
 	go func() {
@@ -198,7 +200,7 @@ func (n *Netlink) ApplyStream(ctx context.Context, txs iter.Seq[*nftgen.Transact
 		if err := n.send(p); err != nil {
 			return err
 		}
-		if err := after(p.tx); err != nil {
+		if err := after(p.ops); err != nil {
 			return err
 		}
 	}
@@ -206,10 +208,12 @@ func (n *Netlink) ApplyStream(ctx context.Context, txs iter.Seq[*nftgen.Transact
 	return encodeErr
 }
 
-// prepared is a transaction encoded as one batch, ready to send.
+// prepared is a transaction encoded as one batch, ready to send. It keeps
+// no reference to the transaction, which can go as soon as it is encoded.
 type prepared struct {
-	tx    *nftgen.Transaction
-	batch []netlink.Message
+	family nftgen.Family
+	ops    int
+	batch  []netlink.Message
 	// commit records what the batch did to the endpoint maps once the
 	// kernel took it.
 	commit func()
@@ -217,7 +221,7 @@ type prepared struct {
 
 // prepare encodes tx.
 func (n *Netlink) prepare(tx *nftgen.Transaction) (*prepared, error) {
-	p := &prepared{tx: tx, batch: make([]netlink.Message, 0, len(tx.Ops)+2)}
+	p := &prepared{family: tx.Family, ops: len(tx.Ops), batch: make([]netlink.Message, 0, len(tx.Ops)+2)}
 	// The library's messages come out at each Flush (with a batch begin
 	// and end of their own); the rules the writer encodes itself go in
 	// between, in order. One begin and end wrap the whole.
@@ -250,7 +254,7 @@ func (n *Netlink) send(p *prepared) error {
 	err := n.sendBatch(p.batch)
 	resume(err == nil)
 	if err != nil {
-		return fmt.Errorf("commit %d operations to table %s %s: %w", len(p.tx.Ops), p.tx.Family, nftgen.TableName, err)
+		return fmt.Errorf("commit %d operations to table %s %s: %w", p.ops, p.family, nftgen.TableName, err)
 	}
 	p.commit()
 	n.sentMessages += len(p.batch) - 2
