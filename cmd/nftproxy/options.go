@@ -116,7 +116,14 @@ type setup struct {
 // that has anything to program: IPv4 always, IPv6 when a cluster CIDR or a
 // Service has an IPv6 address. local are the node's local addresses.
 func (o *options) newSetup(objs *objfile.Objects, local []netip.Addr) (*setup, error) {
-	st := &setup{store: model.NewStore(), node: model.Node{Name: o.nodeName()}, local: local, ipv6: hasIPv6Service(objs)}
+	// The informers' cache holds the API server's objects anyway; an
+	// objects file's are dropped once stored, so the store keeps compact
+	// copies of them.
+	store := model.NewStore()
+	if o.objects == "" {
+		store = model.NewSharingStore()
+	}
+	st := &setup{store: store, node: model.Node{Name: o.nodeName()}, local: local, ipv6: hasIPv6Service(objs)}
 	fill(st.store, objs)
 	var nodeObj *v1.Node
 	for _, n := range objs.Nodes {

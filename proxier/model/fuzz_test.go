@@ -2,6 +2,7 @@ package model
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -10,7 +11,9 @@ import (
 )
 
 // FuzzModel feeds arbitrary Services and EndpointSlices (as JSON) through
-// the model: it must never panic, whatever the input.
+// the model: it must never panic, whatever the input, and a store that
+// keeps compact copies of the slices must say exactly what one that keeps
+// the objects says.
 func FuzzModel(f *testing.F) {
 	f.Add([]byte(`{"metadata":{"namespace":"ns","name":"a"},"spec":{"clusterIP":"10.96.0.1","ports":[{"port":80}]}}`),
 		[]byte(`{"metadata":{"namespace":"ns","name":"a-1","labels":{"kubernetes.io/service-name":"a"}},"addressType":"IPv4","ports":[{"name":"","port":8080}],"endpoints":[{"addresses":["10.0.0.1"]}]}`))
@@ -28,7 +31,14 @@ func FuzzModel(f *testing.F) {
 		s := NewStore()
 		s.SetService(&svc)
 		s.SetEndpointSlice(&sl)
-		states, _ := s.State(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+		nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+		states, problems := s.State(nn)
+		shared := NewSharingStore()
+		shared.SetService(&svc)
+		shared.SetEndpointSlice(&sl)
+		if sharedStates, sharedProblems := shared.State(nn); !reflect.DeepEqual(states, sharedStates) || !reflect.DeepEqual(problems, sharedProblems) {
+			t.Fatalf("compact store: %+v %v\nsharing store: %+v %v", states, problems, sharedStates, sharedProblems)
+		}
 		for i := range states {
 			st := &states[i]
 			for _, fam := range []IPFamily{IPv4, IPv6} {

@@ -15,9 +15,13 @@ import (
 // recomputes what changed. It is not safe for concurrent use.
 type Store struct {
 	services map[types.NamespacedName]*v1.Service
-	// slices maps a Service to its slices (most Services have one or two:
-	// a list costs less than a map per Service).
-	slices map[types.NamespacedName][]*discovery.EndpointSlice
+	// slices maps a Service to its slices, as parsed when stored (most
+	// Services have one or two: a list costs less than a map per Service).
+	slices map[types.NamespacedName][]*storedSlice
+	// names shares the node and zone names of the stored endpoints.
+	names interner
+	// share keeps the EndpointSlice objects instead of parsed copies.
+	share bool
 	// sliceOwner maps a slice (namespace/name) to the Service in slices
 	// that holds it, so that replacing one slice costs O(1).
 	sliceOwner map[types.NamespacedName]types.NamespacedName
@@ -42,11 +46,24 @@ const (
 // measures network programming latency from it.
 const TriggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 
-// NewStore returns an empty Store.
+// NewSharingStore returns an empty Store that keeps the EndpointSlice
+// objects it is given, for a caller whose objects another cache holds
+// anyway (the informers'): a parsed copy would only add to it. Its State
+// parses them when called.
+func NewSharingStore() *Store {
+	s := NewStore()
+	s.share = true
+	return s
+}
+
+// NewStore returns an empty Store. It keeps a parsed, compact copy of each
+// EndpointSlice (about 64 bytes an endpoint) and nothing of the object, so
+// that a caller can drop the objects it stored.
 func NewStore() *Store {
 	return &Store{
 		services:   map[types.NamespacedName]*v1.Service{},
-		slices:     map[types.NamespacedName][]*discovery.EndpointSlice{},
+		slices:     map[types.NamespacedName][]*storedSlice{},
+		names:      interner{},
 		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
 		changed:    map[types.NamespacedName]changeKind{},
 		triggers:   map[types.NamespacedName][]time.Time{},
@@ -79,7 +96,11 @@ func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) *Problem {
 	}
 	// A slice may move between Services if its label changes.
 	s.deleteSliceNamed(slice.Namespace, slice.Name)
-	s.slices[svc] = append(s.slices[svc], slice)
+	stored := &storedSlice{name: slice.Name, shared: slice}
+	if !s.share {
+		stored = newStoredSlice(slice, s.names)
+	}
+	s.slices[svc] = append(s.slices[svc], stored)
 	s.sliceOwner[types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}] = svc
 	s.changed[svc] |= endpointsChanged
 	if v := slice.Annotations[TriggerTimeAnnotation]; v != "" {
@@ -128,7 +149,7 @@ func (s *Store) deleteSliceNamed(namespace, name string) {
 		return
 	}
 	delete(s.sliceOwner, key)
-	list := slices.DeleteFunc(s.slices[svc], func(sl *discovery.EndpointSlice) bool { return sl.Name == name })
+	list := slices.DeleteFunc(s.slices[svc], func(sl *storedSlice) bool { return sl.name == name })
 	if len(list) == 0 {
 		delete(s.slices, svc)
 	} else {
@@ -170,7 +191,7 @@ func (s *Store) State(nn types.NamespacedName) ([]ServicePortState, []Problem) {
 	if len(ports) == 0 {
 		return nil, problems
 	}
-	eps, epProblems := Endpoints(nn, s.slices[nn])
+	eps, epProblems := endpointsOf(nn, s.slices[nn])
 	problems = append(problems, epProblems...)
 	out := make([]ServicePortState, 0, len(ports))
 	for _, p := range ports {
@@ -195,7 +216,7 @@ func (s *Store) ReplaceEndpointSlices(slices []*discovery.EndpointSlice) []Probl
 	for svc := range s.slices {
 		s.changed[svc] |= endpointsChanged
 	}
-	s.slices = map[types.NamespacedName][]*discovery.EndpointSlice{}
+	s.slices = map[types.NamespacedName][]*storedSlice{}
 	s.sliceOwner = map[types.NamespacedName]types.NamespacedName{}
 	var problems []Problem
 	for _, sl := range slices {

@@ -1,0 +1,237 @@
+package model
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// storedSlice is what the Store keeps of an EndpointSlice: what Endpoints
+// reads, parsed once. An endpoint costs about 64 bytes and keeps nothing of
+// the object it came from but its node and zone names (shared) and hints,
+// so that the objects of a file or a list can be dropped once stored.
+type storedSlice struct {
+	name        string
+	addressType discovery.AddressType
+	ports       []discovery.EndpointPort
+	endpoints   []storedEndpoint
+	// shared, when set, is the object itself, held by another cache (the
+	// informers'): it is parsed when read instead of copied (see
+	// NewSharingStore), and the fields above are empty.
+	shared *discovery.EndpointSlice
+}
+
+// endpointStatus says whether an endpoint's first address can be used.
+type endpointStatus uint8
+
+const (
+	endpointOK endpointStatus = iota
+	// endpointNoAddress: the endpoint lists no address.
+	endpointNoAddress
+	// endpointInvalid: the address is not an IP (raw holds it).
+	endpointInvalid
+	// endpointWrongFamily: the address is not of the slice's type (raw
+	// holds it).
+	endpointWrongFamily
+)
+
+// storedEndpoint is one endpoint of a storedSlice, with Kubernetes'
+// defaults for unset conditions applied.
+type storedEndpoint struct {
+	addr netip.Addr
+	// raw is the address as written, kept only when it cannot be used.
+	raw                         *string
+	node, zone                  *string
+	hints                       *discovery.EndpointHints
+	status                      endpointStatus
+	ready, serving, terminating bool
+}
+
+// interner shares equal strings (node and zone names) among endpoints. A
+// nil interner keeps the object's own strings.
+type interner map[string]*string
+
+func (in interner) intern(s *string) *string {
+	if s == nil || in == nil {
+		return s
+	}
+	if p, ok := in[*s]; ok {
+		return p
+	}
+	p := new(string)
+	*p = *s
+	in[*s] = p
+	return p
+}
+
+// sliceFamily returns the IP family of a slice's address type; ok is false
+// for FQDN and unknown types, whose endpoints are never used.
+func sliceFamily(t discovery.AddressType) (IPFamily, bool) {
+	switch t {
+	case discovery.AddressTypeIPv4:
+		return IPv4, true
+	case discovery.AddressTypeIPv6:
+		return IPv6, true
+	}
+	return 0, false
+}
+
+// newStoredSlice parses sl; names shares the node and zone names.
+func newStoredSlice(sl *discovery.EndpointSlice, names interner) *storedSlice {
+	out := &storedSlice{name: sl.Name, addressType: sl.AddressType, ports: sl.Ports}
+	family, ok := sliceFamily(sl.AddressType)
+	if !ok {
+		return out
+	}
+	out.endpoints = make([]storedEndpoint, len(sl.Endpoints))
+	for i := range sl.Endpoints {
+		ep := &sl.Endpoints[i]
+		se := storedEndpoint{
+			node: names.intern(ep.NodeName), zone: names.intern(ep.Zone), hints: ep.Hints,
+			// Unset means ready and serving (kube-proxy's EndpointSliceCache).
+			ready:       ep.Conditions.Ready == nil || *ep.Conditions.Ready,
+			serving:     ep.Conditions.Serving == nil || *ep.Conditions.Serving,
+			terminating: ep.Conditions.Terminating != nil && *ep.Conditions.Terminating,
+		}
+		switch {
+		case len(ep.Addresses) == 0:
+			se.status = endpointNoAddress
+		default:
+			addr, err := netip.ParseAddr(ep.Addresses[0])
+			raw := ep.Addresses[0]
+			switch {
+			case err != nil || addr.Zone() != "":
+				se.status, se.raw = endpointInvalid, &raw
+			case FamilyOf(addr.Unmap()) != family:
+				se.status, se.raw, se.addr = endpointWrongFamily, &raw, addr.Unmap()
+			default:
+				se.addr = addr.Unmap()
+			}
+		}
+		out.endpoints[i] = se
+	}
+	return out
+}
+
+// Endpoints merges the EndpointSlices of one Service into endpoints per
+// service port. Ports are matched by name and protocol, which resolves named
+// target ports per slice, as kube-proxy does. An endpoint listed in several
+// slices is kept once, preferring a ready copy. Slices of address type FQDN
+// are ignored.
+func Endpoints(svc types.NamespacedName, slices []*discovery.EndpointSlice) (map[ServicePortName][]Endpoint, []Problem) {
+	stored := make([]*storedSlice, len(slices))
+	for i, sl := range slices {
+		stored[i] = &storedSlice{name: sl.Name, shared: sl}
+	}
+	return endpointsOf(svc, stored)
+}
+
+// endpointsOf is Endpoints of stored slices.
+func endpointsOf(svc types.NamespacedName, slices []*storedSlice) (map[ServicePortName][]Endpoint, []Problem) {
+	sorted := make([]*storedSlice, len(slices))
+	for i, sl := range slices {
+		if sl.shared != nil {
+			sl = newStoredSlice(sl.shared, nil)
+		}
+		sorted[i] = sl
+	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
+
+	var problems []Problem
+	byPort := map[ServicePortName]map[netip.AddrPort]Endpoint{}
+	for _, slice := range sorted {
+		sliceName := types.NamespacedName{Namespace: svc.Namespace, Name: slice.name}
+		report := func(field, format string, args ...any) {
+			problems = append(problems, Problem{Kind: "EndpointSlice", Object: sliceName, Field: field, Reason: fmt.Sprintf(format, args...)})
+		}
+		if _, ok := sliceFamily(slice.addressType); !ok {
+			if slice.addressType != discovery.AddressTypeFQDN {
+				report("addressType", "unsupported address type %q", slice.addressType)
+			}
+			continue
+		}
+		for pi, port := range slice.ports {
+			if port.Port == nil {
+				continue
+			}
+			if *port.Port < 1 || *port.Port > 65535 {
+				report(fmt.Sprintf("ports[%d].port", pi), "port %d is outside 1..65535", *port.Port)
+				continue
+			}
+			proto := v1.ProtocolTCP
+			if port.Protocol != nil {
+				proto = *port.Protocol
+			}
+			if port.Name == nil {
+				// kube-proxy ignores such ports too; the EndpointSlice
+				// controller always sets the name, if only to "".
+				report(fmt.Sprintf("ports[%d].name", pi), "missing (an unnamed port has name \"\")")
+				continue
+			}
+			key := ServicePortName{NamespacedName: svc, Port: *port.Name, Protocol: proto}
+			eps := byPort[key]
+			if eps == nil {
+				eps = make(map[netip.AddrPort]Endpoint, len(slice.endpoints))
+				byPort[key] = eps
+			}
+			for ei := range slice.endpoints {
+				se := &slice.endpoints[ei]
+				switch se.status {
+				case endpointNoAddress:
+					continue
+				case endpointInvalid:
+					if pi == 0 {
+						report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "invalid IP address %q", *se.raw)
+					}
+					continue
+				case endpointWrongFamily:
+					if pi == 0 {
+						report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "%s address %q in a slice of type %s", FamilyOf(se.addr), *se.raw, slice.addressType)
+					}
+					continue
+				}
+				e := se.endpoint(uint16(*port.Port))
+				ap := netip.AddrPortFrom(se.addr, e.Port)
+				if old, dup := eps[ap]; dup && (old.Ready || !e.Ready) {
+					continue
+				}
+				eps[ap] = e
+			}
+		}
+	}
+
+	out := make(map[ServicePortName][]Endpoint, len(byPort))
+	for name, eps := range byPort {
+		list := make([]Endpoint, 0, len(eps))
+		for _, e := range eps {
+			list = append(list, e)
+		}
+		sortEndpoints(list)
+		out[name] = list
+	}
+	return out, problems
+}
+
+// endpoint returns the model's endpoint for one port of se.
+func (se *storedEndpoint) endpoint(port uint16) Endpoint {
+	e := Endpoint{Addr: se.addr, Port: port, Ready: se.ready, Serving: se.serving, Terminating: se.terminating}
+	if se.node != nil {
+		e.NodeName = *se.node
+	}
+	if se.zone != nil {
+		e.Zone = *se.zone
+	}
+	if se.hints != nil {
+		for _, z := range se.hints.ForZones {
+			e.ZoneHints = append(e.ZoneHints, z.Name)
+		}
+		for _, n := range se.hints.ForNodes {
+			e.NodeHints = append(e.NodeHints, n.Name)
+		}
+	}
+	return e
+}
