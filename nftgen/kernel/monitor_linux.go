@@ -192,7 +192,10 @@ func chainName(r *nftables.Rule) string {
 }
 
 // ElementCounts implements Dataplane.
-func (n *Netlink) ElementCounts(_ context.Context, f nftgen.Family) (out map[string]int, err error) {
+func (n *Netlink) ElementCounts(ctx context.Context, f nftgen.Family) (out map[string]int, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	err = n.withConn(func(c *nftables.Conn) error {
 		table := &nftables.Table{Name: nftgen.TableName, Family: tableFamily(f)}
 		sets, err := c.GetSets(table)

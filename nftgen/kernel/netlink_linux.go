@@ -150,9 +150,12 @@ func (n *Netlink) Sent() (messages, bytes int) { return n.sentMessages, n.sentBy
 
 // Apply implements Dataplane. The batch is encoded by google/nftables and
 // sent by sendBatch, without asking the kernel to echo every rule.
-func (n *Netlink) Apply(_ context.Context, tx *nftgen.Transaction) error {
+func (n *Netlink) Apply(ctx context.Context, tx *nftgen.Transaction) error {
 	if tx.Empty() {
 		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	p, err := n.prepare(tx)
 	if err != nil {
@@ -197,6 +200,10 @@ func (n *Netlink) ApplyStream(ctx context.Context, txs iter.Seq[*nftgen.Transact
 		}
 	}()
 	for p := range ready {
+		// Stops between two transactions, never inside one.
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		if err := n.send(p); err != nil {
 			return err
 		}
@@ -333,7 +340,10 @@ func findTable(c *nftables.Conn, f nftgen.Family) (*nftables.Table, error) {
 // when it did not (chains nftproxy did not expect: Services deleted while
 // it was down, or a chain someone else added) is the whole table's chain
 // list dumped, which the kernel restarts for every buffer.
-func (n *Netlink) Inventory(_ context.Context, f nftgen.Family, expected []string) (inv *nftgen.Inventory, err error) {
+func (n *Netlink) Inventory(ctx context.Context, f nftgen.Family, expected []string) (inv *nftgen.Inventory, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	var table *nftables.Table
 	var sets []*nftables.Set
 	var objs []nftables.Obj
@@ -379,7 +389,10 @@ func (n *Netlink) Inventory(_ context.Context, f nftgen.Family, expected []strin
 }
 
 // DeleteTable implements Dataplane.
-func (n *Netlink) DeleteTable(_ context.Context, f nftgen.Family) error {
+func (n *Netlink) DeleteTable(ctx context.Context, f nftgen.Family) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	return n.withConn(func(c *nftables.Conn) error {
 		c.DelTable(&nftables.Table{Name: nftgen.TableName, Family: tableFamily(f)})
 		if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
@@ -391,7 +404,10 @@ func (n *Netlink) DeleteTable(_ context.Context, f nftgen.Family) error {
 
 // Counters returns the packets counted so far by each named counter of
 // family f's table, in one request.
-func (n *Netlink) Counters(_ context.Context, f nftgen.Family) (map[string]uint64, error) {
+func (n *Netlink) Counters(ctx context.Context, f nftgen.Family) (map[string]uint64, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	out := map[string]uint64{}
 	err := n.withConn(func(c *nftables.Conn) error {
 		objs, err := c.GetObjects(&nftables.Table{Name: nftgen.TableName, Family: tableFamily(f)})

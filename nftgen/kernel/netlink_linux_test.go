@@ -4,6 +4,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -476,4 +477,50 @@ func kernelNetlink(t *testing.T, prefix string) (*testns.NS, *Netlink) {
 	}
 	t.Cleanup(func() { dp.Close(); f.Close() })
 	return ns, dp
+}
+
+// TestNetlinkHonoursContexts: with its context ended, no call reaches the
+// kernel, and a stream stops between two transactions.
+func TestNetlinkHonoursContexts(t *testing.T) {
+	testns.RequireRoot(t)
+	ns, dp := kernelNetlink(t, "nfp-ctx")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	rs := testGenerator("10.244.0.0/16").Ruleset(nftgentest.ManyPorts(3))
+	if err := dp.Apply(ctx, nftgen.PlanFull(rs, nil)); !errors.Is(err, context.Canceled) {
+		t.Errorf("Apply with an ended context: %v, want context.Canceled", err)
+	}
+	if _, err := dp.Read(ctx, nftgen.FamilyIPv4); !errors.Is(err, context.Canceled) {
+		t.Errorf("Read with an ended context: %v", err)
+	}
+	if out, _ := ns.Run("nft", "list", "tables"); strings.Contains(out, nftgen.TableName) {
+		t.Fatalf("a table was made with an ended context:\n%s", out)
+	}
+	// The stream stops after the first transaction it was given.
+	sctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	txs := func(yield func(*nftgen.Transaction) bool) {
+		for _, tx := range nftgentestChunks(rs) {
+			if !yield(tx) {
+				return
+			}
+		}
+	}
+	sent := 0
+	err := dp.ApplyStream(sctx, txs, func(int) error { sent++; stop(); return nil })
+	if !errors.Is(err, context.Canceled) || sent != 1 {
+		t.Errorf("stream: %v after %d transactions, want context.Canceled after 1", err, sent)
+	}
+}
+
+// nftgentestChunks cuts rs's cold sync into transactions of 50 operations.
+func nftgentestChunks(rs *nftgen.Ruleset) []*nftgen.Transaction {
+	b := nftgen.NewColdBuilder(rs.Family, rs.Maps, rs.Top, 50)
+	var out []*nftgen.Transaction
+	for _, f := range rs.Services {
+		if tx := b.Add(f); tx != nil {
+			out = append(out, tx)
+		}
+	}
+	return append(out, b.Finish()...)
 }

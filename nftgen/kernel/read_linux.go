@@ -35,7 +35,10 @@ func layoutChains(f nftgen.Family) []string {
 // Read reads the family's table back from the kernel and decodes it into
 // a TableState; nil and no error when the table does not exist. It lists
 // the whole table, so it is for the compat view and tools, not for syncs.
-func (n *Netlink) Read(_ context.Context, f nftgen.Family) (*nftgen.TableState, error) {
+func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	// One socket for the whole read: it dumps every set and every chain
 	// separately, which is hundreds of thousands of dumps at 30,000
 	// Services.
