@@ -324,7 +324,7 @@ func (f *Fake) Inventory(_ context.Context, fam Family, _ []string) (*Inventory,
 	return &Inventory{Chains: slices.Sorted(maps.Keys(t.chains)), Sets: append(slices.Sorted(maps.Keys(t.maps)), slices.Sorted(maps.Keys(t.sets))...)}, nil
 }
 
-// ApplyStream implements StreamApplier, one transaction after the other.
+// ApplyStream implements Dataplane, one transaction after the other.
 func (f *Fake) ApplyStream(ctx context.Context, txs iter.Seq[*Transaction], after func(ops int) error) error {
 	for tx := range txs {
 		if err := f.Apply(ctx, tx); err != nil {

@@ -164,7 +164,7 @@ func (n *Netlink) Apply(ctx context.Context, tx *nftgen.Transaction) error {
 	return n.send(p)
 }
 
-// ApplyStream implements StreamApplier: while the kernel commits one
+// ApplyStream implements nftgen.Dataplane: while the kernel commits one
 // transaction (inside sendmsg, on this goroutine), the next is encoded on
 // another, so that a streamed cold sync costs about the larger of the two
 // instead of their sum.
