@@ -115,7 +115,13 @@ func newEngine(p *Proxier, dp nftgen.Dataplane, cfg EngineConfig) *Engine {
 // once when another process changes nftproxy's table.
 func (e *Engine) Run(ctx context.Context) {
 	e.runCtx = ctx
-	go e.watchDrift(ctx)
+	// Subscribed before the first sync, so that no foreign commit after
+	// it goes unseen.
+	if changes, err := e.dp.Watch(ctx); err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot watch nftables for drift; relying on the periodic resync")
+	} else {
+		go e.repairDrift(ctx, changes)
+	}
 	e.runner.Loop(ctx)
 }
 

@@ -79,15 +79,11 @@ func (e *Engine) mapsChanged(ctx context.Context) bool {
 	return false
 }
 
-// watchDrift repairs what other processes change in nftproxy's tables at
-// once, with a full sync, instead of waiting for the periodic one. Before
-// the first sync there is nothing of nftproxy's to repair.
-func (e *Engine) watchDrift(ctx context.Context) {
-	changes, err := e.dp.Watch(ctx)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Cannot watch nftables for drift; relying on the periodic resync")
-		return
-	}
+// repairDrift repairs what other processes change in nftproxy's tables,
+// as the watch reports it, at once, with a full sync, instead of waiting
+// for the periodic one. Before the first sync there is nothing of
+// nftproxy's to repair.
+func (e *Engine) repairDrift(ctx context.Context, changes <-chan nftgen.Change) {
 	for ch := range changes {
 		reason := e.driftReason(ctx, ch)
 		if reason == "" {
