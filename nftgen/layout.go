@@ -1,9 +1,6 @@
 package nftgen
 
-import (
-	"slices"
-	"strings"
-)
+import "strings"
 
 // This file is the one description of how nftproxy's table stands for
 // kube-proxy's iptables rules: which iptables table and chain each chain
@@ -70,26 +67,16 @@ func MapRoleOf(m string) (table, chain string) {
 	return "filter", ""
 }
 
-// KubeProxyChains are the fixed chains kube-proxy's iptables mode writes
-// (per-Service chains start with a ServiceChainPrefixes entry).
-func KubeProxyChains() []string {
-	return []string{"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ",
-		"KUBE-FORWARD", "KUBE-PROXY-FIREWALL", "KUBE-PROXY-CANARY", "KUBE-FIREWALL"}
-}
-
-// ServiceChainPrefixes start the names of kube-proxy's per-Service and
-// per-endpoint chains.
-func ServiceChainPrefixes() []string {
-	return []string{PrefixService, PrefixLocal, PrefixExternal, PrefixFirewall, PrefixEndpoint}
-}
-
 // IsKubeProxyChain reports whether an iptables chain is one kube-proxy's
-// iptables mode writes.
+// iptables mode writes: its fixed chains, and the per-Service and
+// per-endpoint ones by their prefixes.
 func IsKubeProxyChain(chain string) bool {
-	if slices.Contains(KubeProxyChains(), chain) {
+	switch chain {
+	case "KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ",
+		"KUBE-FORWARD", "KUBE-PROXY-FIREWALL", "KUBE-PROXY-CANARY", "KUBE-FIREWALL":
 		return true
 	}
-	for _, p := range ServiceChainPrefixes() {
+	for _, p := range [...]string{PrefixService, PrefixLocal, PrefixExternal, PrefixFirewall, PrefixEndpoint} {
 		if strings.HasPrefix(chain, p) {
 			return true
 		}
