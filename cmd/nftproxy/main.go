@@ -203,11 +203,7 @@ func runRender(opts *options, out io.Writer) error {
 // setup's objects: the same path as a live full sync (conflicts, node
 // addresses, large cluster mode), without a kernel.
 func desiredRulesets(st *setup) ([]*nftgen.Ruleset, error) {
-	cfg := proxier.Config{Node: st.node, Store: st.store}
-	for _, g := range st.gens {
-		cfg.Families = append(cfg.Families, g.Config())
-	}
-	engine, err := proxier.New(cfg, nftgen.NewFake())
+	engine, err := proxier.New(st.engineConfig(), nftgen.NewFake())
 	if err != nil {
 		return nil, err
 	}
@@ -300,14 +296,10 @@ func newEngine(opts *options, m *metrics.Metrics, ecfg proxier.EngineConfig) (*p
 	ecfg.Node = st.nodeObj
 	ecfg.Generators = func(node *v1.Node) ([]*nftgen.Generator, error) { return opts.currentGenerators(st, node) }
 	ecfg.FollowAddresses = restrictsNodePorts(opts.nodePortAddresses)
-	ecfg.AddressesChanged = func(gens []*nftgen.Generator) {
-		st.gens = gens
-		health.SetAddresses(healthCheckAddresses(st))
-	}
-	cfg := proxier.Config{Node: st.node, Store: st.store, Health: health, Conntrack: conntrack.NewCleaner(fd), Metrics: m, Engine: ecfg}
-	for _, g := range st.gens {
-		cfg.Families = append(cfg.Families, g.Config())
-	}
+	// currentGenerators already keeps the new generators in st.
+	ecfg.AddressesChanged = func([]*nftgen.Generator) { health.SetAddresses(healthCheckAddresses(st)) }
+	cfg := st.engineConfig()
+	cfg.Health, cfg.Conntrack, cfg.Metrics, cfg.Engine = health, conntrack.NewCleaner(fd), m, ecfg
 	engine, err := proxier.New(cfg, dp)
 	if err != nil {
 		cleanup()

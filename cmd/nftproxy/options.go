@@ -112,6 +112,16 @@ type setup struct {
 	nodeObj *v1.Node
 }
 
+// engineConfig is the engine configuration of st's store, node and
+// generators, for proxier.New.
+func (st *setup) engineConfig() proxier.Config {
+	cfg := proxier.Config{Node: st.node, Store: st.store}
+	for _, g := range st.gens {
+		cfg.Families = append(cfg.Families, g.Config())
+	}
+	return cfg
+}
+
 // newSetup builds the store, the node facts and one generator per family
 // that has anything to program: IPv4 always, IPv6 when a cluster CIDR or a
 // Service has an IPv6 address. local are the node's local addresses.
