@@ -5,9 +5,13 @@ package e2e
 import (
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/nftproxy/nftproxy/e2e/testns"
 )
@@ -20,6 +24,14 @@ import (
 func TestStartupRemovesLegacyKubeProxyRules(t *testing.T) {
 	ns := nodeNamespace(t, "nfp-cleanup")
 	loadKubeProxyRules(t, ns)
+	// An administrator's allow-list, named like kube-proxy's firewall
+	// chains, in both backends (nft commands for the nftables one).
+	ns.MustRun(t, "iptables-legacy", "-N", "KUBE-FW-ALLOWLIST")
+	ns.MustRun(t, "iptables-legacy", "-A", "KUBE-FW-ALLOWLIST", "-s", "192.0.2.0/24", "-j", "ACCEPT")
+	ns.MustRun(t, "iptables-legacy", "-A", "INPUT", "-p", "tcp", "--dport", "22", "-j", "KUBE-FW-ALLOWLIST")
+	ns.MustRun(t, "nft", "add", "chain", "ip", "filter", "KUBE-FW-ALLOWLIST")
+	ns.MustRun(t, "nft", "add", "rule", "ip", "filter", "KUBE-FW-ALLOWLIST", "ip", "saddr", "192.0.2.0/24", "accept")
+	ns.MustRun(t, "nft", "add", "rule", "ip", "filter", "INPUT", "tcp", "dport", "22", "jump", "KUBE-FW-ALLOWLIST")
 	before := ns.MustRun(t, "iptables-legacy-save")
 	if !strings.Contains(before, "KUBE-SVC-") || !strings.Contains(ns.MustRun(t, "iptables-nft-save"), "KUBE-SVC-") {
 		t.Fatal("the legacy ruleset did not load")
@@ -42,7 +54,8 @@ func TestStartupRemovesLegacyKubeProxyRules(t *testing.T) {
 			}
 		}
 		for _, kept := range []string{"-A PREROUTING -m addrtype --dst-type LOCAL -j DOCKER", "-A DOCKER -i docker0 -j RETURN", "-A FORWARD -j CNI-FORWARD",
-			"-A CNI-FORWARD -s 10.244.0.0/16 -j ACCEPT", ":KUBE-FIREWALL", "-A INPUT -j KUBE-FIREWALL"} {
+			"-A CNI-FORWARD -s 10.244.0.0/16 -j ACCEPT", ":KUBE-FIREWALL", "-A INPUT -j KUBE-FIREWALL",
+			":KUBE-FW-ALLOWLIST", "-A INPUT -p tcp -m tcp --dport 22 -j KUBE-FW-ALLOWLIST", "-A KUBE-FW-ALLOWLIST -s 192.0.2.0/24 -j ACCEPT"} {
 			if !strings.Contains(after, kept) {
 				t.Errorf("%s lost %q:\n%s", saveCmd, kept, after)
 			}
@@ -95,6 +108,41 @@ func loadKubeProxyRules(t *testing.T, ns *testns.NS) {
 		cmd.Stdin = strings.NewReader(string(save))
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("%s: %v\n%s", restore, err, out)
+		}
+	}
+}
+
+// TestDaemonSetCapabilitiesSufficeForCleanup runs `--cleanup` with exactly
+// the capabilities deploy/base's DaemonSet grants (its bounding set cut to
+// them, as a container runtime does) and checks that kube-proxy's rules
+// are gone from both iptables backends: the legacy backend needs a raw
+// socket, which NET_ADMIN alone does not allow.
+func TestDaemonSetCapabilitiesSufficeForCleanup(t *testing.T) {
+	raw, err := os.ReadFile("../deploy/base/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	if err := yaml.Unmarshal(raw, &ds); err != nil {
+		t.Fatal(err)
+	}
+	sc := ds.Spec.Template.Spec.Containers[0].SecurityContext
+	if sc == nil || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+		t.Fatalf("the DaemonSet does not drop every capability: %+v", sc)
+	}
+	caps := []string{"-all"}
+	for _, c := range sc.Capabilities.Add {
+		caps = append(caps, "+"+strings.ToLower(string(c)))
+	}
+	ns := nodeNamespace(t, "nfp-caps")
+	loadKubeProxyRules(t, ns)
+	out, err := ns.Command("setpriv", "--bounding-set", strings.Join(caps, ","), "--inh-caps", "-all", nftproxyBinary, "--cleanup").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--cleanup with capabilities %v: %v\n%s", sc.Capabilities.Add, err, out)
+	}
+	for _, saveCmd := range []string{"iptables-legacy-save", "iptables-nft-save"} {
+		if after := ns.MustRun(t, saveCmd); strings.Contains(after, "KUBE-SVC-") {
+			t.Errorf("with capabilities %v, %s still shows kube-proxy's rules (cleanup said: %s)", sc.Capabilities.Add, saveCmd, out)
 		}
 	}
 }

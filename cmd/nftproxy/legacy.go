@@ -26,9 +26,12 @@ func removeLegacyRules(nsPath string) {
 		if err != nil {
 			klog.ErrorS(err, "Could not remove all of kube-proxy's IPVS mode leftovers")
 		}
-		if nft.Chains+nft.Rules+legacy.Chains+legacy.Rules+ipvs.Sets > 0 || ipvs.Link || ipvs.Flushed {
+		if nft.Chains+nft.Rules+legacy.Chains+legacy.Rules+ipvs.Sets+ipvs.Services > 0 || ipvs.Link {
 			klog.InfoS("Removed the previous kube-proxy's rules", "nftChains", nft.Chains, "nftJumps", nft.Rules, "legacyChains", legacy.Chains, "legacyRules", legacy.Rules,
-				"ipvsFlushed", ipvs.Flushed, "ipvsInterface", ipvs.Link, "ipsets", ipvs.Sets)
+				"ipvsServices", ipvs.Services, "ipvsInterface", ipvs.Link, "ipsets", ipvs.Sets)
+		}
+		if kept := append(nft.Kept, legacy.Kept...); len(kept) > 0 {
+			klog.InfoS("Left kube-proxy's chains that another program's rules jump to", "chains", kept)
 		}
 		return nil
 	})

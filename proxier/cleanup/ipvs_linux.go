@@ -3,6 +3,9 @@ package cleanup
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"strings"
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
@@ -10,9 +13,8 @@ import (
 
 // IPVSResult counts what CleanupIPVS removed.
 type IPVSResult struct {
-	// Flushed is set when the kernel has IPVS and its virtual servers were
-	// flushed.
-	Flushed bool
+	// Services is the number of kube-proxy's IPVS virtual servers deleted.
+	Services int
 	// Link is set when kube-proxy's dummy interface was deleted.
 	Link bool
 	// Sets is the number of kube-proxy's ipsets destroyed.
@@ -46,16 +48,21 @@ func ipsetNames() []string {
 // CleanupIPVS removes what kube-proxy's IPVS mode leaves besides its
 // iptables chains (which CleanupLegacy and CleanupNFT remove, and which must
 // go first: an ipset that a rule uses cannot be destroyed): the IPVS virtual
-// servers (all of them, as kube-proxy's own cleanup flushes them; skipped
-// where the kernel has no IPVS, as kube-proxy skips it), the kube-ipvs0
-// interface and kube-proxy's ipsets. It runs in the caller's network
-// namespace and returns every error it met.
+// servers on the addresses of its kube-ipvs0 interface (no other: those
+// are keepalived's, kube-vip's or an administrator's; none at all when
+// there is no kube-ipvs0, or no IPVS in the kernel), the interface itself
+// and kube-proxy's ipsets. It runs in the caller's network namespace and
+// returns every error it met.
 func CleanupIPVS() (IPVSResult, error) {
 	var res IPVSResult
 	var errs []error
-	flushed, err := flushIPVS()
-	res.Flushed = flushed
-	errs = append(errs, err)
+	if dummy, ok, err := linkAddrs(ipvsDummyLink); err != nil {
+		errs = append(errs, err)
+	} else if ok {
+		n, err := deleteIPVSServices(dummy)
+		res.Services = n
+		errs = append(errs, err)
+	}
 	deleted, err := deleteLink(ipvsDummyLink)
 	res.Link = deleted
 	errs = append(errs, err)
@@ -65,27 +72,66 @@ func CleanupIPVS() (IPVSResult, error) {
 	return res, errors.Join(errs...)
 }
 
-// flushIPVS flushes the IPVS table through generic netlink; it reports
-// false without error when the kernel has no IPVS family.
-func flushIPVS() (bool, error) {
+// linkAddrs returns the addresses of the interface named name; ok is false
+// when there is no such interface.
+func linkAddrs(name string) (addrs []netip.Addr, ok bool, err error) {
+	ifc, err := net.InterfaceByName(name)
+	if err != nil {
+		if strings.Contains(err.Error(), "no such network interface") {
+			return nil, false, nil
+		}
+		return nil, false, fmt.Errorf("look up %s: %w", name, err)
+	}
+	list, err := ifc.Addrs()
+	if err != nil {
+		return nil, false, fmt.Errorf("addresses of %s: %w", name, err)
+	}
+	for _, a := range list {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			addrs = append(addrs, p.Addr())
+		}
+	}
+	return addrs, true, nil
+}
+
+// deleteIPVSServices deletes the IPVS virtual servers kube-proxy made on
+// the addresses of its dummy interface and returns how many; a kernel
+// without IPVS has none.
+func deleteIPVSServices(dummy []netip.Addr) (int, error) {
 	c, err := netlink.Dial(unix.NETLINK_GENERIC, nil)
 	if err != nil {
-		return false, fmt.Errorf("generic netlink socket: %w", err)
+		return 0, fmt.Errorf("generic netlink socket: %w", err)
 	}
 	defer c.Close()
 	family, ok, err := genlFamily(c, "IPVS")
 	if err != nil || !ok {
-		return false, err
+		return 0, err
 	}
-	const ipvsCmdFlush, ipvsGenlVersion = 17, 1
-	msg := netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(family), Flags: netlink.Request | netlink.Acknowledge},
-		Data:   []byte{ipvsCmdFlush, ipvsGenlVersion, 0, 0},
+	msgs, err := c.Execute(netlink.Message{
+		Header: netlink.Header{Type: netlink.HeaderType(family), Flags: netlink.Request | netlink.Dump},
+		Data:   []byte{ipvsCmdGetService, ipvsGenlVersion, 0, 0},
+	})
+	if err != nil {
+		return 0, fmt.Errorf("list IPVS services: %w", err)
 	}
-	if _, err := c.Execute(msg); err != nil {
-		return false, fmt.Errorf("flush IPVS: %w", err)
+	all, err := decodeIPVSServices(msgs)
+	if err != nil {
+		return 0, err
 	}
-	return true, nil
+	n := 0
+	var errs []error
+	for _, s := range kubeProxyServices(all, dummy) {
+		data, err := encodeIPVSService(s)
+		if err == nil {
+			_, err = c.Execute(netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(family), Flags: netlink.Request | netlink.Acknowledge}, Data: data})
+		}
+		if err != nil && !errors.Is(err, unix.ESRCH) {
+			errs = append(errs, fmt.Errorf("delete IPVS service %s: %w", s, err))
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
 }
 
 // genlFamily resolves a generic netlink family's ID by name.

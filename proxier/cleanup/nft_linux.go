@@ -8,13 +8,16 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+	"github.com/google/nftables/xt"
 	"golang.org/x/sys/unix"
 )
 
 // CleanupNFT removes kube-proxy's rules from the iptables-nft backend (the
-// nftables tables "nat" and "filter" that iptables-nft manages) and the
-// tables of kube-proxy's nftables mode ("kube-proxy"), in both families,
-// in one transaction, in the current network namespace.
+// nftables tables "nat", "filter" and "mangle" that iptables-nft manages)
+// and the tables of kube-proxy's nftables mode ("kube-proxy"), in both
+// families, in one transaction, in the current network namespace. What is
+// kube-proxy's is decided by PlanTable.
 func CleanupNFT() (Result, error) {
 	c, err := nftables.New()
 	if err != nil {
@@ -30,10 +33,10 @@ func CleanupNFT() (Result, error) {
 		for _, ch := range chains {
 			byTable[ch.Table.Name] = append(byTable[ch.Table.Name], ch)
 		}
-		for _, name := range []string{"nat", "filter"} {
-			r, err := cleanupNFTTable(c, byTable[name])
+		for _, name := range []string{"nat", "filter", "mangle"} {
+			r, err := cleanupNFTTable(c, name, byTable[name])
 			if err != nil {
-				return res, err
+				return res, fmt.Errorf("%s table: %w", name, err)
 			}
 			res.Add(r)
 		}
@@ -53,45 +56,72 @@ func CleanupNFT() (Result, error) {
 	return res, nil
 }
 
-// cleanupNFTTable queues the deletion of kube-proxy's chains of one
-// iptables-nft table and of every rule elsewhere that jumps to them.
-func cleanupNFTTable(c *nftables.Conn, chains []*nftables.Chain) (Result, error) {
+// cleanupNFTTable queues what PlanTable removes from one iptables-nft
+// table: kube-proxy's jumps, then its chains, flushed and deleted.
+func cleanupNFTTable(c *nftables.Conn, table string, chains []*nftables.Chain) (Result, error) {
 	var res Result
-	kube := map[string]*nftables.Chain{}
+	named := false
 	for _, ch := range chains {
-		if owned(ch.Name) {
-			kube[ch.Name] = ch
-		}
+		named = named || KubeProxyChain(table, ch.Name)
 	}
-	if len(kube) == 0 {
-		return res, nil
+	if !named {
+		return res, nil // no rule needs reading
 	}
-	for _, ch := range chains {
-		if kube[ch.Name] != nil {
-			continue
-		}
-		rules, err := c.GetRules(ch.Table, ch)
+	view := make([]Chain, len(chains))
+	rules := make([][]*nftables.Rule, len(chains))
+	for i, ch := range chains {
+		rs, err := c.GetRules(ch.Table, ch)
 		if err != nil {
 			return res, fmt.Errorf("list rules of %s: %w", ch.Name, err)
 		}
-		for _, r := range rules {
-			for _, e := range r.Exprs {
-				if v, ok := e.(*expr.Verdict); ok && kube[v.Chain] != nil {
-					if err := c.DelRule(r); err != nil {
-						return res, err
-					}
-					res.Rules++
-					break
-				}
+		rules[i] = rs
+		view[i] = Chain{Name: ch.Name, Base: ch.Hooknum != nil}
+		for _, r := range rs {
+			view[i].Rules = append(view[i].Rules, nftRuleView(r))
+		}
+	}
+	plan := PlanTable(table, view)
+	for i, ch := range chains {
+		for _, pos := range plan.Rules[ch.Name] {
+			if err := c.DelRule(rules[i][pos]); err != nil {
+				return res, err
+			}
+			res.Rules++
+		}
+	}
+	byName := map[string]*nftables.Chain{}
+	for _, ch := range chains {
+		byName[ch.Name] = ch
+	}
+	for _, name := range plan.Chains {
+		c.FlushChain(byName[name])
+	}
+	for _, name := range plan.Chains {
+		c.DelChain(byName[name])
+		res.Chains++
+	}
+	res.Kept = plan.Kept
+	return res, nil
+}
+
+// nftRuleView reads the jump and the comment of an nftables rule: the
+// comment of iptables-nft's comment match, or the rule's own comment.
+func nftRuleView(r *nftables.Rule) Rule {
+	var v Rule
+	if s, ok := userdata.GetString(r.UserData, userdata.TypeComment); ok {
+		v.Comment = s
+	}
+	for _, e := range r.Exprs {
+		switch e := e.(type) {
+		case *expr.Verdict:
+			if e.Kind == expr.VerdictJump || e.Kind == expr.VerdictGoto {
+				v.Jump = e.Chain
+			}
+		case *expr.Match:
+			if c, ok := e.Info.(*xt.Comment); ok && e.Name == "comment" {
+				v.Comment = string(*c)
 			}
 		}
 	}
-	for _, ch := range kube {
-		c.FlushChain(ch)
-	}
-	for _, ch := range kube {
-		c.DelChain(ch)
-		res.Chains++
-	}
-	return res, nil
+	return v
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 )
 
 // layout is the size of an x_tables entry header in one family
@@ -38,7 +39,12 @@ type entry struct {
 	target  string // "" for the standard target
 	verdict int32  // standard target: jump offset (>= 0) or verdict
 	chain   string // ERROR target: the user chain it heads
+	comment string // the comment match's text, if the entry has one
 }
+
+// matchHeader is the size of struct xt_entry_match's header: u16 size,
+// name[29], revision.
+const matchHeader = 32
 
 func parseEntries(blob []byte, l layout) ([]entry, error) {
 	var out []entry
@@ -48,10 +54,20 @@ func parseEntries(blob []byte, l layout) ([]entry, error) {
 		}
 		tOff := int(binary.NativeEndian.Uint16(blob[off+l.targetOffset:]))
 		next := int(binary.NativeEndian.Uint16(blob[off+l.targetOffset+2:]))
-		if next < l.entrySize || off+next > len(blob) || tOff+targetHeader > next {
+		if next < l.entrySize || off+next > len(blob) || tOff < l.entrySize || tOff+targetHeader > next {
 			return nil, fmt.Errorf("entry at %d has bad offsets (target %d, next %d)", off, tOff, next)
 		}
 		e := entry{off: uint32(off), raw: blob[off : off+next]}
+		for m := l.entrySize; m+matchHeader <= tOff; {
+			size := int(binary.NativeEndian.Uint16(e.raw[m:]))
+			if size < matchHeader || m+size > tOff {
+				return nil, fmt.Errorf("entry at %d has a bad match at %d", off, m)
+			}
+			if string(bytes.TrimRight(e.raw[m+2:m+2+29], "\x00")) == "comment" {
+				e.comment = string(bytes.TrimRight(bytes.SplitN(e.raw[m+matchHeader:m+size], []byte{0}, 2)[0], "\x00"))
+			}
+			m += size
+		}
 		t := e.raw[tOff:]
 		e.target = string(bytes.TrimRight(t[2:2+29], "\x00"))
 		data := t[targetHeader:]
@@ -69,40 +85,77 @@ func parseEntries(blob []byte, l layout) ([]entry, error) {
 	return out, nil
 }
 
-// removeKubeProxy rewrites a table blob without kube-proxy's chains and
-// without the rules that jump to them. It returns the new blob, the new
-// table info and what it removed; an unchanged table returns a nil blob.
-func removeKubeProxy(blob []byte, info tableInfo, l layout) ([]byte, tableInfo, Result, error) {
+// builtinChains names the built-in chains by hook number.
+var builtinChains = [hooks]string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
+
+// removeKubeProxy rewrites the blob of the x_tables table named table
+// without what PlanTable removes. It returns the new blob, the new table
+// info and what it removed; an unchanged table returns a nil blob.
+func removeKubeProxy(table string, blob []byte, info tableInfo, l layout) ([]byte, tableInfo, Result, error) {
 	entries, err := parseEntries(blob, l)
 	if err != nil {
 		return nil, info, Result{}, err
 	}
-	// Chain starts: a user chain starts at the entry after its ERROR head.
-	remove := make([]bool, len(entries))
-	kubeStart := map[uint32]bool{}
-	var res Result
-	inKube := false
+	// Which chain each entry belongs to: a built-in chain starts at its
+	// hook entry, a user chain at the entry after its ERROR head.
+	chainOf := make([]int, len(entries)) // index into chains, -1 for heads
+	startOf := map[uint32]string{}       // first entry of a user chain
+	var chains []Chain
+	current := -1
 	for i, e := range entries {
 		if e.target == "ERROR" {
-			inKube = e.chain != "ERROR" && owned(e.chain)
-			if inKube {
-				res.Chains++
+			current = -1
+			if e.chain != "ERROR" {
+				chains = append(chains, Chain{Name: e.chain})
+				current = len(chains) - 1
 				if i+1 < len(entries) {
-					kubeStart[entries[i+1].off] = true
+					startOf[entries[i+1].off] = e.chain
 				}
 			}
-		} else if isHookEntry(info, e.off) {
-			inKube = false
+			chainOf[i] = -1
+			continue
 		}
-		remove[i] = inKube
+		for h := 0; h < hooks; h++ {
+			if info.validHooks&(1<<h) != 0 && info.hookEntry[h] == e.off {
+				chains = append(chains, Chain{Name: builtinChains[h], Base: true})
+				current = len(chains) - 1
+				break
+			}
+		}
+		chainOf[i] = current
 	}
+	position := make([]int, len(entries)) // the entry's rule index in its chain
 	for i, e := range entries {
-		if !remove[i] && e.target == "" && e.verdict >= 0 && kubeStart[uint32(e.verdict)] {
-			remove[i] = true
+		if c := chainOf[i]; c >= 0 {
+			r := Rule{Comment: e.comment}
+			if e.target == "" && e.verdict >= 0 {
+				r.Jump = startOf[uint32(e.verdict)]
+			}
+			position[i] = len(chains[c].Rules)
+			chains[c].Rules = append(chains[c].Rules, r)
 		}
 	}
-	for i := range entries {
-		if remove[i] && entries[i].target != "ERROR" {
+	plan := PlanTable(table, chains)
+	res := Result{Kept: plan.Kept}
+	removeChain := map[string]bool{}
+	for _, name := range plan.Chains {
+		removeChain[name] = true
+	}
+	remove := make([]bool, len(entries))
+	for i, e := range entries {
+		if e.target == "ERROR" {
+			remove[i] = removeChain[e.chain]
+			if remove[i] {
+				res.Chains++
+			}
+			continue
+		}
+		c := chainOf[i]
+		if c < 0 {
+			continue
+		}
+		if removeChain[chains[c].Name] || slices.Contains(plan.Rules[chains[c].Name], position[i]) {
+			remove[i] = true
 			res.Rules++
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -27,16 +28,22 @@ const (
 // and filter tables of both families in the current network namespace.
 //
 // It holds the x_tables lock (XtablesLock) meanwhile, as iptables-legacy
-// does; if the lock file cannot be opened (not mounted into the container),
-// it goes on without it and says so in the error.
+// does, and changes nothing when it cannot take it (the lock file not
+// mounted into the container, or another program holding it for longer
+// than iptables' own wait): replacing a table without the lock could undo
+// another program's concurrent change.
 func CleanupLegacy() (Result, error) {
+	return cleanupLegacy(XtablesLock, xtablesLockWait)
+}
+
+func cleanupLegacy(lock string, wait time.Duration) (Result, error) {
 	var total Result
 	var errs []error
-	if release, err := lockXtables(XtablesLock, xtablesLockWait); err != nil {
-		errs = append(errs, fmt.Errorf("without the x_tables lock: %w", err))
-	} else {
-		defer release()
+	release, err := lockXtables(lock, wait)
+	if err != nil {
+		return total, fmt.Errorf("legacy iptables left unchanged, no x_tables lock: %w", err)
 	}
+	defer release()
 	for _, fam := range []struct {
 		domain, level int
 		l             layout
@@ -46,7 +53,7 @@ func CleanupLegacy() (Result, error) {
 			errs = append(errs, fmt.Errorf("raw socket: %w", err))
 			continue
 		}
-		for _, table := range []string{"nat", "filter"} {
+		for _, table := range []string{"nat", "filter", "mangle"} {
 			r, err := cleanupTable(fd, fam.level, table, fam.l)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("legacy %s table: %w", table, err))
@@ -102,7 +109,7 @@ func cleanupTable(fd, level int, table string, l layout) (Result, error) {
 	if err := getsockopt(fd, level, soGetEntries, entries); err != nil {
 		return Result{}, fmt.Errorf("get entries: %w", err)
 	}
-	blob, ni, res, err := removeKubeProxy(entries[getEntriesHd:], info, l)
+	blob, ni, res, err := removeKubeProxy(table, entries[getEntriesHd:], info, l)
 	if err != nil || blob == nil {
 		return res, err
 	}
