@@ -74,6 +74,7 @@ type Netlink struct {
 func NewNetlink() *Netlink { return newNetlink(-1) }
 
 func newNetlink(fd int) *Netlink {
+	Reserve()
 	return &Netlink{netnsFd: fd, endpointMaps: map[nftgen.Family]map[string]string{}, endpointMapSeq: uint64(time.Now().UnixNano()),
 		monitorReadBuffer: defaultMonitorReadBuffer, missed: make(chan string, 1)}
 }
@@ -105,7 +106,7 @@ func (n *Netlink) withConn(fn func(c *nftables.Conn) error) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.lasting == nil {
-		c, err := nftables.New(append(n.connOptions(), nftables.AsLasting())...)
+		c, err := NewConn(n.connOptions()...)
 		if err != nil {
 			return fmt.Errorf("open netlink: %w", err)
 		}

@@ -42,7 +42,7 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 	// One socket for the whole read: it dumps every set and every chain
 	// separately, which is hundreds of thousands of dumps at 30,000
 	// Services.
-	c, err := nftables.New(append(n.connOptions(), nftables.AsLasting())...)
+	c, err := NewConn(n.connOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("open netlink: %w", err)
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/google/nftables/userdata"
 	"github.com/google/nftables/xt"
 	"golang.org/x/sys/unix"
+
+	"github.com/nftproxy/nftproxy/nftgen/kernel"
 )
 
 // CleanupNFT removes kube-proxy's rules from the iptables-nft backend (the
@@ -19,10 +21,11 @@ import (
 // families, in one transaction, in the current network namespace. What is
 // kube-proxy's is decided by PlanTable.
 func CleanupNFT() (Result, error) {
-	c, err := nftables.New()
+	c, err := kernel.NewConn()
 	if err != nil {
 		return Result{}, err
 	}
+	defer c.CloseLasting()
 	var res Result
 	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
 		chains, err := c.ListChainsOfTableFamily(fam)
