@@ -104,8 +104,8 @@ func runLoop(ctx context.Context, opts *options) error {
 		case <-ctx.Done():
 		}
 	}()
-	serve(ctx, opts.netns, opts.metricsBindAddress, mux, opts.kp.bindAddressHardFail, serveFailed)
-	serve(ctx, opts.netns, opts.kp.healthzBindAddress, health.Mux(), opts.kp.bindAddressHardFail, serveFailed)
+	serve(ctx, opts.netns, opts.metricsBindAddress, mux, healthcheck.ServerLimits(10*time.Minute), opts.kp.bindAddressHardFail, serveFailed)
+	serve(ctx, opts.netns, opts.kp.healthzBindAddress, health.Mux(), healthcheck.ServerLimits(10*time.Second), opts.kp.bindAddressHardFail, serveFailed)
 	if opts.kp.configFile != "" {
 		go watchConfigFile(ctx, opts.kp.configFile, configPoll, serveFailed)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/nftproxy/nftproxy/compat/explain"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier"
+	"github.com/nftproxy/nftproxy/proxier/healthcheck"
 	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/netns"
 )
@@ -103,11 +104,11 @@ const serveRetry = 5 * time.Second
 // ends. When the address cannot be bound (a port still held by the old
 // pod), it logs and tries again every serveRetry, or, with hardFail
 // (--bind-address-hard-fail), sends the error to failed and gives up.
-func serve(ctx context.Context, nsPath, addr string, handler http.Handler, hardFail bool, failed chan<- error) {
+func serve(ctx context.Context, nsPath, addr string, handler http.Handler, lim healthcheck.Limits, hardFail bool, failed chan<- error) {
 	if addr == "" || addr == "0" {
 		return
 	}
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
+	srv, limit := lim.NewServer(handler)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -119,7 +120,7 @@ func serve(ctx context.Context, nsPath, addr string, handler http.Handler, hardF
 			var l net.Listener
 			err := netns.Do(nsPath, func() (err error) { l, err = net.Listen("tcp", addr); return err })
 			if err == nil {
-				err = srv.Serve(l)
+				err = srv.Serve(limit(l))
 				if errors.Is(err, http.ErrServerClosed) {
 					return
 				}

@@ -14,7 +14,6 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
-	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -131,11 +130,12 @@ func (s *ServiceServer) Sync(ports map[types.NamespacedName]uint16, localEndpoin
 			continue
 		}
 		svc := &hcService{port: port, endpoints: localEndpoints[nn]}
-		svc.server = &http.Server{Handler: s.handler(nn), ReadHeaderTimeout: 5 * time.Second}
+		server, limit := ServiceHealthLimits().NewServer(s.handler(nn))
+		svc.server = server
 		s.services[nn] = svc
 		for _, l := range listeners {
 			go func() {
-				if err := svc.server.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				if err := svc.server.Serve(limit(l)); err != nil && !errors.Is(err, http.ErrServerClosed) {
 					klog.ErrorS(err, "Health check server stopped", "service", nn, "port", port)
 				}
 			}()
