@@ -80,6 +80,7 @@ func (ll *limitedListener) Accept() (net.Conn, error) {
 	l.conns[c] = time.Time{}
 	return c, nil
 }
+
 // longestIdle returns the connection idle the longest, or nil if every
 // connection is busy.
 func (l *connLimiter) longestIdle() net.Conn {
