@@ -4,6 +4,7 @@ package kernel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/nftproxy/nftproxy/nftgen"
 )
@@ -39,48 +41,73 @@ func (n *Netlink) Watch(ctx context.Context) (<-chan nftgen.Change, error) {
 	go func() {
 		defer close(out)
 		for {
-			stop := context.AfterFunc(ctx, closeMon)
+			done := make(chan struct{})
+			reads := receiveAll(events, done)
+			stop := context.AfterFunc(ctx, func() { close(done); closeMon() })
+			// finish ends this subscription's reader and socket.
+			finish := func() {
+				if stop() {
+					close(done)
+				}
+				closeMon()
+			}
+			var pending []notification
 			var lost error
 		read:
 			for {
-				var evs *nftables.MonitorEvents
+				var r received
 				select {
 				case what := <-n.missed:
 					if !send(nftgen.Change{Lost: true, Missed: true, What: what}) {
-						stop()
+						finish()
 						return
 					}
 					continue
-				case e, ok := <-events:
-					if !ok {
-						break read
-					}
-					evs = e
+				case r = <-reads:
 				}
-				if evs.GeneratedBy == nil {
-					continue
-				}
-				if evs.GeneratedBy.Error != nil {
-					lost = evs.GeneratedBy.Error
-					continue
-				}
-				gen, _ := evs.GeneratedBy.Data.(*nftables.Gen)
-				if gen == nil || gen.ProcPID == self || ownThread(gen.ProcPID) {
-					continue
-				}
-				if ch, ok := classify(evs.Changes); ok {
-					ch.Process = fmt.Sprintf("%s[%d]", gen.ProcComm, gen.ProcPID)
-					if !send(ch) {
-						stop()
+				switch {
+				case errors.Is(r.err, unix.ENOBUFS):
+					// The kernel dropped notifications; the socket goes on.
+					pending = nil
+					if !send(nftgen.Change{Lost: true, What: fmt.Sprintf("monitor lost notifications: %v", r.err)}) {
+						finish()
 						return
+					}
+					continue
+				case r.err != nil:
+					lost = r.err
+					break read
+				}
+				for _, m := range r.msgs {
+					note, ok, err := decodeNotification(m)
+					if err != nil || !ok {
+						continue
+					}
+					if !note.gen {
+						pending = append(pending, note)
+						continue
+					}
+					changes := pending
+					pending = nil
+					if note.pid == self || ownThread(note.pid) {
+						continue
+					}
+					if ch, ok := classify(changes); ok {
+						ch.Process = fmt.Sprintf("%s[%d]", note.comm, note.pid)
+						if !send(ch) {
+							finish()
+							return
+						}
 					}
 				}
 			}
-			stop()
-			closeMon()
-			// The monitor ended on a receive error: after a pause (so that
-			// a persistent error does not spin), subscribe again, then say
-			// that changes may have been missed.
+			finish()
+			if ctx.Err() != nil {
+				return
+			}
+			// The socket failed: after a pause (so that a persistent
+			// error does not spin), subscribe again, then say that
+			// changes may have been missed.
 			select {
 			case <-ctx.Done():
 				return
@@ -99,6 +126,33 @@ func (n *Netlink) Watch(ctx context.Context) (<-chan nftgen.Change, error) {
 	return out, nil
 }
 
+// received is one Receive of the monitor's socket.
+type received struct {
+	msgs []netlink.Message
+	err  error
+}
+
+// receiveAll reads sock until it fails for good (closed) or done is
+// closed, sending each read on the returned channel; ENOBUFS is passed on
+// and reading goes on.
+func receiveAll(sock *netlink.Conn, done <-chan struct{}) <-chan received {
+	ch := make(chan received)
+	go func() {
+		for {
+			msgs, err := sock.Receive()
+			select {
+			case ch <- received{msgs, err}:
+			case <-done:
+				return
+			}
+			if err != nil && !errors.Is(err, unix.ENOBUFS) {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
 // defaultMonitorReadBuffer is the receive buffer of the monitor's socket:
 // room for bursts of other processes' changes. nftproxy's own full sync
 // of a large table still overflows it, which Watch survives.
@@ -108,87 +162,40 @@ const defaultMonitorReadBuffer = 4 << 20
 // is started again.
 const resubscribeDelay = 100 * time.Millisecond
 
-// subscribe starts a generational nftables monitor on a socket of its own
-// and returns its events and a function that closes both (safe to call
-// twice). The socket is closed here rather than by the monitor, which
-// leaves it open when it stops on a receive error.
-func (n *Netlink) subscribe() (chan *nftables.MonitorEvents, func(), error) {
-	var sock *netlink.Conn
-	setBuffer := func(c *netlink.Conn) error { sock = c; return c.SetReadBuffer(n.monitorReadBuffer) }
-	c, err := nftables.New(append(n.connOptions(), nftables.AsLasting(), nftables.WithSockOptions(setBuffer))...)
+// subscribe opens a socket of its own in the nftables notification group
+// and returns it and a function that closes it (safe to call twice).
+func (n *Netlink) subscribe() (*netlink.Conn, func(), error) {
+	sock, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: max(n.netnsFd, 0)})
 	if err != nil {
 		return nil, nil, fmt.Errorf("open netlink: %w", err)
 	}
-	mon := nftables.NewMonitor(nftables.WithMonitorEventBuffer(1024))
-	events, err := c.AddGenerationalMonitor(mon)
-	if err != nil {
-		_ = c.CloseLasting()
-		return nil, nil, fmt.Errorf("nftables monitor: %w", err)
+	if err := sock.SetReadBuffer(n.monitorReadBuffer); err != nil {
+		sock.Close()
+		return nil, nil, fmt.Errorf("monitor read buffer: %w", err)
+	}
+	if err := sock.JoinGroup(unix.NFNLGRP_NFTABLES); err != nil {
+		sock.Close()
+		return nil, nil, fmt.Errorf("join the nftables notification group: %w", err)
 	}
 	n.monMu.Lock()
 	n.monitor = sock
 	n.monMu.Unlock()
 	var once sync.Once
-	return events, func() {
+	return sock, func() {
 		once.Do(func() {
 			n.monMu.Lock()
 			if n.monitor == sock {
 				n.monitor = nil
 			}
 			n.monMu.Unlock()
-			_ = mon.Close()
-			_ = c.CloseLasting()
+			_ = sock.Close()
 		})
 	}, nil
 }
 
-// ownThread reports whether tid is a thread of this process: the kernel
-// names the committing thread, and Go commits from any of its threads.
 func ownThread(tid uint32) bool {
 	_, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid))
 	return err == nil
-}
-
-func classify(changes []*nftables.MonitorEvent) (nftgen.Change, bool) {
-	var elements bool
-	for _, e := range changes {
-		var table *nftables.Table
-		var what string
-		switch d := e.Data.(type) {
-		case *nftables.Table:
-			table, what = d, "table"
-		case *nftables.Chain:
-			table, what = d.Table, "chain "+d.Name
-		case *nftables.Rule:
-			table, what = d.Table, "rule in chain "+chainName(d)
-		case *nftables.Set:
-			table, what = d.Table, "set "+d.Name
-		case []nftables.SetElement:
-			elements = true
-			continue
-		default:
-			continue
-		}
-		if table != nil && table.Name == nftgen.TableName && (table.Family == nftables.TableFamilyIPv4 || table.Family == nftables.TableFamilyIPv6) {
-			verb := "added"
-			if e.Type == nftables.MonitorEventTypeDelTable || e.Type == nftables.MonitorEventTypeDelChain ||
-				e.Type == nftables.MonitorEventTypeDelRule || e.Type == nftables.MonitorEventTypeDelSet {
-				verb = "deleted"
-			}
-			return nftgen.Change{Ours: true, What: what + " " + verb}, true
-		}
-	}
-	if elements {
-		return nftgen.Change{What: "set elements changed"}, true
-	}
-	return nftgen.Change{}, false
-}
-
-func chainName(r *nftables.Rule) string {
-	if r.Chain != nil {
-		return r.Chain.Name
-	}
-	return "?"
 }
 
 // ElementCounts implements Dataplane.
