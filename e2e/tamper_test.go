@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +30,9 @@ func TestTamperingIsRepairedWithinASecond(t *testing.T) {
 	startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
 		"--iptables-sync-period", "1m", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0")
 
-	list := func() string { out, _ := tp.Node.Run("nft", "list", "table", "ip", "nftproxy"); return out }
+	// The listing with its objects sorted: a chain made anew is listed
+	// last, with the same meaning.
+	list := func() string { out, _ := tp.Node.Run("nft", "list", "table", "ip", "nftproxy"); return sortedObjects(out) }
 	eventually(t, "nftproxy programs its table", 10*time.Second, func() error {
 		if !strings.Contains(list(), "10.96.0.60") {
 			return errorf("no 10.96.0.60 in the table")
@@ -47,13 +50,17 @@ func TestTamperingIsRepairedWithinASecond(t *testing.T) {
 		{"chain flushed", []string{"flush", "chain", "ip", "nftproxy", "KUBE-SERVICES"}},
 		{"map element removed", []string{"delete", "element", "ip", "nftproxy", "service-ips", "{ 10.96.0.60 . tcp . 80 }"}},
 		{"foreign rule inserted", []string{"insert", "rule", "ip", "nftproxy", "KUBE-SERVICES", "ip", "daddr", "10.96.0.60", "drop"}},
+		{"table made dormant", []string{"add", "table", "ip", "nftproxy", "{ flags dormant; }"}},
+		{"base chain policy set to drop", []string{"add", "chain", "ip", "nftproxy", "filter-input", "{ type filter hook input priority -110; policy drop; }"}},
+		{"base chain replaced at another priority", []string{"delete chain ip nftproxy nat-output; add chain ip nftproxy nat-output { type nat hook output priority 50; }"}},
 	}
 	for _, tm := range tampers {
 		tp.Node.MustRun(t, "nft", tm.args...)
 		start := time.Now()
 		for list() != baseline {
 			if time.Since(start) > time.Second {
-				t.Fatalf("%s: not repaired within 1 s:\n%s", tm.name, list())
+				logs, _ := os.ReadFile(logPath)
+				t.Fatalf("%s: not repaired within 1 s:\n%s\n%s", tm.name, list(), logs)
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -83,4 +90,18 @@ func TestTamperingIsRepairedWithinASecond(t *testing.T) {
 	if got := tp.Node.MustRun(t, "nft", "list", "table", "inet", "other-tool"); got != otherBefore {
 		t.Errorf("another table was touched:\n%s", got)
 	}
+}
+
+// sortedObjects returns an `nft list table` listing with its top-level
+// objects (chains, maps, sets, counters) in sorted order.
+func sortedObjects(listing string) string {
+	var blocks []string
+	for _, line := range strings.Split(listing, "\n") {
+		if len(line) > 1 && line[0] == '\t' && line[1] != '\t' || len(blocks) == 0 {
+			blocks = append(blocks, "")
+		}
+		blocks[len(blocks)-1] += line + "\n"
+	}
+	slices.Sort(blocks[1:])
+	return strings.Join(blocks, "")
 }

@@ -47,8 +47,25 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 		case old == nil:
 			add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
 			refill = append(refill, c)
-		case !sameBase(old.Base, c.Base):
+		case !sameBase(old.Base, c.Base) && (old.Base == nil || c.Base == nil):
 			return nil
+		case old.Base != nil && c.Base != nil && *old.Base != *c.Base && samePlacement(old.Base, c.Base):
+			// Only the policy differs: adding the chain sets it again.
+			add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
+			same := *old
+			same.Base = c.Base
+			if c.UsesEndpointMap() || !same.Equal(c) {
+				flush = append(flush, c.Name)
+				refill = append(refill, c)
+			}
+		case !sameBase(old.Base, c.Base):
+			// Another hook, priority, type or policy: the chain is made
+			// anew in the same transaction (a base chain is no jump
+			// target, and a chain that exists keeps its hook).
+			add(Op{Kind: OpFlushChain, Name: c.Name})
+			add(Op{Kind: OpDeleteChain, Name: c.Name})
+			add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
+			refill = append(refill, c)
 		case c.UsesEndpointMap() || !old.Equal(c):
 			flush = append(flush, c.Name)
 			refill = append(refill, c)
@@ -129,10 +146,16 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 		// exists keeps its counts.
 		tx.Ops = slices.Insert(tx.Ops, 1, counterOps(desired.Top.Counters)...)
 	}
-	if len(tx.Ops) == 1 {
+	if len(tx.Ops) == 1 && !live.Dormant { // the table op alone makes a dormant table active
 		tx.Ops = nil
 	}
 	return tx
+}
+
+// samePlacement reports whether two base chains hook the same place: the
+// same type, hook and priority, whatever their policies.
+func samePlacement(a, b *BaseChain) bool {
+	return a.Type == b.Type && a.Hook == b.Hook && a.Priority == b.Priority
 }
 
 func sameBase(a, b *BaseChain) bool {

@@ -93,18 +93,6 @@ func TestReconcileGivesUpOnWhatItCannotPatch(t *testing.T) {
 		t.Errorf("reconcile over undecodable objects = %d operations, want nil (rewrite)", len(tx.Ops))
 	}
 
-	live, _ = fake.Read(ctx, FamilyIPv4)
-	for _, c := range live.Chains {
-		if c.Base != nil {
-			b := *c.Base
-			b.Priority += 5
-			c.Base = &b
-			break
-		}
-	}
-	if tx := PlanReconcile(rs, live); tx != nil {
-		t.Errorf("reconcile over a base chain with another priority = %d operations, want nil (rewrite)", len(tx.Ops))
-	}
 	if tx := PlanReconcile(rs, nil); tx != nil {
 		t.Error("reconcile without a live table must give up")
 	}
@@ -139,5 +127,53 @@ func TestReconcileRewritesEndpointMapChains(t *testing.T) {
 	}
 	if flushed != 1 || deleted != 1 {
 		t.Errorf("reconcile flushed %d chains and deleted %d old endpoint maps; want 1 and 1:\n%s", flushed, deleted, tx)
+	}
+}
+
+// TestReconcileRepairsTheTableAndBaseChains: what another process can
+// change about the table itself is patched too: a dormant table is made
+// active (the table operation alone), a base chain's drop policy is set
+// back to accept in place, and a base chain at another priority is made
+// anew in the same transaction.
+func TestReconcileRepairsTheTableAndBaseChains(t *testing.T) {
+	rs := featureGenerator(t).Ruleset(nftgentest.FeaturePorts())
+	fake := applyFull(t, rs)
+	ctx := context.Background()
+	base := func(live *TableState) *Chain {
+		for _, c := range live.Chains {
+			if c.Base != nil {
+				return c
+			}
+		}
+		t.Fatal("no base chain")
+		return nil
+	}
+
+	live, _ := fake.Read(ctx, FamilyIPv4)
+	if tx := PlanReconcile(rs, live); !tx.Empty() {
+		t.Fatalf("reconcile of the applied table = %d operations", len(tx.Ops))
+	}
+	live.Dormant = true
+	if tx := PlanReconcile(rs, live); tx == nil || len(tx.Ops) != 1 || tx.Ops[0].Kind != OpAddTable {
+		t.Errorf("reconcile of a dormant table = %v, want the table operation alone", tx)
+	}
+
+	live, _ = fake.Read(ctx, FamilyIPv4)
+	c := base(live)
+	b := *c.Base
+	b.Drop = true
+	c.Base = &b
+	if tx := PlanReconcile(rs, live); tx == nil || len(tx.Ops) != 2 || tx.Ops[1].Kind != OpAddChain || tx.Ops[1].Name != c.Name {
+		t.Errorf("reconcile of a base chain with a drop policy = %v, want the chain added again", tx)
+	}
+
+	live, _ = fake.Read(ctx, FamilyIPv4)
+	c = base(live)
+	b = *c.Base
+	b.Priority += 5
+	c.Base = &b
+	tx := PlanReconcile(rs, live)
+	if tx == nil || tx.Count(OpDeleteChain) != 1 || tx.Count(OpFlushChain) != 1 || tx.Count(OpAddChain) != 1 || tx.Count(OpAddRule) != len(c.Rules) {
+		t.Errorf("reconcile of a base chain at another priority = %v, want it flushed, deleted, added and refilled", tx)
 	}
 }

@@ -12,6 +12,9 @@ import (
 // from a Fake, or taken from a desired Ruleset. The compat view renders it.
 type TableState struct {
 	Family Family
+	// Dormant is set when another process made the table dormant (its
+	// chains hook nothing then); nftproxy writes it active.
+	Dormant bool
 	// Chains are in the kernel's order (Ruleset order for a desired one).
 	Chains []*Chain
 	// Maps are the named verdict maps with their elements.

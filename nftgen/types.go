@@ -60,6 +60,10 @@ type BaseChain struct {
 	Type     ChainType
 	Hook     Hook
 	Priority int32
+	// Drop is set when the chain's policy is drop. nftproxy writes accept;
+	// only a chain read back from the kernel, changed by another process,
+	// has it.
+	Drop bool
 }
 
 // Chain is a chain with its rules.

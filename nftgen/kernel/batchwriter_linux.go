@@ -98,6 +98,11 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 			ch.Hooknum = hooks[op.Base.Hook]
 			ch.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(op.Base.Priority))
 			ch.Type = nftables.ChainTypeFilter
+			// Always said: a chain that exists keeps its policy unless
+			// the message names one, and another process may have set
+			// drop.
+			accept := nftables.ChainPolicyAccept
+			ch.Policy = &accept
 			if op.Base.Type == nftgen.NATType {
 				ch.Type = nftables.ChainTypeNAT
 			}

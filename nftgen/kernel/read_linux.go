@@ -51,7 +51,7 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 	if table == nil || err != nil {
 		return nil, err
 	}
-	st := &nftgen.TableState{Family: f, Members: map[string][]nftgen.SetMember{}}
+	st := &nftgen.TableState{Family: f, Members: map[string][]nftgen.SetMember{}, Dormant: table.Flags&nftables.TableFlagDormant != 0}
 	sets, err := c.GetSets(table)
 	if err != nil {
 		return nil, fmt.Errorf("list sets of %s %s: %w", f, nftgen.TableName, err)
@@ -151,7 +151,8 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 		}
 		out := &nftgen.Chain{Name: ch.Name, Rules: rules[i]}
 		if ch.Hooknum != nil && ch.Priority != nil {
-			out.Base = &nftgen.BaseChain{Type: nftgen.ChainType(ch.Type), Hook: hookName(*ch.Hooknum), Priority: int32(*ch.Priority)}
+			out.Base = &nftgen.BaseChain{Type: nftgen.ChainType(ch.Type), Hook: hookName(*ch.Hooknum), Priority: int32(*ch.Priority),
+				Drop: ch.Policy != nil && *ch.Policy == nftables.ChainPolicyDrop}
 		}
 		st.Chains = append(st.Chains, out)
 	}
