@@ -32,7 +32,10 @@ func TestTamperingIsRepairedWithinASecond(t *testing.T) {
 
 	// The listing with its objects sorted: a chain made anew is listed
 	// last, with the same meaning.
-	list := func() string { out, _ := tp.Node.Run("nft", "list", "table", "ip", "nftproxy"); return sortedObjects(out) }
+	list := func() string {
+		out, _ := tp.Node.Run("nft", "list", "table", "ip", "nftproxy")
+		return sortedObjects(out)
+	}
 	eventually(t, "nftproxy programs its table", 10*time.Second, func() error {
 		if !strings.Contains(list(), "10.96.0.60") {
 			return errorf("no 10.96.0.60 in the table")
