@@ -55,12 +55,18 @@ func TestUDPConntrackCleanup(t *testing.T) {
 	c.store.SetEndpointSlice(SliceOf("udp", "dns", "dns-1", []PortSpec{dnsPort}, ips(pods, "a1")...))
 	c.sync()
 
-	var conn net.Conn
-	if err := pods["client"].NS.Do(func() (err error) { conn, err = net.Dial("udp", "10.96.0.81:53"); return err }); err != nil {
-		t.Fatal(err)
+	// Three clients (three source ports, three conntrack entries with the
+	// same destination and reply source): the cleanup must delete all.
+	var clients []net.Conn
+	for range 3 {
+		var conn net.Conn
+		if err := pods["client"].NS.Do(func() (err error) { conn, err = net.Dial("udp", "10.96.0.81:53"); return err }); err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		clients = append(clients, conn)
 	}
-	defer conn.Close()
-	ask := func() (string, error) {
+	askOn := func(conn net.Conn) (string, error) {
 		_ = conn.SetDeadline(time.Now().Add(time.Second))
 		if _, err := conn.Write([]byte("q")); err != nil {
 			return "", err
@@ -73,12 +79,15 @@ func TestUDPConntrackCleanup(t *testing.T) {
 		r, err := parseReply(string(buf[:n]))
 		return r.Server, err
 	}
-	if got, err := ask(); err != nil || got != "a1" {
-		t.Fatalf("first answer from %q (%v), want a1", got, err)
+	ask := func() (string, error) { return askOn(clients[0]) }
+	for i, conn := range clients {
+		if got, err := askOn(conn); err != nil || got != "a1" {
+			t.Fatalf("client %d: first answer from %q (%v), want a1", i, got, err)
+		}
 	}
 
-	// Move the Service to a2 with the cleanup switched off: the client's
-	// flow still points at a1, which still answers.
+	// Move the Service to a2 with the cleanup switched off: the clients'
+	// flows still point at a1, which still answers.
 	cleaner := c.proxier.Conntrack
 	c.proxier.Conntrack = nil
 	c.store.SetEndpointSlice(SliceOf("udp", "dns", "dns-1", []PortSpec{dnsPort}, ips(pods, "a2")...))
@@ -86,12 +95,14 @@ func TestUDPConntrackCleanup(t *testing.T) {
 	if got, _ := ask(); got != "a1" {
 		t.Fatalf("without cleanup the client reached %q; the control expects it stuck on a1", got)
 	}
-	// With the cleanup, the next sync deletes the stale entry.
+	// With the cleanup, the next sync deletes every stale entry.
 	c.proxier.Conntrack = cleaner
 	c.store.SetService(svc) // mark the Service changed so that it is looked at again
 	c.sync()
-	if got, err := ask(); err != nil || got != "a2" {
-		t.Errorf("after cleanup the client reached %q (%v), want a2", got, err)
+	for i, conn := range clients {
+		if got, err := askOn(conn); err != nil || got != "a2" {
+			t.Errorf("after cleanup client %d reached %q (%v), want a2", i, got, err)
+		}
 	}
 
 	// A flow that started while the Service had no endpoints.

@@ -38,6 +38,10 @@ type Proxier struct {
 	Metrics   *metrics.Metrics
 
 	info map[types.NamespacedName]serviceInfo
+	// retryUDP holds, per family, the UDP Services whose last conntrack
+	// cleanup failed in part; the next sync cleans them again (before the
+	// changed ones, whose newer endpoints win).
+	retryUDP map[nftgen.Family][]conntrack.UDPService
 }
 
 type serviceInfo struct {
@@ -51,7 +55,7 @@ type serviceInfo struct {
 
 // newProxier returns a Proxier over store and syncer for node.
 func newProxier(store *model.Store, syncer *Syncer, node model.Node) *Proxier {
-	return &Proxier{Store: store, Syncer: syncer, Node: node, info: map[types.NamespacedName]serviceInfo{}}
+	return &Proxier{Store: store, Syncer: syncer, Node: node, info: map[types.NamespacedName]serviceInfo{}, retryUDP: map[nftgen.Family][]conntrack.UDPService{}}
 }
 
 // Sync programs the rules (the whole table with full, see Syncer.Sync),
@@ -96,11 +100,12 @@ func (p *Proxier) Sync(ctx context.Context, full bool) (SyncResult, error) {
 			klog.FromContext(ctx).Error(err, "Cannot serve some health check node ports")
 		}
 	}
-	if p.Conntrack != nil && len(udp) > 0 {
+	if p.Conntrack != nil {
 		// Per family, as kube-proxy's per-family proxiers reconcile and
 		// count.
 		for _, f := range p.Syncer.Families() {
-			own := udpOfFamily(udp, f == nftgen.FamilyIPv4)
+			own := append(p.retryUDP[f], udpOfFamily(udp, f == nftgen.FamilyIPv4)...)
+			delete(p.retryUDP, f)
 			if len(own) == 0 {
 				continue
 			}
@@ -111,7 +116,8 @@ func (p *Proxier) Sync(ctx context.Context, full bool) (SyncResult, error) {
 				p.Metrics.ConntrackDeleted.WithLabelValues(familyLabel(f)).Add(float64(n))
 			}
 			if err != nil {
-				klog.FromContext(ctx).Error(err, "Cannot clean stale UDP conntrack entries", "family", f)
+				p.retryUDP[f] = latestUDP(own)
+				klog.FromContext(ctx).Error(err, "Cannot clean all stale UDP conntrack entries; retrying at the next sync", "family", f, "deleted", n)
 			} else if n > 0 {
 				klog.FromContext(ctx).V(2).Info("Deleted stale UDP conntrack entries", "family", f, "count", n)
 			}
@@ -264,4 +270,28 @@ func (p *Proxier) countNoLocal(info *serviceInfo, st *model.ServicePortState) {
 			info.noLocal[[2]string{"external", fam.String()}]++
 		}
 	}
+}
+
+// latestUDP keeps the last entry of each UDP Service port (by its first
+// destination and node port) of list, so that a cleanup that keeps
+// failing does not make the retry list grow.
+func latestUDP(list []conntrack.UDPService) []conntrack.UDPService {
+	type key struct {
+		dest     netip.AddrPort
+		nodePort uint16
+	}
+	seen := map[key]bool{}
+	var out []conntrack.UDPService
+	for i := len(list) - 1; i >= 0; i-- {
+		k := key{nodePort: list[i].NodePort}
+		if len(list[i].Destinations) > 0 {
+			k.dest = list[i].Destinations[0]
+		}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, list[i])
+		}
+	}
+	slices.Reverse(out)
+	return out
 }

@@ -28,11 +28,12 @@ type Flow struct {
 
 const protoUDP = 17
 
-// Stale returns the flows that belong to one of services (by destination
+// Stale returns the positions in flows of the flows that belong to one of services (by destination
 // IP:port, or by node port) but whose reply comes from an address that is
 // not one of its endpoints: a deleted endpoint, or the service address
 // itself when the flow started before there were endpoints.
-func Stale(flows []Flow, services []UDPService) []Flow {
+// Several clients' flows to one deleted endpoint are as many positions.
+func Stale(flows []Flow, services []UDPService) []int {
 	type target struct{ endpoints map[netip.AddrPort]bool }
 	byDest := map[netip.AddrPort]*target{}
 	byNodePort := map[uint16]*target{}
@@ -48,8 +49,8 @@ func Stale(flows []Flow, services []UDPService) []Flow {
 			byNodePort[svc.NodePort] = t
 		}
 	}
-	var out []Flow
-	for _, f := range flows {
+	var out []int
+	for i, f := range flows {
 		if f.Proto != protoUDP {
 			continue
 		}
@@ -58,7 +59,7 @@ func Stale(flows []Flow, services []UDPService) []Flow {
 			t = byNodePort[f.OrigDst.Port()]
 		}
 		if t != nil && !t.endpoints[f.ReplySrc] {
-			out = append(out, f)
+			out = append(out, i)
 		}
 	}
 	return out

@@ -20,9 +20,11 @@ func TestStale(t *testing.T) {
 		{Proto: 17, OrigDst: ap("192.0.2.1:30053"), ReplySrc: ap("10.244.0.9:5353")}, // node port: stale
 		{Proto: 6, OrigDst: ap("10.96.0.10:53"), ReplySrc: ap("10.244.0.9:5353")},    // TCP: never
 		{Proto: 17, OrigDst: ap("10.96.0.11:53"), ReplySrc: ap("10.244.0.9:5353")},   // other service: keep
+		{Proto: 17, OrigDst: ap("10.96.0.10:53"), ReplySrc: ap("10.244.0.9:5353")},   // a second client of the deleted endpoint: stale too
+		{Proto: 17, OrigDst: ap("10.96.0.10:53"), ReplySrc: ap("10.244.0.9:5353")},   // and a third
 	}
 	got := Stale(flows, services)
-	want := []Flow{flows[1], flows[2], flows[3], flows[4]}
+	want := []int{1, 2, 3, 4, 7, 8}
 	if len(got) != len(want) {
 		t.Fatalf("stale = %v, want %v", got, want)
 	}
