@@ -57,7 +57,8 @@ func statFile(path string) fileState {
 }
 
 // fileWatch notices changes of a file and reports one once the file has
-// stayed the same for fileSettle.
+// stayed the same for fileSettle and no process holds it open for
+// writing (writing elsewhere and renaming over it needs neither wait).
 type fileWatch struct {
 	path    string
 	last    fileState // what was last read
@@ -75,7 +76,7 @@ func (w *fileWatch) changedAndSettled(now time.Time) bool {
 		w.pending, w.since = cur, now
 		return false
 	}
-	if now.Sub(w.since) < fileSettle {
+	if now.Sub(w.since) < fileSettle || openForWriting(w.path) {
 		return false
 	}
 	w.last, w.since = cur, time.Time{}

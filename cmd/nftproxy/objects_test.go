@@ -103,3 +103,33 @@ func TestFileWatchWaitsForTheFileToSettle(t *testing.T) {
 		t.Fatal("the same change was reported twice")
 	}
 }
+
+// TestFileWatchWaitsForTheWriterToClose: a file written in place by a
+// writer that pauses longer than fileSettle (half of its endpoints
+// written) is not reported until the writer closes it.
+func TestFileWatchWaitsForTheWriterToClose(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "objects.yaml")
+	os.WriteFile(f, []byte("a"), 0o644)
+	w := fileWatch{path: f, last: statFile(f)}
+	writer, err := os.OpenFile(f, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writer.WriteString("half")
+	now := time.Now()
+	w.changedAndSettled(now)
+	if w.changedAndSettled(now.Add(10 * fileSettle)) {
+		t.Fatal("reported a file that a process still holds open for writing")
+	}
+	writer.WriteString(" and the rest")
+	writer.Close()
+	w.changedAndSettled(now.Add(11 * fileSettle))
+	if !w.changedAndSettled(now.Add(13 * fileSettle)) {
+		t.Fatal("the closed, settled file was not reported")
+	}
+	reader, _ := os.Open(f)
+	defer reader.Close()
+	if openForWriting(f) {
+		t.Error("a file open only for reading counts as being written")
+	}
+}
