@@ -23,9 +23,15 @@ type claim struct {
 	frag string
 	svc  types.NamespacedName
 	// rank is 0 when the destination is one of the Service's own cluster
-	// IPs and 1 otherwise. A cluster IP is allocated to one Service by the
-	// API server, so it always wins: another Service's external or load
-	// balancer IP can never take it over (the CVE-2020-8554 class).
+	// IPs, 1 when it is one of its load balancer IPs and 2 otherwise (an
+	// external IP, a node port). A cluster IP is allocated to one Service
+	// by the API server, so it always wins: another Service's external or
+	// load balancer IP can never take it over (the CVE-2020-8554 class). A
+	// load balancer IP is written into status by the load balancer
+	// controller, while any user who may create a Service can write
+	// spec.externalIPs: so a load balancer IP wins over an external IP, and
+	// an external IP can never take over (and bypass the source ranges of)
+	// another Service's load balancer address.
 	rank int
 }
 
@@ -45,13 +51,19 @@ type candidate struct {
 	claim
 	frag       *nftgen.Fragment
 	clusterIPs []netip.Addr
+	lbIPs      []netip.Addr
 }
 
 func (c *candidate) claimOn(d destination) claim {
 	cl := c.claim
-	cl.rank = 1
-	if k := d.Key; k.Addr.IsValid() && slices.Contains(c.clusterIPs, k.Addr) {
+	k := d.Key
+	switch {
+	case k.Addr.IsValid() && slices.Contains(c.clusterIPs, k.Addr):
 		cl.rank = 0
+	case k.Addr.IsValid() && slices.Contains(c.lbIPs, k.Addr):
+		cl.rank = 1
+	default:
+		cl.rank = 2
 	}
 	return cl
 }
@@ -138,8 +150,11 @@ func (l lostDestination) problem(c *candidate) model.Problem {
 		what = fmt.Sprintf("node port %s/%d", nftgen.ProtoName(l.key.Proto), l.key.Port)
 	}
 	why := "which comes first by name"
-	if l.owner.rank == 0 {
+	switch l.owner.rank {
+	case 0:
 		why = "whose cluster IP it is; a cluster IP always wins over another Service's external or load balancer IP"
+	case 1:
+		why = "whose load balancer IP it is (status.loadBalancer); a load balancer IP wins over another Service's external IP"
 	}
 	reason := fmt.Sprintf("service port %s: %s is already used by %s, %s; only that destination is skipped", c.claim.frag, what, l.owner.frag, why)
 	return model.Problem{Kind: "Service", Object: c.svc, Reason: reason}

@@ -168,3 +168,46 @@ func TestRejectOfSharedDestinationDoesNotStopAnotherServicesDNAT(t *testing.T) {
 		t.Errorf("no conflict expected: %v", f.problems)
 	}
 }
+
+// TestLoadBalancerIPNeverLosesToAnotherServicesExternalIP: a user who may
+// create Services names another Service's load balancer IP and port in
+// spec.externalIPs, in a namespace that sorts first. The load balancer
+// Service keeps the destination (and with it its source ranges): its IP
+// was assigned by the load balancer controller, the external IP by anyone.
+func TestLoadBalancerIPNeverLosesToAnotherServicesExternalIP(t *testing.T) {
+	f := newFixture(t)
+	thief := svc("aaa", "10.96.0.50")
+	thief.Namespace = "aaa"
+	thief.Spec.ExternalIPs = []string{"203.0.113.10"}
+	thiefSlice := slice("aaa", "10.0.0.99")
+	thiefSlice.Namespace = "aaa"
+	lb := svc("web", "10.96.0.60")
+	lb.Namespace = "zzz"
+	lb.Spec.Type = v1.ServiceTypeLoadBalancer
+	lb.Spec.Ports[0].NodePort = 30060
+	lb.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24"}
+	lb.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "203.0.113.10"}}
+	lbSlice := slice("web", "10.0.0.60")
+	lbSlice.Namespace = "zzz"
+	f.store.SetService(thief)
+	f.store.SetEndpointSlice(thiefSlice)
+	f.store.SetService(lb)
+	f.store.SetEndpointSlice(lbSlice)
+	f.sync(t)
+	dump := f.fake.Dump(nftgen.FamilyIPv4)
+	for _, line := range strings.Split(dump, "\n") {
+		if strings.Contains(line, "203.0.113.10 . tcp . 80") && strings.Contains(line, "aaa/aaa") {
+			t.Errorf("the external IP took over the load balancer IP: %s", line)
+		}
+	}
+	if !strings.Contains(dump, `203.0.113.10 . tcp . 80 comment "zzz/web:http loadbalancer IP"`) {
+		t.Errorf("the load balancer Service lost its address:\n%s", dump)
+	}
+	var reported bool
+	for _, p := range f.problems {
+		reported = reported || (p.Object == types.NamespacedName{Namespace: "aaa", Name: "aaa"} && strings.Contains(p.Reason, "load balancer IP wins"))
+	}
+	if !reported {
+		t.Errorf("the conflict was not reported on aaa/aaa: %v", f.problems)
+	}
+}

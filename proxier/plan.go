@@ -366,7 +366,7 @@ func (s *Syncer) candidates(fs *familyState, nn types.NamespacedName) []*candida
 			states[i].ExternalIPs = kept
 		}
 		if f := fs.gen.Service(&states[i]); f != nil {
-			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(states[i].Name), svc: nn}, frag: f, clusterIPs: states[i].ClusterIPs})
+			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(states[i].Name), svc: nn}, frag: f, clusterIPs: states[i].ClusterIPs, lbIPs: states[i].LoadBalancerIPs})
 		}
 	}
 	return out
