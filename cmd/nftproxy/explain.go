@@ -18,6 +18,7 @@ import (
 // explainFlags are the flags only `nftproxy explain` has.
 type explainFlags struct {
 	from, proto, src, output string
+	all                      bool
 }
 
 func (f *explainFlags) addFlags(fs *pflag.FlagSet) {
@@ -25,9 +26,10 @@ func (f *explainFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&f.proto, "proto", "tcp", "the protocol: tcp, udp or sctp")
 	fs.StringVar(&f.src, "src", "", "the source address (required from a pod or an external host; from the node, the node's first address of the family)")
 	fs.StringVarP(&f.output, "output", "o", "text", "text or json")
+	fs.BoolVar(&f.all, "all", false, fmt.Sprintf("walk every endpoint of a random pick and every affinity case (without it, a pick among more than %d endpoints is walked for %d and the rest summed up)", explain.SummaryLimit, explain.SummaryLimit))
 }
 
-const explainHeader = `Usage: nftproxy explain [--from pod|node|external] [--proto tcp|udp|sctp] [--src IP] [-o text|json] DST:PORT
+const explainHeader = `Usage: nftproxy explain [--from pod|node|external] [--proto tcp|udp|sctp] [--src IP] [--all] [-o text|json] DST:PORT
        nftproxy explain --objects FILE [proxier flags] ... DST:PORT
 
 Walks the first packet of a new connection through the table as the kernel
@@ -50,6 +52,7 @@ func runExplain(ctx context.Context, opts *options, ef *explainFlags, dst string
 	if err != nil {
 		return usageError{err}
 	}
+	q.All = ef.all
 	var st *nftgen.TableState
 	if opts.objects != "" {
 		var nodeAddrs []netip.Addr
@@ -62,7 +65,11 @@ func runExplain(ctx context.Context, opts *options, ef *explainFlags, dst string
 	} else if st, err = liveTable(ctx, opts, q.Family()); err != nil {
 		return err
 	}
-	return writeExplanation(out, ef.output, explain.Explain(st, q, explain.LocalAddrs(local)))
+	e, err := explain.ExplainContext(ctx, st, q, explain.LocalAddrs(local))
+	if err != nil {
+		return err
+	}
+	return writeExplanation(out, ef.output, e)
 }
 
 // objectsTable is the family's table as a sync of --objects would program

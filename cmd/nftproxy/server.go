@@ -46,7 +46,10 @@ func metricsMux(m *metrics.Metrics, dp nftgen.Dataplane, nsPath, proxyMode strin
 	})
 	// /compat/iptables-save[?family=ip6][&table=nat][&counters=1] prints
 	// the compat view of the live kernel, like iptables-save.
-	mux.HandleFunc("/compat/iptables-save", func(w http.ResponseWriter, r *http.Request) {
+	// Reading and rendering the whole table is the costliest answer the
+	// daemon gives; a few at a time, the others are told to come back.
+	expensive := newConcurrencyLimit(maxExpensiveRequests)
+	mux.HandleFunc("/compat/iptables-save", expensive.wrap(func(w http.ResponseWriter, r *http.Request) {
 		fam := nftgen.FamilyIPv4
 		if f := r.URL.Query().Get("family"); f == "ip6" || f == "IPv6" {
 			fam = nftgen.FamilyIPv6
@@ -62,13 +65,13 @@ func metricsMux(m *metrics.Metrics, dp nftgen.Dataplane, nsPath, proxyMode strin
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		_ = compat.Write(w, compat.Build(st), opts)
-	})
-	mux.HandleFunc("/explain", explainHandler(dp, nsPath))
+	}))
+	mux.HandleFunc("/explain", expensive.wrap(explainHandler(dp, nsPath)))
 	return mux
 }
 
 // explainHandler answers
-// /explain?dst=IP:PORT[&from=pod|node|external][&proto=tcp][&src=IP][&output=json]
+// /explain?dst=IP:PORT[&from=pod|node|external][&proto=tcp][&src=IP][&all=1][&output=json]
 // as `nftproxy explain` does, from the live table.
 func explainHandler(dp nftgen.Dataplane, nsPath string) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
@@ -83,16 +86,21 @@ func explainHandler(dp nftgen.Dataplane, nsPath string) http.HandlerFunc {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
+		q.All = v.Get("all") != "" && v.Get("all") != "0" && v.Get("all") != "false"
 		st, err := dp.Read(r.Context(), q.Family())
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
 		}
+		e, err := explain.ExplainContext(r.Context(), st, q, explain.LocalAddrs(local))
+		if err != nil {
+			return // the client went away
+		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if v.Get("output") == "json" {
 			w.Header().Set("Content-Type", "application/json")
 		}
-		_ = writeExplanation(w, v.Get("output"), explain.Explain(st, q, explain.LocalAddrs(local)))
+		_ = writeExplanation(w, v.Get("output"), e)
 	}
 }
 
@@ -155,4 +163,27 @@ func registerPacketCounters(m *metrics.Metrics, dp nftgen.Dataplane, families []
 		}
 		return sum
 	}, nftgen.CounterCTStateInvalid, nftgen.CounterLocalhostNodePorts)
+}
+
+// maxExpensiveRequests is how many /explain and /compat/iptables-save
+// requests the metrics server answers at once.
+const maxExpensiveRequests = 2
+
+// concurrencyLimit answers 429 Too Many Requests to a request that finds
+// its slots taken, instead of queueing work without bound.
+type concurrencyLimit chan struct{}
+
+func newConcurrencyLimit(n int) concurrencyLimit { return make(concurrencyLimit, n) }
+
+func (l concurrencyLimit) wrap(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case l <- struct{}{}:
+			defer func() { <-l }()
+			h(w, r)
+		default:
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, fmt.Sprintf("%d requests that read the whole table are running; try again shortly", cap(l)), http.StatusTooManyRequests)
+		}
+	}
 }

@@ -11,6 +11,7 @@
 package explain
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -51,7 +52,18 @@ type Query struct {
 	Proto uint8
 	Src   netip.Addr
 	Dst   netip.AddrPort
+	// All walks every target of a random pick and every affinity
+	// assumption. Without it, a pick among more than SummaryLimit
+	// endpoints is walked for the first SummaryLimit and the others are
+	// summed up in one path (verdict More), and at most SummaryLimit
+	// affinity assumptions are walked: the walk's time and memory then
+	// stay linear in the endpoints, and its answer small.
+	All bool
 }
+
+// SummaryLimit is how many targets of a random pick, and how many
+// affinity assumptions, a walk without Query.All follows.
+const SummaryLimit = 16
 
 // Family is the table family the query's destination belongs to.
 func (q Query) Family() nftgen.Family {
@@ -111,6 +123,9 @@ const (
 	Rejected = "reject"
 	// Unknown: the walk met something it cannot evaluate.
 	Unknown = "unknown"
+	// More: the other targets of a random pick, not walked (Query.All
+	// walks them); Path.More says how many.
+	More = "more"
 )
 
 // Path is one way through the table, with its probability.
@@ -142,6 +157,9 @@ type Path struct {
 	// Delivered is "local" when the packet ends on the node itself,
 	// "forward" when the node routes it on.
 	Delivered string `json:"delivered,omitempty"`
+	// More is, for the verdict More, how many targets of the pick this
+	// path stands for (each with the pick's chance).
+	More int `json:"more,omitempty"`
 }
 
 // Explanation is the answer to a Query.
@@ -155,6 +173,9 @@ type Explanation struct {
 	// rewrites the packet.
 	NoTable bool   `json:"noTable,omitempty"`
 	Paths   []Path `json:"paths"`
+	// AffinityNotWalked counts the affinity assumptions (paths "if the
+	// client is in @affinity-…") left out without Query.All.
+	AffinityNotWalked int `json:"affinityNotWalked,omitempty"`
 }
 
 // Endpoints returns the distinct DNAT destinations of the accepted paths
@@ -173,14 +194,25 @@ func (e *Explanation) Endpoints() []string {
 // Explain walks q through st, the family's table as the kernel holds it
 // (nil: no table).
 func Explain(st *nftgen.TableState, q Query, host Host) *Explanation {
+	e, _ := ExplainContext(context.Background(), st, q, host)
+	return e
+}
+
+// ExplainContext is Explain that stops, with ctx's error, once ctx ends
+// (a client that went away).
+func ExplainContext(ctx context.Context, st *nftgen.TableState, q Query, host Host) (*Explanation, error) {
 	q.Src, q.Dst = q.Src.Unmap(), netip.AddrPortFrom(q.Dst.Addr().Unmap(), q.Dst.Port())
 	e := &Explanation{Family: q.Family(), From: q.From, Protocol: nftgen.ProtoName(q.Proto), Src: q.Src.String(), Dst: q.Dst.String()}
 	if st == nil {
 		e.NoTable = true
 		st = &nftgen.TableState{Family: e.Family}
 	}
-	w := &walker{st: st, host: host, origins: compat.Origins(st), family: e.Family}
+	w := &walker{ctx: ctx, all: q.All, st: st, host: host, origins: compat.Origins(st), family: e.Family, texts: map[*nftgen.Rule]string{}}
 	start := &state{src: q.Src, dst: q.Dst.Addr(), dport: q.Dst.Port(), proto: q.Proto, prob: 1}
 	e.Paths = w.walk(start, q.From)
-	return e
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("explain %s: %w", q.Dst, err)
+	}
+	e.AffinityNotWalked = w.affinityNotWalked
+	return e, nil
 }

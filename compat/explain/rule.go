@@ -139,7 +139,18 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 			return match(false)
 		}
 		var out []*branch
-		for k, target := range st.Targets {
+		var rest *branch
+		walked := st.Targets
+		if !w.all && n > SummaryLimit {
+			walked = walked[:SummaryLimit]
+			rest = b.fork()
+			rest.s.prob *= float64(n-SummaryLimit) / float64(n)
+			rest.s.more = n - SummaryLimit
+			rest.chance = fmt.Sprintf("1/%d each", n)
+			rest.actions = append(rest.actions, fmt.Sprintf("goto one of %d more endpoint chains (not walked)", n-SummaryLimit))
+			rest.terminal = More
+		}
+		for k, target := range walked {
 			o := b.fork()
 			o.s.prob /= float64(n)
 			o.chance = fmt.Sprintf("1/%d", n)
@@ -149,6 +160,9 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 			}
 			o.verdict = &nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: target}
 			out = append(out, o)
+		}
+		if rest != nil {
+			out = append(out, rest)
 		}
 		return out
 	case nftgen.AffinityCheck:
@@ -168,6 +182,11 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 		if s.affinity != "" {
 			return match(false)
 		}
+		if !w.all && w.affinityWalked >= SummaryLimit {
+			w.affinityNotWalked++
+			return match(false)
+		}
+		w.affinityWalked++
 		hit := b.fork()
 		hit.s.affinity = st.Set
 		hit.chance = "client in @" + st.Set

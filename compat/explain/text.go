@@ -22,6 +22,9 @@ func WriteText(out io.Writer, e *Explanation) {
 	for _, p := range e.Paths {
 		fmt.Fprintf(out, "  %s\n", summary(p))
 	}
+	if e.AffinityNotWalked > 0 {
+		fmt.Fprintf(out, "  (%d more affinity cases not walked: explain --all, or all=1, walks each)\n", e.AffinityNotWalked)
+	}
 	for i, p := range e.Paths {
 		fmt.Fprintf(out, "\npath %d: %s\n", i+1, summary(p))
 		for _, s := range p.Steps {
@@ -75,6 +78,8 @@ func summary(p Path) string {
 		b.WriteString("dropped (the client times out)")
 	case Rejected:
 		b.WriteString("rejected (the client is refused)")
+	case More:
+		fmt.Fprintf(&b, "%d more endpoints of the same pick, not walked (explain --all, or all=1, walks each)", p.More)
 	default:
 		b.WriteString("unknown: the walk stopped")
 	}

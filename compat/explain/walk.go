@@ -1,6 +1,7 @@
 package explain
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -42,6 +43,8 @@ type state struct {
 	// lastComment is the comment of the last step (its map element's,
 	// else its rule's).
 	lastComment string
+	// more is how many targets of a pick a More path stands for.
+	more int
 }
 
 func (s *state) clone() *state {
@@ -59,10 +62,36 @@ type result struct {
 }
 
 type walker struct {
+	ctx     context.Context
+	all     bool
 	st      *nftgen.TableState
 	host    Host
 	origins map[compat.Origin][]compat.Line
 	family  nftgen.Family
+	// texts holds each rule's text, made once: a pick's rule is a step of
+	// every path through it.
+	texts map[*nftgen.Rule]string
+	// affinityWalked and affinityNotWalked count the affinity
+	// assumptions followed and left out (see Query.All).
+	affinityWalked, affinityNotWalked int
+}
+
+// maxRuleText bounds the text of one step's rule: a pick among thousands
+// of endpoints is one rule of hundreds of kilobytes, which `nft list`
+// shows whole.
+const maxRuleText = 1000
+
+// ruleText is r's text, cut to maxRuleText.
+func (w *walker) ruleText(r *nftgen.Rule) string {
+	if t, ok := w.texts[r]; ok {
+		return t
+	}
+	t := r.Text(w.family)
+	if len(t) > maxRuleText {
+		t = fmt.Sprintf("%s… (%d characters; nft list shows it whole)", t[:maxRuleText], len(t))
+	}
+	w.texts[r] = t
+	return t
 }
 
 // walk runs the packet through the hooks of its vantage point.
@@ -170,8 +199,11 @@ func (w *walker) baseChains(h nftgen.Hook) []*nftgen.Chain {
 	return out
 }
 
-// chain walks c from rule i.
+// chain walks c from rule i; nothing once the walk's context ended.
 func (w *walker) chain(s *state, c *nftgen.Chain, i, depth int) []result {
+	if w.ctx.Err() != nil {
+		return nil
+	}
 	if i >= len(c.Rules) {
 		return []result{{s, "return"}}
 	}
@@ -230,7 +262,7 @@ func (w *walker) verdict(s *state, c *nftgen.Chain, i, depth int, v nftgen.Verdi
 func (w *walker) path(r result) Path {
 	s := r.s
 	p := Path{Probability: s.prob, Affinity: s.affinity, AffinityLeft: s.affinityLeft, Steps: s.steps, Verdict: r.verdict, Cause: s.cause,
-		Endpoint: s.endpoint, EndpointChain: s.endpointChain, Masquerade: s.masquerade, MasqueradeReason: s.masqReason}
+		Endpoint: s.endpoint, EndpointChain: s.endpointChain, Masquerade: s.masquerade, MasqueradeReason: s.masqReason, More: s.more}
 	if p.Steps == nil {
 		p.Steps = []Step{}
 	}
@@ -240,7 +272,7 @@ func (w *walker) path(r result) Path {
 // step records rule i of c as taken.
 func (w *walker) step(s *state, c *nftgen.Chain, i int, element, did, chance string) {
 	r := &c.Rules[i]
-	st := Step{Hook: s.hook, Chain: c.Name, Rule: i + 1, Handle: r.Handle, NFT: r.Text(w.family), Element: element, Did: did, Chance: chance}
+	st := Step{Hook: s.hook, Chain: c.Name, Rule: i + 1, Handle: r.Handle, NFT: w.ruleText(r), Element: element, Did: did, Chance: chance}
 	lines := w.origins[compat.Origin{Chain: c.Name, Rule: i, Element: element}]
 	if len(lines) == 0 && element != "" {
 		lines = w.origins[compat.Origin{Chain: c.Name, Rule: i}]
