@@ -50,6 +50,16 @@ type Op struct {
 type Transaction struct {
 	Family Family
 	Ops    []Op
+	// Replace is set when the transaction writes the whole table (PlanFull,
+	// the first transaction of a cold build): the dataplane then replaces
+	// every endpoint map it knew of. Otherwise the transaction patches
+	// the table as the dataplane last left it.
+	Replace bool
+	// EndpointMaps, for a patch planned from the table read back
+	// (PlanReconcile), are the endpoint maps the live chains read (see
+	// TableState.EndpointMaps): the dataplane starts from these rather
+	// than from what it remembers.
+	EndpointMaps map[string]string
 }
 
 // Empty reports whether the transaction does nothing.
@@ -107,7 +117,7 @@ type Inventory struct {
 // does not exist); chains and maps that are not desired are deleted. Used for
 // the first sync, after a failure and for the periodic repair.
 func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
-	tx := &Transaction{Family: desired.Family}
+	tx := &Transaction{Family: desired.Family, Replace: true}
 	add := func(op Op) { tx.Ops = append(tx.Ops, op) }
 	add(Op{Kind: OpAddTable})
 	chains := desired.Chains()

@@ -15,11 +15,13 @@ import (
 // one is repaired in one small commit, with no moment at which packets see
 // a half-written table.
 //
-// Chains that pick endpoints from a numgen map are always rewritten and
-// every endpoint map in live.SetNames deleted: the dataplane names those maps and
-// may not know the live ones' names. Like PlanFull's, a non-empty
-// transaction starts by declaring the table, which tells the dataplane
-// that it replaces every endpoint map.
+// A chain that picks endpoints from a numgen map is kept like any other
+// when it is unchanged and the live table names its endpoint map
+// (live.EndpointMaps, which the transaction carries to the dataplane);
+// otherwise it is rewritten. The dataplane deletes the endpoint map of a
+// chain it flushes or deletes; the plan deletes the endpoint maps no live
+// chain reads. A non-empty transaction starts by declaring the table
+// (which makes a dormant table active) and is a patch, not a replacement.
 //
 // It returns nil when the live table cannot be patched in place (objects
 // nftproxy cannot decode, a base chain or map declared differently): the
@@ -28,9 +30,12 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 	if live == nil || len(live.Unknown) > 0 {
 		return nil
 	}
-	tx := &Transaction{Family: desired.Family}
+	tx := &Transaction{Family: desired.Family, EndpointMaps: live.EndpointMaps}
 	add := func(op Op) { tx.Ops = append(tx.Ops, op) }
 	add(Op{Kind: OpAddTable})
+	// unknownMap: a chain whose endpoint map the live table does not name
+	// (a dataplane without them, the Fake) is rewritten, as it always was.
+	unknownMap := func(c *Chain) bool { return c.UsesEndpointMap() && live.EndpointMaps[c.Name] == "" }
 
 	liveChains := make(map[string]*Chain, len(live.Chains))
 	for _, c := range live.Chains {
@@ -54,7 +59,7 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 			add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
 			same := *old
 			same.Base = c.Base
-			if c.UsesEndpointMap() || !same.Equal(c) {
+			if unknownMap(c) || !same.Equal(c) {
 				flush = append(flush, c.Name)
 				refill = append(refill, c)
 			}
@@ -66,7 +71,7 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 			add(Op{Kind: OpDeleteChain, Name: c.Name})
 			add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
 			refill = append(refill, c)
-		case c.UsesEndpointMap() || !old.Equal(c):
+		case unknownMap(c) || !old.Equal(c):
 			flush = append(flush, c.Name)
 			refill = append(refill, c)
 		}
@@ -133,8 +138,12 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 		addRules(tx, c)
 	}
 	tx.Ops = append(tx.Ops, addElems...)
+	bound := map[string]bool{} // endpoint maps a live chain reads: the dataplane deletes them with the chain's rules
+	for _, m := range live.EndpointMaps {
+		bound[m] = true
+	}
 	for _, name := range live.SetNames {
-		if IsEndpointMap(name) || (!wantMap[name] && !wantSet[name]) {
+		if IsEndpointMap(name) && !bound[name] || !IsEndpointMap(name) && !wantMap[name] && !wantSet[name] {
 			add(Op{Kind: OpDeleteSet, Name: name})
 		}
 	}

@@ -276,16 +276,21 @@ func (n *Netlink) send(p *prepared) error {
 func (n *Netlink) encode(c *nftables.Conn, tx *nftgen.Transaction, emit func(netlink.Message)) (commit func(), err error) {
 	table := &nftables.Table{Name: nftgen.TableName, Family: tableFamily(tx.Family)}
 	w := &batchWriter{conn: c, emit: emit, table: table, family: tx.Family, n: n, created: map[string]string{}, unbound: map[string]bool{}}
-	// A full sync deletes every set it does not want, old endpoint maps
-	// included; other syncs delete the endpoint maps of the chains they
-	// flush or delete, which this Netlink remembers from earlier commits.
-	full := tx.Ops[0].Kind == nftgen.OpAddTable
+	// A replacing transaction deletes every set it does not want, old
+	// endpoint maps included; a patch deletes the endpoint maps of the
+	// chains it flushes or deletes, by the names the transaction read
+	// from the live table or, failing that, that this Netlink remembers
+	// from earlier commits.
+	full := tx.Replace
 	if !full {
 		// A copy: the transaction before this one may still be committing
 		// (ApplyStream) and its commit updates the map.
 		n.epMu.Lock()
 		w.known = maps.Clone(n.endpointMaps[tx.Family])
 		n.epMu.Unlock()
+		if tx.EndpointMaps != nil {
+			w.known = maps.Clone(tx.EndpointMaps)
+		}
 	}
 	for i := 0; i < len(tx.Ops); {
 		j, err := w.write(tx.Ops, i)
@@ -301,10 +306,13 @@ func (n *Netlink) encode(c *nftables.Conn, tx *nftgen.Transaction, emit func(net
 		n.epMu.Lock()
 		defer n.epMu.Unlock()
 		known := n.endpointMaps[tx.Family]
-		if full || known == nil {
+		switch {
+		case full || known == nil:
 			known = map[string]string{}
-			n.endpointMaps[tx.Family] = known
+		case tx.EndpointMaps != nil:
+			known = maps.Clone(tx.EndpointMaps)
 		}
+		n.endpointMaps[tx.Family] = known
 		for chain := range w.unbound {
 			delete(known, chain)
 		}
