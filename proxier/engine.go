@@ -122,7 +122,22 @@ func (e *Engine) Run(ctx context.Context) {
 	} else {
 		go e.repairDrift(ctx, changes)
 	}
+	e.started()
 	e.runner.Loop(ctx)
+}
+
+// started tells health that the sync loop starts, as kube-proxy's
+// SyncLoop does, and that the first sync is pending from now: a node
+// whose syncs all fail turns unhealthy once the first has not succeeded
+// within the health timeout (it said healthy forever before).
+func (e *Engine) started() {
+	if e.cfg.Health == nil {
+		return
+	}
+	for _, f := range e.p.Syncer.Families() {
+		e.cfg.Health.Updated(familyLabel(f))
+		e.cfg.Health.QueuedUpdate(familyLabel(f))
+	}
 }
 
 // Sync runs one sync now, for reason.

@@ -17,6 +17,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/healthcheck"
 	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/model"
 	"github.com/nftproxy/nftproxy/proxier/runner"
@@ -345,5 +346,29 @@ func TestEngineCountsPortsWithoutLocalEndpoints(t *testing.T) {
 	f.sync(t, runner.Requested)
 	if n := testutil.ToFloat64(f.m.NoLocalEndpoints.WithLabelValues("internal", "IPv4")); n != 0 {
 		t.Errorf("without endpoints at all: %v, want 0 (kube-proxy counts only ports that have endpoints elsewhere)", n)
+	}
+}
+
+// TestHealthTurnsUnhealthyWhenNoSyncEverSucceeds: with every sync failing
+// from the start, /healthz turns 503 once the health timeout has passed
+// since the sync loop started; the first successful sync makes it healthy.
+func TestHealthTurnsUnhealthyWhenNoSyncEverSucceeds(t *testing.T) {
+	c := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	hs := healthcheck.NewProxyHealthServer(c, time.Minute, nil)
+	f := newEngineFixture(t, func(cfg *EngineConfig) { cfg.Health = hs; cfg.Clock = c })
+	f.e.started()
+	for range 5 {
+		f.fake.FailNext = errors.New("injected")
+		if _, err := f.e.Sync(context.Background(), runner.Retry); err == nil {
+			t.Fatal("sync did not fail")
+		}
+		c.Step(15 * time.Second)
+	}
+	if h := hs.Health(); h.Healthy {
+		t.Errorf("75 s of failed syncs since start, health timeout 1 m: healthy %+v, want unhealthy", h)
+	}
+	f.sync(t, runner.Retry)
+	if h := hs.Health(); !h.Healthy {
+		t.Errorf("after a successful sync: %+v, want healthy", h)
 	}
 }
