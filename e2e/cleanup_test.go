@@ -146,3 +146,28 @@ func TestDaemonSetCapabilitiesSufficeForCleanup(t *testing.T) {
 		}
 	}
 }
+
+// TestInitOnlySetsUpAndExits: `--init-only` (kube-proxy's init container
+// flag) sets the conntrack sysctls and route_localnet in the node's
+// namespace, programs no rule and exits 0 at once, with no API server.
+func TestInitOnlySetsUpAndExits(t *testing.T) {
+	ns := nodeNamespace(t, "nfp-init")
+	start := time.Now()
+	out, err := exec.Command(nftproxyBinary, "--init-only", "--netns", ns.Path(), "--conntrack-max-per-core", "0",
+		"--conntrack-tcp-timeout-established", "4321s").CombinedOutput()
+	if err != nil {
+		t.Fatalf("--init-only: %v\n%s", err, out)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("--init-only took %v", d)
+	}
+	if got := strings.TrimSpace(ns.MustRun(t, "cat", "/proc/sys/net/netfilter/nf_conntrack_tcp_timeout_established")); got != "4321" {
+		t.Errorf("nf_conntrack_tcp_timeout_established = %s, want 4321", got)
+	}
+	if got := strings.TrimSpace(ns.MustRun(t, "cat", "/proc/sys/net/ipv4/conf/all/route_localnet")); got != "1" {
+		t.Errorf("route_localnet = %s, want 1", got)
+	}
+	if tables := ns.MustRun(t, "nft", "list", "tables"); strings.Contains(tables, "nftproxy") {
+		t.Errorf("--init-only programmed rules:\n%s", tables)
+	}
+}

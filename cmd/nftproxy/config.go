@@ -56,7 +56,6 @@ type ignoredFlags struct {
 // the reason given in the warning.
 var noEffect = map[string]string{
 	"show-hidden-metrics-for-version": "there are no hidden metrics",
-	"init-only":                       "there is no separate privileged init step",
 	"ipvs-sync-period":                "IPVS mode does not exist here",
 	"ipvs-min-sync-period":            "IPVS mode does not exist here",
 	"ipvs-scheduler":                  "IPVS mode does not exist here",
@@ -85,7 +84,7 @@ func (o *options) addKubeProxyFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&k.bindAddressHardFail, "bind-address-hard-fail", false, "If true nftproxy exits when it cannot bind its health or metrics port; otherwise it logs the failure and retries every 5 seconds.")
 	fs.BoolVar(&o.profiling, "profiling", false, "If true, serve Go's profiles (net/http/pprof) under /debug/pprof/ on the metrics server, as kube-proxy does.")
 	fs.StringVar(&k.ignored.s, "show-hidden-metrics-for-version", "", "Accepted for compatibility; no effect.")
-	fs.BoolVar(&k.ignored.b, "init-only", false, "Accepted for compatibility; no effect.")
+	fs.BoolVar(&o.initOnly, "init-only", false, "If true, do the privileged set-up (conntrack sysctls, route_localnet for localhost node ports) and exit, as kube-proxy's init container does.")
 	fs.StringVar(&o.proxyMode, "proxy-mode", o.proxyMode, "Which proxy mode to emulate: 'iptables' (default) or 'nftables'; both program nftproxy's nftables dataplane with iptables-mode semantics.")
 	fs.DurationVar(&k.ignored.d, "ipvs-sync-period", 30*time.Second, "Accepted for compatibility; no effect.")
 	fs.DurationVar(&k.ignored.d, "ipvs-min-sync-period", 0, "Accepted for compatibility; no effect.")

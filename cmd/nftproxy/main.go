@@ -155,6 +155,8 @@ func run(args []string) int {
 		err = runExplain(ctx, opts, ef, fs.Arg(0), os.Stdout)
 	case opts.cleanup:
 		err = runCleanup(ctx, opts)
+	case opts.initOnly && cmd == "":
+		err = runInitOnly(opts)
 	case cmd == "sync":
 		err = runSync(ctx, opts)
 	default:
@@ -329,6 +331,8 @@ func commandName(cmd string, opts *options) string {
 		return cmd
 	case opts.cleanup:
 		return "cleanup"
+	case opts.initOnly:
+		return "init-only"
 	case opts.objects != "":
 		return "daemon (objects file)"
 	}

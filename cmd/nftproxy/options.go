@@ -32,6 +32,7 @@ type options struct {
 	objects          string
 	netns            string
 	cleanup          bool
+	initOnly         bool
 	syncPeriod       time.Duration
 	minSyncPeriod    time.Duration
 

@@ -1,0 +1,43 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"k8s.io/klog/v2"
+
+	"github.com/nftproxy/nftproxy/proxier"
+	"github.com/nftproxy/nftproxy/proxier/conntrack"
+	"github.com/nftproxy/nftproxy/proxier/netns"
+)
+
+// runInitOnly does what needs privilege before the daemon runs, as
+// kube-proxy's --init-only does: the conntrack sysctls, and route_localnet
+// when node ports are served on 127.0.0.0/8. It needs neither the API
+// server nor the Node, and exits.
+func runInitOnly(opts *options) error {
+	if err := netns.Do(opts.netns, func() error { return conntrack.Apply(opts.conntrackSettings()) }); err != nil {
+		return fmt.Errorf("conntrack settings: %w", err)
+	}
+	if opts.localhostNodePorts && nodePortsIncludeLoopback(opts.nodePortAddresses) {
+		klog.InfoS("Setting route_localnet=1 to allow node-ports on localhost")
+		if err := netns.Do(opts.netns, proxier.EnableRouteLocalnet); err != nil {
+			return fmt.Errorf("route_localnet: %w", err)
+		}
+	}
+	klog.InfoS("System initialized and --init-only specified")
+	return nil
+}
+
+// nodePortsIncludeLoopback reports whether --nodeport-addresses leaves
+// node ports on 127.0.0.1 (no restriction, or a range that holds it).
+func nodePortsIncludeLoopback(ranges []string) bool {
+	if len(ranges) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(ranges, func(r string) bool {
+		p, err := netip.ParsePrefix(r)
+		return err == nil && p.Contains(netip.MustParseAddr("127.0.0.1"))
+	})
+}
