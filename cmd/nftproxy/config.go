@@ -73,7 +73,7 @@ func (o *options) addKubeProxyFlags(fs *pflag.FlagSet) {
 	k := &o.kp
 	fs.StringVar(&k.configFile, "config", "", "The path to the configuration file (a KubeProxyConfiguration, kubeproxy.config.k8s.io/v1alpha1).")
 	fs.StringVar(&k.writeConfigTo, "write-config-to", "", "If set, write the default configuration values to this file and exit.")
-	fs.Var(&mapStringBool{&k.featureGates}, "feature-gates", "A set of key=value pairs for feature gates (accepted; nftproxy has none that change behaviour).")
+	fs.Var(&mapStringBool{&k.featureGates}, "feature-gates", "A set of key=value pairs for feature gates, as kube-proxy's; AllowServiceExternalIPs=false stops external IPs from being programmed.")
 	fs.StringVar(&k.kubeconfig, "kubeconfig", "", "Path to kubeconfig file with authorization information (the master location can be overridden by the master flag).")
 	fs.StringVar(&k.master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
 	fs.StringVar(&k.kubeAPIContentType, "kube-api-content-type", "application/vnd.kubernetes.protobuf", "Content type of requests sent to apiserver.")

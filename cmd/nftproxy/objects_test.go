@@ -133,3 +133,36 @@ func TestFileWatchWaitsForTheWriterToClose(t *testing.T) {
 		t.Error("a file open only for reading counts as being written")
 	}
 }
+
+// TestAllowServiceExternalIPsGateOff: with AllowServiceExternalIPs=false
+// (kube-proxy's switch for the deprecated, user-writable externalIPs) no
+// external IP is programmed; the cluster IP still is.
+func TestAllowServiceExternalIPsGateOff(t *testing.T) {
+	objects := filepath.Join(t.TempDir(), "objects.yaml")
+	os.WriteFile(objects, []byte(`apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Service
+  metadata: {name: web, namespace: demo}
+  spec:
+    clusterIP: 10.96.0.40
+    clusterIPs: [10.96.0.40]
+    externalIPs: [198.51.100.40]
+    ports: [{name: http, port: 80, protocol: TCP}]
+`), 0o644)
+	render := func(args ...string) string {
+		code, out, stderr := captureRun(t, append([]string{"render", "--objects", objects}, args...)...)
+		if code != 0 {
+			t.Fatalf("render %v: exit %d: %s", args, code, stderr)
+		}
+		return out
+	}
+	if on := render(); !strings.Contains(on, "198.51.100.40 . tcp . 80") {
+		t.Fatalf("by default the external IP is programmed:\n%s", on)
+	}
+	off := render("--feature-gates", "AllowServiceExternalIPs=false")
+	if strings.Contains(off, "198.51.100.40") || !strings.Contains(off, "10.96.0.40 . tcp . 80") {
+		t.Errorf("with AllowServiceExternalIPs=false:\n%s", off)
+	}
+}

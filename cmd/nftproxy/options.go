@@ -134,6 +134,11 @@ func (o *options) newSetup(objs *objfile.Objects, local []netip.Addr) (*setup, e
 	if o.objects == "" {
 		store = model.NewSharingStore()
 	}
+	// kube-proxy programs no external IP with this gate off (a security
+	// setting: spec.externalIPs can be written by any Service's author).
+	if on, set := o.kp.featureGates["AllowServiceExternalIPs"]; set && !on {
+		store.NoExternalIPs = true
+	}
 	st := &setup{store: store, node: model.Node{Name: o.nodeName()}, local: local, ipv6: hasIPv6Service(objs)}
 	fill(st.store, objs)
 	var nodeObj *v1.Node

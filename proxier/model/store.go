@@ -14,6 +14,10 @@ import (
 // Services changed since the last call to TakeChanged, so that a sync only
 // recomputes what changed. It is not safe for concurrent use.
 type Store struct {
+	// NoExternalIPs drops every Service's spec.externalIPs, as kube-proxy
+	// does with the AllowServiceExternalIPs feature gate off.
+	NoExternalIPs bool
+
 	services map[types.NamespacedName]*v1.Service
 	// slices maps a Service to its slices, as parsed when stored (most
 	// Services have one or two: a list costs less than a map per Service).
@@ -195,6 +199,9 @@ func (s *Store) State(nn types.NamespacedName) ([]ServicePortState, []Problem) {
 	problems = append(problems, epProblems...)
 	out := make([]ServicePortState, 0, len(ports))
 	for _, p := range ports {
+		if s.NoExternalIPs {
+			p.ExternalIPs = nil
+		}
 		out = append(out, ServicePortState{ServicePort: p, Endpoints: eps[p.Name]})
 	}
 	return out, problems
