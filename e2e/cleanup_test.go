@@ -85,8 +85,8 @@ func TestCleanupRemovesKubeProxysRulesToo(t *testing.T) {
 	}
 	for _, saveCmd := range []string{"iptables-legacy-save", "iptables-nft-save"} {
 		after := ns.MustRun(t, saveCmd)
-		if strings.Contains(after, "KUBE-SVC-") || strings.Contains(after, ":KUBE-SERVICES") {
-			t.Errorf("%s still shows kube-proxy's rules:\n%s", saveCmd, after)
+		if strings.Contains(after, "KUBE-SVC-") || strings.Contains(after, ":KUBE-SERVICES") || strings.Contains(after, ":KUBE-PROXY-CANARY") {
+			t.Errorf("%s still shows kube-proxy's rules (its canary chains included, in mangle too):\n%s", saveCmd, after)
 		}
 		if !strings.Contains(after, "-A FORWARD -j CNI-FORWARD") {
 			t.Errorf("%s lost another tool's rule:\n%s", saveCmd, after)

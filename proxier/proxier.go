@@ -42,6 +42,9 @@ type Proxier struct {
 	// cleanup failed in part; the next sync cleans them again (before the
 	// changed ones, whose newer endpoints win).
 	retryUDP map[nftgen.Family][]conntrack.UDPService
+	// healthFailed is set while some health check node port could not be
+	// opened.
+	healthFailed bool
 }
 
 type serviceInfo struct {
@@ -88,7 +91,9 @@ func (p *Proxier) Sync(ctx context.Context, full bool) (SyncResult, error) {
 		}
 		udp = append(udp, info.udp...)
 	}
-	if p.Health != nil && len(res.Changed) > 0 {
+	// After a change, and at every sync while a port could not be opened
+	// (the old pod may still hold it).
+	if p.Health != nil && (len(res.Changed) > 0 || p.healthFailed) {
 		ports := map[types.NamespacedName]uint16{}
 		counts := map[types.NamespacedName]int{}
 		for nn, info := range p.info {
@@ -96,8 +101,10 @@ func (p *Proxier) Sync(ctx context.Context, full bool) (SyncResult, error) {
 				ports[nn], counts[nn] = info.hcPort, info.localEndpoints
 			}
 		}
-		if err := p.Health.Sync(ports, counts); err != nil {
-			klog.FromContext(ctx).Error(err, "Cannot serve some health check node ports")
+		err := p.Health.Sync(ports, counts)
+		p.healthFailed = err != nil
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Cannot serve some health check node ports; retrying at every sync")
 		}
 	}
 	if p.Conntrack != nil {
