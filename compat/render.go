@@ -372,9 +372,12 @@ func (b *builder) rule(table, chain string, r nftgen.Rule) {
 		case nftgen.DNAT:
 			out.target = "-j DNAT --to-destination " + netip.AddrPortFrom(s.Addr, s.Port).String()
 		case nftgen.AffinityUpdate:
-			late = append(late, fmt.Sprintf("-m recent --set --name %s --mask %s --rsource", strings.TrimPrefix(s.Set, nftgen.PrefixAffinity), b.fullMask()))
+			// kube-proxy's recent list is the endpoint chain's, named
+			// after it, whether nftproxy's set is the chain's own or the
+			// Service port's.
+			late = append(late, fmt.Sprintf("-m recent --set --name %s --mask %s --rsource", chain, b.fullMask()))
 		case nftgen.AffinityCheck:
-			late = append(late, fmt.Sprintf("-m recent --rcheck --seconds %d --reap --name %s --mask %s --rsource", b.affinitySeconds(s.Set), strings.TrimPrefix(s.Set, nftgen.PrefixAffinity), b.fullMask()))
+			late = append(late, fmt.Sprintf("-m recent --rcheck --seconds %d --reap --name %s --mask %s --rsource", b.affinitySeconds(s.Set), s.Chain, b.fullMask()))
 			out.target = b.target(table, nftgen.Verdict{Kind: nftgen.VerdictJump, Chain: s.Chain})
 		case nftgen.Verdict:
 			out.target = b.target(table, s)

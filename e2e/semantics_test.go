@@ -3,13 +3,18 @@
 package e2e
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // TestSessionAffinityStickUntilTimeout checks ClientIP affinity: a client
@@ -179,4 +184,51 @@ func TestForwardAndFirewallChains(t *testing.T) {
 			t.Errorf("localnet guard missing:\n%s", guard)
 		}
 	}
+}
+
+// TestSessionAffinityAboveTheCascade: a ClientIP Service with more
+// endpoints than CascadeMaxEndpoints keeps its affinity entries in one set
+// keyed "client . endpoint" (not a set per endpoint, which made its cold
+// sync quadratic); a client still sticks to the endpoint it first reached,
+// and the set holds that one entry.
+func TestSessionAffinityAboveTheCascade(t *testing.T) {
+	c := newCluster(t)
+	n := nftgen.CascadeMaxEndpoints + 20
+	var ports []int
+	for i := range n {
+		ports = append(ports, 9000+i)
+	}
+	c.AddPod("wide", PodIP(1), ports, nil, "-port-in-name")
+	client := c.AddPod("client", PodIP(100), nil, nil)
+	svcPort := PortSpec{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, Target: 9000}
+	c.store.SetService(With(ClusterIPService("aff", "wide", "10.96.0.90", svcPort), Affinity(600)))
+	for i := range n {
+		p := svcPort
+		p.Target = int32(9000 + i)
+		c.store.SetEndpointSlice(Slice("aff", "wide", fmt.Sprintf("wide-%d", i), []PortSpec{p}, PodIP(1)))
+	}
+	c.sync()
+	sets := c.Node.MustRun(t, "nft", "list", "sets", "ip")
+	if got := strings.Count(sets, "set "+nftgen.PrefixAffinity); got != 1 {
+		t.Fatalf("%d affinity sets for one Service port of %d endpoints, want 1:\n%s", got, n, sets)
+	}
+	first := ""
+	for i := range 20 {
+		r, err := TCPRequest(client.NS, "10.96.0.90:80", timeout)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if first == "" {
+			first = r.Server
+		} else if r.Server != first {
+			t.Fatalf("connection %d went to %s, want %s (affinity)", i, r.Server, first)
+		}
+	}
+	port := strings.TrimPrefix(first, "wide:")
+	set := c.Node.MustRun(t, "nft", "list", "set", "ip", nftgen.TableName, nftgen.PrefixAffinity+nftgen.ServiceChainName(model.ServicePortName{
+		NamespacedName: types.NamespacedName{Namespace: "aff", Name: "wide"}, Port: "http", Protocol: v1.ProtocolTCP}))
+	if !strings.Contains(set, PodIP(100)+" . "+PodIP(1)+" . "+port) {
+		t.Errorf("the affinity set lacks %s . %s . %s:\n%s", PodIP(100), PodIP(1), port, set)
+	}
+	t.Logf("20 connections stuck to %s", first)
 }

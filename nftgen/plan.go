@@ -96,7 +96,7 @@ func (op Op) Text(f Family) string {
 	case OpAddElement, OpDeleteElement:
 		return fmt.Sprintf("%s %s { %s }", prefix, op.Name, op.Element.Text())
 	case OpAddSet:
-		return fmt.Sprintf("%s %s { type %s; flags dynamic,timeout; timeout %ds; }", prefix, op.Name, addrType(f), op.Set.TimeoutSeconds)
+		return fmt.Sprintf("%s %s { type %s; flags dynamic,timeout; timeout %ds; }", prefix, op.Name, op.Set.keyType(f), op.Set.TimeoutSeconds)
 	case OpAddChain:
 		if op.Base != nil {
 			return fmt.Sprintf("%s %s { type %s hook %s priority %d; }", prefix, op.Name, op.Base.Type, op.Base.Hook, op.Base.Priority)

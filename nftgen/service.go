@@ -16,6 +16,10 @@ type svcBuild struct {
 	proto uint8
 	frag  *Fragment
 	seen  map[elementKey]bool
+	// sharedAffinity: the port's session affinity entries go into one set
+	// keyed "client . endpoint", not one set per endpoint (see
+	// affinitySet).
+	sharedAffinity bool
 }
 
 type elementKey struct {
@@ -65,6 +69,7 @@ func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
 		}
 	}
 	cat := model.Categorize(&sp.ServicePort, eps, g.cfg.Node)
+	b.sharedAffinity = sp.AffinityTimeoutSeconds > 0 && len(cat.Reachable) > CascadeMaxEndpoints
 	n := sp.Name
 	svcChain, svlChain, extChain, fwChain := ServiceChainName(n), LocalChainName(n), ExternalChainName(n), FirewallChainName(n)
 	externalIPs, lbIPs := sp.ExternalIPs, sp.LoadBalancerIPs
@@ -247,7 +252,19 @@ func (b *svcBuild) firewallChain(fw, ext string, ranges []netip.Prefix, lbIPs []
 	return c
 }
 
-func affinitySet(sepChain string) string { return PrefixAffinity + sepChain }
+// affinitySet names the dynamic set that holds the clients of endpoint
+// chain sepChain, and returns the endpoint to key them with. Up to
+// CascadeMaxEndpoints endpoints each endpoint has a set of its own, as
+// kube-proxy has a recent list of its own ("client" keys). Above it the
+// port has one set keyed "client . endpoint": the kernel finds a set by
+// walking the table's sets, so a set per endpoint made a cold sync of one
+// Service quadratic in its endpoints (3.8 s of kernel time at 8,000).
+func (b *svcBuild) affinitySet(sepChain string, e model.Endpoint) (string, netip.AddrPort) {
+	if b.sharedAffinity {
+		return PrefixAffinity + ServiceChainName(b.sp.Name), netip.AddrPortFrom(e.Addr, e.Port)
+	}
+	return PrefixAffinity + sepChain, netip.AddrPort{}
+}
 
 // epComment is a per-endpoint comment, which large clusters go without.
 func (b *svcBuild) epComment(s string) string {
@@ -276,7 +293,8 @@ func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
 	}
 	if b.sp.AffinityTimeoutSeconds > 0 {
 		for i, e := range eps {
-			rules = append(rules, NewRule(b.epComment(b.name+" -> "+e.String()), AffinityCheck{Set: affinitySet(targets[i]), Chain: targets[i]}))
+			set, key := b.affinitySet(targets[i], e)
+			rules = append(rules, NewRule(b.epComment(b.name+" -> "+e.String()), AffinityCheck{Set: set, Chain: targets[i], Endpoint: key}))
 		}
 	}
 	if len(eps) <= CascadeMaxEndpoints {
@@ -306,11 +324,11 @@ func (b *svcBuild) endpointChain(e model.Endpoint) *Chain {
 	name := EndpointChainName(b.sp.Name, e.String())
 	dnat := []Stmt{MatchProto{Proto: b.proto}}
 	if b.sp.AffinityTimeoutSeconds > 0 {
-		set := affinitySet(name)
+		set, key := b.affinitySet(name, e)
 		if !slices.ContainsFunc(b.frag.Sets, func(s SetSpec) bool { return s.Name == set }) {
-			b.frag.Sets = append(b.frag.Sets, SetSpec{Name: set, TimeoutSeconds: b.sp.AffinityTimeoutSeconds})
+			b.frag.Sets = append(b.frag.Sets, SetSpec{Name: set, TimeoutSeconds: b.sp.AffinityTimeoutSeconds, ByEndpoint: b.sharedAffinity})
 		}
-		dnat = append(dnat, AffinityUpdate{Set: set})
+		dnat = append(dnat, AffinityUpdate{Set: set, Endpoint: key})
 	}
 	dnat = append(dnat, DNAT{Addr: e.Addr, Port: e.Port})
 	return &Chain{Name: name, Rules: []Rule{

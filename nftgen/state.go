@@ -38,8 +38,11 @@ type TableState struct {
 
 // SetMember is one address in a dynamic set and the time it has left.
 type SetMember struct {
-	Addr    netip.Addr
-	Expires time.Duration
+	Addr netip.Addr
+	// Endpoint is the endpoint the client is kept on, in a Service port's
+	// shared set (SetSpec.ByEndpoint); invalid in a set of one endpoint.
+	Endpoint netip.AddrPort
+	Expires  time.Duration
 }
 
 // MapState is a named map and its elements.

@@ -234,16 +234,21 @@ type ProtoPortIn struct{ Map string }
 
 func (s ProtoPortIn) nft(Family) string { return "meta l4proto . th dport @" + s.Map }
 
-// AffinityCheck jumps (goto) to Chain when the source address is in the
-// dynamic set Set: the client was sent to that endpoint recently.
+// AffinityCheck jumps (goto) to Chain when the dynamic set Set holds the
+// source address (or, with Endpoint valid, "source address . Endpoint"):
+// the client was sent to that endpoint recently.
 type AffinityCheck struct {
-	Set   string
-	Chain string
+	Set      string
+	Chain    string
+	Endpoint netip.AddrPort
 }
 
-// AffinityUpdate adds the source address to the dynamic set Set, or
-// refreshes its timeout.
-type AffinityUpdate struct{ Set string }
+// AffinityUpdate adds the source address (or "source address . Endpoint")
+// to the dynamic set Set, or refreshes its timeout.
+type AffinityUpdate struct {
+	Set      string
+	Endpoint netip.AddrPort
+}
 
 // CounterRef counts the packet in the table's named counter Name
 // ("counter name X"), where kube-proxy's rule feeds an nfacct counter of
@@ -286,11 +291,20 @@ func (s ProtoPortMap) nft(Family) string {
 }
 
 func (s AffinityCheck) nft(f Family) string {
-	return fmt.Sprintf("%s saddr @%s goto %s", f, s.Set, s.Chain)
+	return fmt.Sprintf("%s @%s goto %s", affinityKeyText(f, s.Endpoint), s.Set, s.Chain)
 }
 
 func (s AffinityUpdate) nft(f Family) string {
-	return fmt.Sprintf("update @%s { %s saddr }", s.Set, f)
+	return fmt.Sprintf("update @%s { %s }", s.Set, affinityKeyText(f, s.Endpoint))
+}
+
+// affinityKeyText is an affinity set's key as nft prints it. nft prints,
+// but cannot parse, the constants of the "client . endpoint" key.
+func affinityKeyText(f Family, ep netip.AddrPort) string {
+	if !ep.IsValid() {
+		return fmt.Sprintf("%s saddr", f)
+	}
+	return fmt.Sprintf("%s saddr . %s . %d", f, ep.Addr(), ep.Port())
 }
 
 // Unknown stands for expressions the decoder does not recognise: a rule

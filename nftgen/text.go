@@ -49,7 +49,7 @@ func writeMap(b *strings.Builder, f Family, m MapSpec, elems []MapElement) {
 }
 
 func writeSet(b *strings.Builder, f Family, s SetSpec) {
-	fmt.Fprintf(b, "\tset %s {\n\t\ttype %s\n\t\tflags dynamic,timeout\n\t\ttimeout %ds\n\t}\n", s.Name, addrType(f), s.TimeoutSeconds)
+	fmt.Fprintf(b, "\tset %s {\n\t\ttype %s\n\t\tflags dynamic,timeout\n\t\ttimeout %ds\n\t}\n", s.Name, s.keyType(f), s.TimeoutSeconds)
 }
 
 func addrType(f Family) string {

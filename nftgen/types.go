@@ -173,12 +173,13 @@ type MapSpec struct {
 	Comment string
 }
 
-// SetSpec declares a named dynamic set of source addresses with a timeout,
-// used for ClientIP session affinity (the nftables form of iptables'
-// "recent" match).
+// SetSpec declares a named dynamic set of session affinity entries with a
+// timeout: clients of one endpoint, or, with ByEndpoint, "client .
+// endpoint address . port" entries of a whole Service port.
 type SetSpec struct {
 	Name           string
 	TimeoutSeconds int32
+	ByEndpoint     bool
 }
 
 // MapKey is the key of a map element: destination address (invalid for
@@ -322,4 +323,13 @@ func (f *Fragment) Objects() ObjectCounts {
 		c.Elements += len(els)
 	}
 	return c
+}
+
+// keyType is the nft type of the set's key.
+func (s SetSpec) keyType(f Family) string {
+	a := addrType(f)
+	if s.ByEndpoint {
+		return a + " . " + a + " . inet_service"
+	}
+	return a
 }

@@ -170,7 +170,7 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 			// Read from the kernel: the set says whether this client has
 			// an entry, so the walk does not branch.
 			for _, m := range w.st.Members[st.Set] {
-				if m.Addr.Unmap() == s.src {
+				if m.Addr.Unmap() == s.src && m.Endpoint == st.Endpoint {
 					s.affinity, s.affinityLeft = st.Set, m.Expires.Round(time.Second).String()
 					b.chance = fmt.Sprintf("client in @%s, %s left", st.Set, s.affinityLeft)
 					b.verdict = &nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: st.Chain}

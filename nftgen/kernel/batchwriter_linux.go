@@ -135,6 +135,10 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 			HasTimeout: true,
 			Timeout:    time.Duration(op.Set.TimeoutSeconds) * time.Second,
 		}
+		if op.Set.ByEndpoint { // "client . endpoint address . port"
+			set.KeyType = nftables.MustConcatSetType(w.addrType(), w.addrType(), nftables.TypeInetService)
+			set.Concatenation = true
+		}
 		if err := w.conn.AddSet(set, nil); err != nil {
 			return i, err
 		}

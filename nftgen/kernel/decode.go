@@ -199,6 +199,18 @@ func (d *exprDecoder) matchPayload(e *expr.Payload, at func(int) expr.Any, saddr
 			}
 		}
 	}
+	// Affinity of a Service port's shared set: saddr . endpoint address .
+	// port @set goto chain, and the update of the same key.
+	if ep, ok := affinityEndpoint(e, at(1), at(2), alen); ok && dir == nftgen.Saddr {
+		if l, ok := at(3).(*expr.Lookup); ok && reg32(l.SourceRegister) == reg32Base && l.DestRegister == 0 && !l.Invert {
+			if v, ok := at(4).(*expr.Verdict); ok && v.Kind == expr.VerdictGoto {
+				return nftgen.AffinityCheck{Set: l.SetName, Chain: v.Chain, Endpoint: ep}, 5
+			}
+		}
+		if ds, ok := at(3).(*expr.Dynset); ok && reg32(ds.SrcRegKey) == reg32Base && ds.Operation == unix.NFT_DYNSET_OP_UPDATE {
+			return nftgen.AffinityUpdate{Set: ds.SetName, Endpoint: ep}, 4
+		}
+	}
 	if l, ok := at(1).(*expr.Lookup); ok && dir == nftgen.Saddr && l.DestRegister == 0 && !l.Invert {
 		if v, ok := at(2).(*expr.Verdict); ok && v.Kind == expr.VerdictGoto {
 			return nftgen.AffinityCheck{Set: l.SetName, Chain: v.Chain}, 3
@@ -228,4 +240,29 @@ func (d *exprDecoder) matchPayload(e *expr.Payload, at func(int) expr.Any, saddr
 		return nil, 0
 	}
 	return nftgen.MatchAddr{Dir: dir, Prefix: netip.PrefixFrom(a, bits), Negate: c.Op == expr.CmpOpNeq}, i + 1
+}
+
+// reg32 is register r in 4-byte slot numbering: the kernel reports a slot
+// that starts a 16-byte register as that register (slot 8 as register 1).
+func reg32(r uint32) uint32 {
+	if r >= 1 && r <= 4 {
+		return reg32Base + (r-1)*4
+	}
+	return r
+}
+
+// affinityEndpoint reads the endpoint of a "client . endpoint address .
+// port" key: the source address loaded at reg32Base, then two immediates
+// with the endpoint's address and its port (padded to 4 bytes) in the
+// slots that follow.
+func affinityEndpoint(src *expr.Payload, a, b expr.Any, alen uint32) (netip.AddrPort, bool) {
+	ia, ok1 := a.(*expr.Immediate)
+	ib, ok2 := b.(*expr.Immediate)
+	words := alen / 4
+	if !ok1 || !ok2 || reg32(src.DestRegister) != reg32Base || reg32(ia.Register) != reg32Base+words || reg32(ib.Register) != reg32Base+2*words ||
+		uint32(len(ia.Data)) != alen || len(ib.Data) != 4 || ib.Data[2] != 0 || ib.Data[3] != 0 {
+		return netip.AddrPort{}, false
+	}
+	addr, ok := netip.AddrFromSlice(ia.Data)
+	return netip.AddrPortFrom(addr, binary.BigEndian.Uint16(ib.Data)), ok
 }

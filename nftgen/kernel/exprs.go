@@ -3,6 +3,7 @@ package kernel
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
@@ -49,6 +50,24 @@ func (b *exprBuilder) ruleExprs(r *nftgen.Rule) ([]expr.Any, error) {
 		out = append(out, es...)
 	}
 	return out, nil
+}
+
+// affinityKey loads an affinity set's key into the registers from
+// reg32Base on (the same place as reg1): the source address, and, for an
+// endpoint's key, the endpoint's address and port (padded to 4 bytes, as
+// the fields of a concatenation are) in the 4-byte slots that follow.
+func (b *exprBuilder) affinityKey(ep netip.AddrPort) []expr.Any {
+	saddr, _, length := b.addrOffsets()
+	key := []expr.Any{&expr.Payload{DestRegister: reg32Base, Base: expr.PayloadBaseNetworkHeader, Offset: saddr, Len: length}}
+	if !ep.IsValid() {
+		return key
+	}
+	words := length / 4
+	port := make([]byte, 4)
+	binary.BigEndian.PutUint16(port, ep.Port())
+	return append(key,
+		&expr.Immediate{Register: reg32Base + words, Data: ep.Addr().AsSlice()},
+		&expr.Immediate{Register: reg32Base + 2*words, Data: port})
 }
 
 func (b *exprBuilder) addrOffsets() (saddr, daddr, length uint32) {
@@ -138,18 +157,14 @@ func (b *exprBuilder) stmtExprs(s nftgen.Stmt) ([]expr.Any, error) {
 			&expr.Lookup{SourceRegister: reg1, SetName: s.Map, DestRegister: regVerdict, IsDestRegSet: true},
 		}, nil
 	case nftgen.AffinityCheck:
-		saddr, _, length := b.addrOffsets()
-		return []expr.Any{
-			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: saddr, Len: length},
-			&expr.Lookup{SourceRegister: reg1, SetName: s.Set},
+		return append(b.affinityKey(s.Endpoint),
+			&expr.Lookup{SourceRegister: reg32Base, SetName: s.Set},
 			verdictExpr(nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: s.Chain}),
-		}, nil
+		), nil
 	case nftgen.AffinityUpdate:
-		saddr, _, length := b.addrOffsets()
-		return []expr.Any{
-			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: saddr, Len: length},
-			&expr.Dynset{SrcRegKey: reg1, SetName: s.Set, Operation: unix.NFT_DYNSET_OP_UPDATE},
-		}, nil
+		return append(b.affinityKey(s.Endpoint),
+			&expr.Dynset{SrcRegKey: reg32Base, SetName: s.Set, Operation: unix.NFT_DYNSET_OP_UPDATE},
+		), nil
 	case nftgen.MatchMark:
 		op := expr.CmpOpNeq
 		if s.Zero {

@@ -97,11 +97,12 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 		case s.IsMap && s.DataType.Name == nftables.TypeVerdict.Name:
 			st.Maps = append(st.Maps, decodeMap(f, s, elems, &st.Unknown))
 		case s.HasTimeout && s.Dynamic:
-			st.Sets = append(st.Sets, nftgen.SetSpec{Name: s.Name, TimeoutSeconds: int32(s.Timeout.Seconds())})
+			st.Sets = append(st.Sets, nftgen.SetSpec{Name: s.Name, TimeoutSeconds: int32(s.Timeout.Seconds()), ByEndpoint: s.Concatenation})
 			var members []nftgen.SetMember
 			for _, e := range elems {
-				if a, ok := netip.AddrFromSlice(e.Key); ok {
-					members = append(members, nftgen.SetMember{Addr: a, Expires: e.Expires})
+				if m, ok := affinityMember(e.Key, f); ok {
+					m.Expires = e.Expires
+					members = append(members, m)
 				}
 			}
 			st.Members[s.Name] = members
@@ -236,4 +237,23 @@ func elementVerdict(e nftables.SetElement) (nftgen.Verdict, error) {
 		return nftgen.Verdict{}, fmt.Errorf("unknown verdict %d", v.Kind)
 	}
 	return out.(nftgen.Verdict), nil
+}
+
+// affinityMember decodes an affinity set's key: the client, or "client .
+// endpoint address . port" (the port padded to 4 bytes).
+func affinityMember(key []byte, f nftgen.Family) (nftgen.SetMember, bool) {
+	n := 4
+	if f == nftgen.FamilyIPv6 {
+		n = 16
+	}
+	switch len(key) {
+	case n:
+		a, ok := netip.AddrFromSlice(key)
+		return nftgen.SetMember{Addr: a}, ok
+	case 2*n + 4:
+		a, _ := netip.AddrFromSlice(key[:n])
+		ep, _ := netip.AddrFromSlice(key[n : 2*n])
+		return nftgen.SetMember{Addr: a, Endpoint: netip.AddrPortFrom(ep, binary.BigEndian.Uint16(key[2*n:]))}, true
+	}
+	return nftgen.SetMember{}, false
 }
