@@ -171,3 +171,27 @@ func TestInitOnlySetsUpAndExits(t *testing.T) {
 		t.Errorf("--init-only programmed rules:\n%s", tables)
 	}
 }
+
+// TestHostTCPBeLiberalDropsNoInvalidPackets: with the node's
+// nf_conntrack_tcp_be_liberal set (by its administrator, not by the flag),
+// nftproxy installs no drop of INVALID packets, as kube-proxy reads the
+// sysctl too.
+func TestHostTCPBeLiberalDropsNoInvalidPackets(t *testing.T) {
+	ns := nodeNamespace(t, "nfp-liberal")
+	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.52", httpPort))
+	sync := func() string {
+		if out, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", ns.Path()).CombinedOutput(); err != nil {
+			t.Fatalf("sync: %v\n%s", err, out)
+		}
+		return ns.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+	}
+	ns.MustRun(t, "sysctl", "-q", "-w", "net.netfilter.nf_conntrack_tcp_be_liberal=0")
+	if table := sync(); !strings.Contains(table, "ct state invalid") {
+		t.Fatalf("without the sysctl the INVALID drop is missing:\n%s", table)
+	}
+	ns.MustRun(t, "sysctl", "-q", "-w", "net.netfilter.nf_conntrack_tcp_be_liberal=1")
+	ns.MustRun(t, "nft", "delete", "table", "ip", "nftproxy")
+	if table := sync(); strings.Contains(table, "ct state invalid") {
+		t.Errorf("with nf_conntrack_tcp_be_liberal=1 the INVALID drop is still there:\n%s", table)
+	}
+}

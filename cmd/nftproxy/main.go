@@ -256,6 +256,13 @@ func newEngine(opts *options, m *metrics.Metrics, ecfg proxier.EngineConfig) (*p
 	if err := netns.Do(opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {
 		return nil, nil, nil, err
 	}
+	if !opts.conntrackTCPLiberal {
+		var liberal bool
+		if err := netns.Do(opts.netns, func() (err error) { liberal, err = conntrack.TCPBeLiberal(); return err }); err == nil && liberal {
+			klog.InfoS("nf_conntrack_tcp_be_liberal set, not installing DROP rules for INVALID packets")
+			opts.conntrackTCPLiberal = true
+		}
+	}
 	st, err := opts.newSetup(objs, local)
 	if err != nil {
 		return nil, nil, nil, err

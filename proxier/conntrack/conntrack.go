@@ -45,7 +45,10 @@ func Stale(flows []Flow, services []UDPService) []int {
 		for _, d := range svc.Destinations {
 			byDest[d] = t
 		}
-		if svc.NodePort != 0 {
+		// As kube-proxy: a node port's flows only once it has endpoints
+		// (a node port matches any destination address, so without
+		// endpoints every flow to that port number would go).
+		if svc.NodePort != 0 && len(svc.Endpoints) > 0 {
 			byNodePort[svc.NodePort] = t
 		}
 	}

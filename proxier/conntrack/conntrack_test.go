@@ -34,3 +34,18 @@ func TestStale(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleNodePortOnlyWithEndpoints: as kube-proxy, flows to a node port
+// number are cleaned only when the Service has endpoints; its own
+// addresses' flows are cleaned either way.
+func TestStaleNodePortOnlyWithEndpoints(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	services := []UDPService{{Destinations: []netip.AddrPort{ap("10.96.0.10:53")}, NodePort: 30053}}
+	flows := []Flow{
+		{Proto: 17, OrigDst: ap("192.0.2.1:30053"), ReplySrc: ap("192.0.2.9:30053")}, // node port, no endpoints: kept
+		{Proto: 17, OrigDst: ap("10.96.0.10:53"), ReplySrc: ap("10.96.0.10:53")},     // the cluster IP before endpoints: stale
+	}
+	if got := Stale(flows, services); len(got) != 1 || got[0] != 1 {
+		t.Errorf("stale = %v, want only the cluster IP's flow", got)
+	}
+}

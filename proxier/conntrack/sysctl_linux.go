@@ -59,3 +59,14 @@ func Apply(s Settings) error {
 	}
 	return nil
 }
+
+// TCPBeLiberal reports whether nf_conntrack_tcp_be_liberal is set in the
+// current network namespace: kube-proxy then installs no drop of INVALID
+// packets, whatever its own flag says (the host's administrator chose it).
+func TCPBeLiberal() (bool, error) {
+	b, err := os.ReadFile("/proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal")
+	if err != nil {
+		return false, err
+	}
+	return len(b) > 0 && b[0] != '0', nil
+}
