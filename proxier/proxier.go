@@ -72,9 +72,13 @@ func (p *Proxier) Sync(ctx context.Context, full bool) (SyncResult, error) {
 	}
 	defer p.record(res, start)
 	if p.Metrics != nil {
+		// Each change in the family of the slice that carried it, as
+		// kube-proxy's per-family proxiers observe them.
 		for _, t := range p.Store.TakeTriggerTimes(res.Changed) {
 			for _, f := range p.Syncer.Families() {
-				p.Metrics.NetworkProgramming.WithLabelValues(familyLabel(f)).Observe(metrics.Since(t))
+				if modelFamily(f) == t.Family {
+					p.Metrics.NetworkProgramming.WithLabelValues(familyLabel(f)).Observe(metrics.Since(t.Time))
+				}
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"time"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -23,6 +24,8 @@ type storedSlice struct {
 	// informers'): it is parsed when read instead of copied (see
 	// NewSharingStore), and the fields above are empty.
 	shared *discovery.EndpointSlice
+	// trigger is the slice's last-change-trigger-time as last recorded.
+	trigger time.Time
 }
 
 // endpointStatus says whether an endpoint's first address can be used.

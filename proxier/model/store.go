@@ -33,8 +33,12 @@ type Store struct {
 	// changed: the Service object, its endpoints, or both.
 	changed map[types.NamespacedName]changeKind
 	// triggers are the last-change-trigger-time annotations of slice
-	// updates not yet synced, per Service.
-	triggers map[types.NamespacedName][]time.Time
+	// changes not yet programmed, with the slice's family.
+	triggers map[types.NamespacedName][]Trigger
+	// started is when the store was made: a trigger time before it is the
+	// initial list's, not a change this proxy programs (as kube-proxy's
+	// tracker start time).
+	started time.Time
 }
 
 // changeKind says what of a Service changed.
@@ -70,7 +74,8 @@ func NewStore() *Store {
 		names:      interner{},
 		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
 		changed:    map[types.NamespacedName]changeKind{},
-		triggers:   map[types.NamespacedName][]time.Time{},
+		triggers:   map[types.NamespacedName][]Trigger{},
+		started:    time.Now(),
 	}
 }
 
@@ -99,7 +104,7 @@ func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) *Problem {
 			Field: "metadata.labels", Reason: "no " + discovery.LabelServiceName + " label"}
 	}
 	// A slice may move between Services if its label changes.
-	s.deleteSliceNamed(slice.Namespace, slice.Name)
+	previous := s.deleteSliceNamed(slice.Namespace, slice.Name)
 	stored := &storedSlice{name: slice.Name, shared: slice}
 	if !s.share {
 		stored = newStoredSlice(slice, s.names)
@@ -107,18 +112,33 @@ func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) *Problem {
 	s.slices[svc] = append(s.slices[svc], stored)
 	s.sliceOwner[types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}] = svc
 	s.changed[svc] |= endpointsChanged
+	// As kube-proxy: a change's trigger time counts once (a resync
+	// delivers the same one again) and only when it is after the start.
+	if previous != nil {
+		stored.trigger = previous.trigger
+	}
 	if v := slice.Annotations[TriggerTimeAnnotation]; v != "" {
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-			s.triggers[svc] = append(s.triggers[svc], t)
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.After(s.started) && t.After(stored.trigger) {
+			stored.trigger = t
+			fam, _ := sliceFamily(slice.AddressType)
+			s.triggers[svc] = append(s.triggers[svc], Trigger{Time: t, Family: fam})
 		}
 	}
 	return nil
 }
 
+// Trigger is the time a change was made that a sync programs, and the
+// family of the EndpointSlice that carried it.
+type Trigger struct {
+	Time   time.Time
+	Family IPFamily
+}
+
+
 // TakeTriggerTimes returns the change trigger times recorded for these
 // Services and forgets them.
-func (s *Store) TakeTriggerTimes(names []types.NamespacedName) []time.Time {
-	var out []time.Time
+func (s *Store) TakeTriggerTimes(names []types.NamespacedName) []Trigger {
+	var out []Trigger
 	for _, nn := range names {
 		out = append(out, s.triggers[nn]...)
 		delete(s.triggers, nn)
@@ -143,16 +163,28 @@ func (s *Store) Pending() (services, endpoints int) {
 
 // DeleteEndpointSlice removes the EndpointSlice namespace/name.
 func (s *Store) DeleteEndpointSlice(namespace, name string) {
+	if svc, ok := s.sliceOwner[types.NamespacedName{Namespace: namespace, Name: name}]; ok {
+		// A deletion's trigger time is that of the last update, not of
+		// the deletion: kube-proxy drops the Service's pending ones.
+		delete(s.triggers, svc)
+	}
 	s.deleteSliceNamed(namespace, name)
 }
 
-func (s *Store) deleteSliceNamed(namespace, name string) {
+// deleteSliceNamed removes a slice and returns what was stored of it.
+func (s *Store) deleteSliceNamed(namespace, name string) *storedSlice {
 	key := types.NamespacedName{Namespace: namespace, Name: name}
 	svc, ok := s.sliceOwner[key]
 	if !ok {
-		return
+		return nil
 	}
 	delete(s.sliceOwner, key)
+	var previous *storedSlice
+	for _, sl := range s.slices[svc] {
+		if sl.name == name {
+			previous = sl
+		}
+	}
 	list := slices.DeleteFunc(s.slices[svc], func(sl *storedSlice) bool { return sl.name == name })
 	if len(list) == 0 {
 		delete(s.slices, svc)
@@ -160,6 +192,7 @@ func (s *Store) deleteSliceNamed(namespace, name string) {
 		s.slices[svc] = list
 	}
 	s.changed[svc] |= endpointsChanged
+	return previous
 }
 
 // TakeChanged returns the Services that changed since the last call, sorted,
