@@ -1,10 +1,10 @@
 package model
 
 import (
-	"time"
 	"fmt"
 	"net/netip"
 	"sort"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"

@@ -134,7 +134,6 @@ type Trigger struct {
 	Family IPFamily
 }
 
-
 // TakeTriggerTimes returns the change trigger times recorded for these
 // Services and forgets them.
 func (s *Store) TakeTriggerTimes(names []types.NamespacedName) []Trigger {
