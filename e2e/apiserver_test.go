@@ -229,6 +229,20 @@ func TestDaemonAgainstRealAPIServer(t *testing.T) {
 		return errorf("no FailedToStartServiceHealthcheck event among %d", len(evs.Items))
 	})
 
+	// kube-proxy's start-up Event on the Node.
+	eventually(t, "Starting event on the Node", 15*time.Second, func() error {
+		evs, err := c.admin.EventsV1().Events("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "Node" && e.Reason == "Starting" && e.ReportingController == "kube-proxy" {
+				return nil
+			}
+		}
+		return errorf("no Starting event on the Node among %d", len(evs.Items))
+	})
+
 	if cz := httpGet(t, c.Node, "http://127.0.0.1:10249/configz"); !strings.Contains(cz, `"kubeproxy.config.k8s.io"`) || !strings.Contains(cz, `"clusterCIDR":"`+ClusterCIDR+`"`) {
 		t.Errorf("/configz: %s", cz)
 	}

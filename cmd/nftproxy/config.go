@@ -56,7 +56,7 @@ type ignoredFlags struct {
 // the reason given in the warning.
 var noEffect = map[string]string{
 	"show-hidden-metrics-for-version": "there are no hidden metrics",
-	"ipvs-sync-period":                "IPVS mode does not exist here",
+	"ipvs-sync-period":                "IPVS mode is served with iptables-mode semantics",
 	"ipvs-min-sync-period":            "IPVS mode does not exist here",
 	"ipvs-scheduler":                  "IPVS mode does not exist here",
 	"ipvs-exclude-cidrs":              "IPVS mode does not exist here",
@@ -285,13 +285,19 @@ func (o *options) writeConfig(path string) error {
 	return os.WriteFile(path, data, 0o644)
 }
 
-// validateMode accepts kube-proxy's iptables and nftables modes.
+// validateMode accepts kube-proxy's Linux modes: iptables and nftables,
+// and ipvs, which runs with iptables-mode semantics (a node switched to
+// nftproxy from an IPVS-mode DaemonSet keeps working instead of crash
+// looping; a warning and an Event say so). kernelspace is Windows's.
 func validateMode(mode string) error {
 	switch mode {
 	case "", "iptables", "nftables":
 		return nil
+	case "ipvs":
+		klog.InfoS("Warning: mode ipvs is served with iptables-mode semantics on nftables; the ipvs settings have no effect")
+		return nil
 	}
-	return usageError{fmt.Errorf("--proxy-mode %q is not supported: nftproxy implements iptables-mode semantics on nftables and accepts \"iptables\" or \"nftables\"", mode)}
+	return usageError{fmt.Errorf("--proxy-mode %q is not supported: nftproxy implements iptables-mode semantics on nftables and accepts \"iptables\", \"nftables\" or \"ipvs\" (served as iptables)", mode)}
 }
 
 // validateSyncPeriods checks the sync periods as kube-proxy validates its

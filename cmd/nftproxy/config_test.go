@@ -77,14 +77,18 @@ func TestProxyModeAndVersionFlags(t *testing.T) {
 			t.Errorf("mode %q: %v", mode, err)
 		}
 	}
-	if err := validateMode("ipvs"); err == nil {
-		t.Error("ipvs accepted")
+	// ipvs runs with iptables-mode semantics instead of crash looping.
+	if err := validateMode("ipvs"); err != nil {
+		t.Errorf("ipvs refused: %v", err)
 	}
-	code, _, stderr := captureRun(t, "--proxy-mode=ipvs")
-	if code != 2 || !strings.Contains(stderr, `--proxy-mode "ipvs" is not supported`) {
+	if err := validateMode("kernelspace"); err == nil {
+		t.Error("kernelspace (Windows) accepted")
+	}
+	code, out, stderr := captureRun(t, "render", "--proxy-mode=ipvs", "--objects", "../../deploy/examples/services.yaml")
+	if code != 0 || !strings.Contains(out, "table ip nftproxy") {
 		t.Errorf("--proxy-mode=ipvs: exit %d, %q", code, stderr)
 	}
-	code, out, _ := captureRun(t, "--version")
+	code, out, _ = captureRun(t, "--version")
 	if code != 0 || !strings.Contains(out, "nftproxy") {
 		t.Errorf("--version: %d %q", code, out)
 	}

@@ -97,15 +97,29 @@ func runLoop(ctx context.Context, opts *options) error {
 	// With --bind-address-hard-fail a port that cannot be bound ends the
 	// daemon, as it ends kube-proxy.
 	serveFailed := make(chan error, 3)
+	nodeRef := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: opts.nodeName()}
 	go func() {
 		select {
 		case err := <-serveFailed:
+			var se serveError
+			if cfg.Events != nil && errors.As(err, &se) {
+				cfg.Events.Eventf(nodeRef, nil, v1.EventTypeWarning, se.reason, "StartKubeProxy", se.err.Error())
+			}
 			stop(err)
 		case <-ctx.Done():
 		}
 	}()
-	serve(ctx, opts.netns, opts.metricsBindAddress, mux, healthcheck.ServerLimits(10*time.Minute), opts.kp.bindAddressHardFail, serveFailed)
-	serve(ctx, opts.netns, opts.kp.healthzBindAddress, health.Mux(), healthcheck.ServerLimits(10*time.Second), opts.kp.bindAddressHardFail, serveFailed)
+	if cfg.Events != nil {
+		// kube-proxy's "birth cry", and a warning where nftproxy runs
+		// other semantics than the configured mode.
+		cfg.Events.Eventf(nodeRef, nil, v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
+		if opts.proxyMode == "ipvs" {
+			cfg.Events.Eventf(nodeRef, nil, v1.EventTypeWarning, "ProxyModeNotImplemented", "StartKubeProxy",
+				"mode ipvs is served with iptables-mode semantics on nftables; the ipvs settings have no effect")
+		}
+	}
+	serve(ctx, opts.netns, opts.metricsBindAddress, mux, healthcheck.ServerLimits(10*time.Minute), opts.kp.bindAddressHardFail, serveFailed, "FailedToStartMetricServer")
+	serve(ctx, opts.netns, opts.kp.healthzBindAddress, health.Mux(), healthcheck.ServerLimits(10*time.Second), opts.kp.bindAddressHardFail, serveFailed, "FailedToStartProxierHealthcheck")
 	if opts.kp.configFile != "" {
 		go watchConfigFile(ctx, opts.kp.configFile, configPoll, serveFailed)
 	}

@@ -112,7 +112,7 @@ const serveRetry = 5 * time.Second
 // ends. When the address cannot be bound (a port still held by the old
 // pod), it logs and tries again every serveRetry, or, with hardFail
 // (--bind-address-hard-fail), sends the error to failed and gives up.
-func serve(ctx context.Context, nsPath, addr string, handler http.Handler, lim healthcheck.Limits, hardFail bool, failed chan<- error) {
+func serve(ctx context.Context, nsPath, addr string, handler http.Handler, lim healthcheck.Limits, hardFail bool, failed chan<- error, reason string) {
 	if addr == "" || addr == "0" {
 		return
 	}
@@ -134,7 +134,7 @@ func serve(ctx context.Context, nsPath, addr string, handler http.Handler, lim h
 				}
 			}
 			if hardFail {
-				failed <- fmt.Errorf("serve on %s: %w", addr, err)
+				failed <- serveError{reason: reason, err: fmt.Errorf("serve on %s: %w", addr, err)}
 				return
 			}
 			klog.ErrorS(err, "Cannot serve; retrying", "address", addr, "retry", serveRetry)
@@ -187,3 +187,13 @@ func (l concurrencyLimit) wrap(h http.HandlerFunc) http.HandlerFunc {
 		}
 	}
 }
+
+// serveError is a server that could not serve with --bind-address-hard-fail;
+// reason is the reason of kube-proxy's Event for it.
+type serveError struct {
+	reason string
+	err    error
+}
+
+func (e serveError) Error() string { return e.err.Error() }
+func (e serveError) Unwrap() error { return e.err }
