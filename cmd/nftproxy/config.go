@@ -184,9 +184,16 @@ func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
 	k.detectLocalMode = string(cfg.DetectLocalMode)
 	k.configSyncPeriod = cfg.ConfigSyncPeriod.Duration
 	ipt := cfg.IPTables
-	if o.proxyMode == "nftables" {
+	switch o.proxyMode {
+	case "nftables":
 		ipt.MasqueradeAll, ipt.MasqueradeBit = cfg.NFTables.MasqueradeAll, cfg.NFTables.MasqueradeBit
 		ipt.SyncPeriod, ipt.MinSyncPeriod = cfg.NFTables.SyncPeriod, cfg.NFTables.MinSyncPeriod
+	case "ipvs":
+		// The ipvs section's periods, as kube-proxy's IPVS mode reads them,
+		// when the file sets them.
+		if cfg.IPVS.SyncPeriod.Duration > 0 {
+			ipt.SyncPeriod, ipt.MinSyncPeriod = cfg.IPVS.SyncPeriod, cfg.IPVS.MinSyncPeriod
+		}
 	}
 	o.masqueradeAll = ipt.MasqueradeAll
 	o.masqueradeBit = int(*ipt.MasqueradeBit)
