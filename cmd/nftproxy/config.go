@@ -301,7 +301,7 @@ func validateMode(mode string) error {
 	case "", "iptables", "nftables":
 		return nil
 	case "ipvs":
-		klog.InfoS("Warning: mode ipvs is served with iptables-mode semantics on nftables; the ipvs settings have no effect")
+		klog.InfoS("Warning: mode ipvs is served with iptables-mode semantics on nftables; of the ipvs settings only the sync periods have an effect")
 		return nil
 	}
 	return usageError{fmt.Errorf("--proxy-mode %q is not supported: nftproxy implements iptables-mode semantics on nftables and accepts \"iptables\", \"nftables\" or \"ipvs\" (served as iptables)", mode)}

@@ -115,7 +115,7 @@ func runLoop(ctx context.Context, opts *options) error {
 		cfg.Events.Eventf(nodeRef, nil, v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
 		if opts.proxyMode == "ipvs" {
 			cfg.Events.Eventf(nodeRef, nil, v1.EventTypeWarning, "ProxyModeNotImplemented", "StartKubeProxy",
-				"mode ipvs is served with iptables-mode semantics on nftables; the ipvs settings have no effect")
+				"mode ipvs is served with iptables-mode semantics on nftables; of the ipvs settings only the sync periods have an effect")
 		}
 	}
 	serve(ctx, opts.netns, opts.metricsBindAddress, mux, healthcheck.ServerLimits(10*time.Minute), opts.kp.bindAddressHardFail, serveFailed, "FailedToStartMetricServer")
