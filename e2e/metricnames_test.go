@@ -165,8 +165,13 @@ func TestMetricNamesMatchKubeProxy(t *testing.T) {
 		body = b
 		return err
 	})
-	if code, b, err := httpGetStatus(ns, "http://127.0.0.1:10249/healthz"); err != nil || code != 200 || b != "ok" {
-		t.Errorf("metrics port /healthz = %d %q %v, want 200 \"ok\" as kube-proxy's", code, b, err)
+	for _, path := range []string{"/healthz", "/healthz/ping"} {
+		if code, b, err := httpGetStatus(ns, "http://127.0.0.1:10249"+path); err != nil || code != 200 || b != "ok" {
+			t.Errorf("metrics port %s = %d %q %v, want 200 \"ok\" as kube-proxy's", path, code, b, err)
+		}
+	}
+	if code, _, err := httpGetStatus(ns, "http://127.0.0.1:10249/metrics/slis"); err != nil || code != 200 {
+		t.Errorf("metrics port /metrics/slis = %d %v, want 200 as kube-proxy's", code, err)
 	}
 	served := map[string]bool{}
 	for _, l := range strings.Split(body, "\n") {

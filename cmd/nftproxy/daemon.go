@@ -89,11 +89,14 @@ func runLoop(ctx context.Context, opts *options) error {
 	mux := metricsMux(m, st.dp, opts.netns, opts.proxyMode, opts.effectiveConfig(), opts.profiling)
 	// kube-proxy's metrics port answers /healthz with a plain "ok" (the
 	// generic component check); the health port has the JSON.
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+	// (and /healthz/ping, the generic check's one named check).
+	ok := func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		_, _ = w.Write([]byte("ok"))
-	})
+	}
+	mux.HandleFunc("/healthz", ok)
+	mux.HandleFunc("/healthz/ping", ok)
 	// With --bind-address-hard-fail a port that cannot be bound ends the
 	// daemon, as it ends kube-proxy.
 	serveFailed := make(chan error, 3)

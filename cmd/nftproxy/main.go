@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	cliflag "k8s.io/component-base/cli/flag"
 	"net"
 	"net/netip"
 	"os"
@@ -144,6 +145,7 @@ func run(args []string) int {
 	if cmd != "render" && cmd != "explain" {
 		opts.logStartup(commandName(cmd, opts))
 	}
+	cliflag.PrintFlags(fs) // "FLAG: --name=value" at V(1), as kube-proxy
 	warnNoEffect(fs)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -188,3 +188,17 @@ func TestExplainExampleOffline(t *testing.T) {
 		}
 	}
 }
+
+// TestFlagLinesAtVerbosityOne: as kube-proxy, -v=1 logs every flag with
+// its value ("FLAG: --name=\"value\"").
+func TestFlagLinesAtVerbosityOne(t *testing.T) {
+	_, _, stderr := captureRun(t, "render", "--objects", "../../deploy/examples/services.yaml", "--cluster-cidr", "10.244.0.0/16", "-v=1")
+	for _, want := range []string{`FLAG: --cluster-cidr="10.244.0.0/16"`, `FLAG: --masquerade-all="false"`} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("no %s line at -v=1:\n%s", want, stderr)
+		}
+	}
+	if _, _, quiet := captureRun(t, "render", "--objects", "../../deploy/examples/services.yaml"); strings.Contains(quiet, "FLAG:") {
+		t.Errorf("FLAG lines at -v=0:\n%s", quiet)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"time"
 
+	"k8s.io/component-base/metrics/prometheus/slis"
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/compat"
@@ -40,6 +41,8 @@ func metricsMux(m *metrics.Metrics, dp nftgen.Dataplane, nsPath, proxyMode strin
 		_ = json.NewEncoder(w).Encode(map[string]any{"kubeproxy.config.k8s.io": configz})
 	})
 	mux.Handle("/metrics", m.Handler())
+	// component-base's SLI metrics, as kube-proxy serves them.
+	slis.SLIMetricsWithReset{}.Install(mux)
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprint(w, proxyMode)
