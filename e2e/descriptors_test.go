@@ -74,3 +74,29 @@ func TestManyHealthConnectionsThenDriftRepair(t *testing.T) {
 		t.Fatalf("the daemon panicked:\n%s", log)
 	}
 }
+
+// TestDaemonSetsItsOOMScore: as kube-proxy, the daemon writes its
+// --oom-score-adj to /proc/self/oom_score_adj at start. The default,
+// -999, needs CAP_SYS_RESOURCE, which this sandbox withholds (a failure is
+// logged at V(2), as kube-proxy does), so the test raises it: that needs
+// no privilege.
+func TestDaemonSetsItsOOMScore(t *testing.T) {
+	ns := nodeNamespace(t, "nfp-oom")
+	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.61", httpPort))
+	for _, c := range []struct {
+		args []string
+		want string
+	}{{[]string{"--oom-score-adj", "500"}, "500"}, {[]string{"--oom-score-adj", "300"}, "300"}} {
+		args := append([]string{"--objects", objects, "--netns", ns.Path(), "--metrics-bind-address", "0", "--healthz-bind-address", "0"}, c.args...)
+		cmd := startNftproxy(t, "", args...)
+		eventually(t, "the OOM score is set", 10*time.Second, func() error {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/oom_score_adj", cmd.Process.Pid))
+			if got := strings.TrimSpace(string(b)); err != nil || got != c.want {
+				return errorf("oom_score_adj %q (%v), want %s", got, err, c.want)
+			}
+			return nil
+		})
+		cmd.Process.Kill()
+		cmd.Wait()
+	}
+}

@@ -39,6 +39,7 @@ type kubeProxyFlags struct {
 	conntrackUDPStream                time.Duration
 	bindAddressHardFail               bool
 	healthzPort, metricsPort          int32
+	oomScoreAdj                       int32
 	ignored                           ignoredFlags
 }
 
@@ -66,7 +67,6 @@ var noEffect = map[string]string{
 	"ipvs-udp-timeout":                "IPVS mode does not exist here",
 	"pod-bridge-interface":            "only --detect-local-mode ClusterCIDR and NodeCIDR are implemented",
 	"pod-interface-name-prefix":       "only --detect-local-mode ClusterCIDR and NodeCIDR are implemented",
-	"oom-score-adj":                   "set the container's OOM score in the pod spec",
 }
 
 func (o *options) addKubeProxyFlags(fs *pflag.FlagSet) {
@@ -97,7 +97,7 @@ func (o *options) addKubeProxyFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&k.detectLocalMode, "detect-local-mode", "", "Mode to use to detect local traffic: ClusterCIDR (default) or NodeCIDR.")
 	fs.StringVar(&k.ignored.s, "pod-bridge-interface", "", "Accepted for compatibility; no effect.")
 	fs.StringVar(&k.ignored.s, "pod-interface-name-prefix", "", "Accepted for compatibility; no effect.")
-	fs.Int32Var(&k.ignored.i, "oom-score-adj", -999, "Accepted for compatibility; no effect.")
+	fs.Int32Var(&k.oomScoreAdj, "oom-score-adj", -999, "The oom-score-adj value for the process, in [-1000, 1000], as kube-proxy sets it.")
 	fs.Int32Var(&k.conntrackMaxPerCore, "conntrack-max-per-core", 32768, "Maximum number of NAT connections to track per CPU core (0 to leave the limit as-is and ignore conntrack-min).")
 	fs.Int32Var(&k.conntrackMin, "conntrack-min", 131072, "Minimum number of conntrack entries to allocate, regardless of conntrack-max-per-core.")
 	fs.DurationVar(&k.conntrackTCPEstablished, "conntrack-tcp-timeout-established", 24*time.Hour, "Idle timeout for established TCP connections (0 to leave as-is).")
@@ -183,6 +183,9 @@ func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
 	o.nodePortAddresses = cfg.NodePortAddresses
 	k.detectLocalMode = string(cfg.DetectLocalMode)
 	k.configSyncPeriod = cfg.ConfigSyncPeriod.Duration
+	if cfg.OOMScoreAdj != nil {
+		k.oomScoreAdj = *cfg.OOMScoreAdj
+	}
 	ipt := cfg.IPTables
 	switch o.proxyMode {
 	case "nftables":
@@ -346,6 +349,7 @@ func (o *options) effectiveConfig() *proxyv1alpha1.KubeProxyConfiguration {
 		DetectLocalMode:     proxyv1alpha1.LocalMode(o.kp.detectLocalMode),
 		FeatureGates:        o.kp.featureGates,
 		ConfigSyncPeriod:    metav1.Duration{Duration: o.kp.configSyncPeriod},
+		OOMScoreAdj:         &o.kp.oomScoreAdj,
 		IPTables: proxyv1alpha1.KubeProxyIPTablesConfiguration{MasqueradeBit: &bit, MasqueradeAll: o.masqueradeAll, LocalhostNodePorts: &localhost,
 			SyncPeriod: metav1.Duration{Duration: o.syncPeriod}, MinSyncPeriod: metav1.Duration{Duration: o.minSyncPeriod}},
 		Conntrack: proxyv1alpha1.KubeProxyConntrackConfiguration{MaxPerCore: &o.kp.conntrackMaxPerCore, Min: &o.kp.conntrackMin,

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -29,6 +30,11 @@ import (
 // objects file), the servers and the engine, which does the rest. On
 // SIGTERM it exits and leaves the rules in place, as kube-proxy does.
 func runLoop(ctx context.Context, opts *options) error {
+	// As kube-proxy: the OOM killer should pick nearly anything else
+	// first; a failure (no privilege) is no reason to stop.
+	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(fmt.Sprint(opts.kp.oomScoreAdj)), 0o644); err != nil {
+		klog.V(2).InfoS("Failed to apply OOMScore", "err", err)
+	}
 	var client kubernetes.Interface
 	var node *v1.Node
 	connErrors := make(chan struct{}, 1)

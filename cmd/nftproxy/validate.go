@@ -96,6 +96,9 @@ func (o *options) validate() error {
 			bad("--cluster-cidr", "clusterCIDR", "%q: at most one CIDR per IP family", o.clusterCIDR)
 		}
 	}
+	if o.kp.oomScoreAdj < -1000 || o.kp.oomScoreAdj > 1000 {
+		bad("--oom-score-adj", "oomScoreAdj", "%d must be within [-1000, 1000]", o.kp.oomScoreAdj)
+	}
 	var unknown []string
 	for name := range o.kp.featureGates {
 		if !knownFeatureGates[name] {
