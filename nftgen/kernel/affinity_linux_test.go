@@ -80,3 +80,21 @@ func TestReconcileOfAnUnchangedTableSendsNothing(t *testing.T) {
 		t.Errorf("%d endpoint maps in the kernel, want 2", n)
 	}
 }
+
+// bigAffinityPort is a ClientIP port with more endpoints than the cascade.
+func bigAffinityPort(ipv6 bool) model.ServicePortState {
+	vip, eps := "10.96.9.1", []string{}
+	if ipv6 {
+		vip = "fd00:96::9:1"
+	}
+	for i := range nftgen.CascadeMaxEndpoints + 5 {
+		if ipv6 {
+			eps = append(eps, fmt.Sprintf("[fd00:10:244::%x]:8080", i+1))
+		} else {
+			eps = append(eps, fmt.Sprintf("10.244.9.%d:8080", i+1))
+		}
+	}
+	sp := nftgentest.Port("ns1", "bigaff", 80, vip, eps...)
+	sp.AffinityTimeoutSeconds = 600
+	return sp
+}

@@ -176,24 +176,6 @@ func TestKernelAcceptsEveryFeature(t *testing.T) {
 	}
 }
 
-// bigAffinityPort is a ClientIP port with more endpoints than the cascade.
-func bigAffinityPort(ipv6 bool) model.ServicePortState {
-	vip, eps := "10.96.9.1", []string{}
-	if ipv6 {
-		vip = "fd00:96::9:1"
-	}
-	for i := range nftgen.CascadeMaxEndpoints + 5 {
-		if ipv6 {
-			eps = append(eps, fmt.Sprintf("[fd00:10:244::%x]:8080", i+1))
-		} else {
-			eps = append(eps, fmt.Sprintf("10.244.9.%d:8080", i+1))
-		}
-	}
-	sp := nftgentest.Port("ns1", "bigaff", 80, vip, eps...)
-	sp.AffinityTimeoutSeconds = 600
-	return sp
-}
-
 // TestReadBackEqualsApplied applies the all-features ruleset and reads the
 // table back: the decoded state must equal the desired one.
 func TestReadBackEqualsApplied(t *testing.T) {
