@@ -185,11 +185,11 @@ func TestHostTCPBeLiberalDropsNoInvalidPackets(t *testing.T) {
 		}
 		return ns.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
 	}
-	ns.MustRun(t, "sysctl", "-q", "-w", "net.netfilter.nf_conntrack_tcp_be_liberal=0")
+	ns.MustRun(t, "sh", "-c", "echo 0 > /proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal")
 	if table := sync(); !strings.Contains(table, "ct state invalid") {
 		t.Fatalf("without the sysctl the INVALID drop is missing:\n%s", table)
 	}
-	ns.MustRun(t, "sysctl", "-q", "-w", "net.netfilter.nf_conntrack_tcp_be_liberal=1")
+	ns.MustRun(t, "sh", "-c", "echo 1 > /proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal")
 	ns.MustRun(t, "nft", "delete", "table", "ip", "nftproxy")
 	if table := sync(); strings.Contains(table, "ct state invalid") {
 		t.Errorf("with nf_conntrack_tcp_be_liberal=1 the INVALID drop is still there:\n%s", table)
