@@ -45,11 +45,7 @@ func TestClusterIPNeverLosesToAnotherServicesExternalIP(t *testing.T) {
 		if !strings.Contains(dump, "10.96.0.50 . tcp . 80") {
 			t.Errorf("aaa/aaa lost its own cluster IP too:\n%s", dump)
 		}
-		var reported bool
-		for _, p := range f.problems {
-			reported = reported || (p.Object == types.NamespacedName{Namespace: "aaa", Name: "aaa"} && strings.Contains(p.Reason, "cluster IP always wins"))
-		}
-		if !reported {
+		if !f.reported(types.NamespacedName{Namespace: "aaa", Name: "aaa"}, "cluster IP always wins") {
 			t.Errorf("the conflict was not reported on aaa/aaa: %v", f.problems)
 		}
 	}
@@ -203,11 +199,18 @@ func TestLoadBalancerIPNeverLosesToAnotherServicesExternalIP(t *testing.T) {
 	if !strings.Contains(dump, `203.0.113.10 . tcp . 80 comment "zzz/web:http loadbalancer IP"`) {
 		t.Errorf("the load balancer Service lost its address:\n%s", dump)
 	}
-	var reported bool
-	for _, p := range f.problems {
-		reported = reported || (p.Object == types.NamespacedName{Namespace: "aaa", Name: "aaa"} && strings.Contains(p.Reason, "load balancer IP wins"))
-	}
-	if !reported {
+	if !f.reported(types.NamespacedName{Namespace: "aaa", Name: "aaa"}, "load balancer IP wins") {
 		t.Errorf("the conflict was not reported on aaa/aaa: %v", f.problems)
 	}
+}
+
+// reported tells whether a problem on obj whose reason contains what was
+// reported.
+func (f *fixture) reported(obj types.NamespacedName, what string) bool {
+	for _, p := range f.problems {
+		if p.Object == obj && strings.Contains(p.Reason, what) {
+			return true
+		}
+	}
+	return false
 }
