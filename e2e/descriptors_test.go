@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	v1 "k8s.io/api/core/v1"
 )
 
 // TestManyHealthConnectionsThenDriftRepair: 1,100 idle keep-alive
@@ -99,4 +101,31 @@ func TestDaemonSetsItsOOMScore(t *testing.T) {
 		cmd.Process.Kill()
 		cmd.Wait()
 	}
+}
+
+// TestIPv6ServiceAddedLater: a daemon started with IPv4 Services only
+// programs an IPv6 Service added afterwards, as kube-proxy programs every
+// family the kernel supports (it was never programmed: the families were
+// fixed at start from the objects).
+func TestIPv6ServiceAddedLater(t *testing.T) {
+	ns := nodeNamespace(t, "nfp-v6later")
+	dir := t.TempDir()
+	v4 := ClusterIPService("demo", "web", "10.96.0.62", httpPort)
+	writeObjects(t, dir, v4)
+	startNftproxy(t, "", "--objects", filepath.Join(dir, "objects.yaml"), "--netns", ns.Path(), "--metrics-bind-address", "0", "--healthz-bind-address", "0")
+	eventually(t, "the IPv4 Service is programmed", 10*time.Second, func() error {
+		if out, _ := ns.Run("nft", "list", "table", "ip", "nftproxy"); !strings.Contains(out, "10.96.0.62") {
+			return errorf("no 10.96.0.62")
+		}
+		return nil
+	})
+	v6 := ClusterIPService("demo", "web6", "fd00:96::62", httpPort)
+	v6.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol}
+	writeObjects(t, dir, v4, v6)
+	eventually(t, "the IPv6 Service added later is programmed", 10*time.Second, func() error {
+		if out, _ := ns.Run("nft", "list", "table", "ip6", "nftproxy"); !strings.Contains(out, "fd00:96::62") {
+			return errorf("no fd00:96::62 in the ip6 table:\n%s", out)
+		}
+		return nil
+	})
 }

@@ -258,6 +258,12 @@ func newEngine(opts *options, m *metrics.Metrics, ecfg proxier.EngineConfig) (*p
 	if err := netns.Do(opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {
 		return nil, nil, nil, err
 	}
+	// kube-proxy programs each family the kernel supports.
+	_ = netns.Do(opts.netns, func() error {
+		_, err := os.Stat("/proc/sys/net/ipv6")
+		opts.everyFamily = err == nil
+		return nil
+	})
 	if !opts.conntrackTCPLiberal {
 		var liberal bool
 		if err := netns.Do(opts.netns, func() (err error) { liberal, err = conntrack.TCPBeLiberal(); return err }); err == nil && liberal {

@@ -33,6 +33,12 @@ type options struct {
 	netns            string
 	cleanup          bool
 	initOnly         bool
+	// everyFamily programs both families whatever the objects hold, as
+	// kube-proxy programs each family the kernel supports: a Service of
+	// the other family added later is then served (set for the daemon
+	// and sync where the node's kernel has IPv6; render stays with what
+	// its objects need).
+	everyFamily bool
 	syncPeriod       time.Duration
 	minSyncPeriod    time.Duration
 
@@ -204,7 +210,7 @@ func (o *options) generatorsFor(st *setup, nodeObj *v1.Node) ([]*nftgen.Generato
 	all = append(all, primary...)
 	st.nodeAddrs = all
 	families := []nftgen.Family{nftgen.FamilyIPv4}
-	if len(byFamily[nftgen.FamilyIPv6]) > 0 || st.ipv6 || hasIPv6Addr(primary) {
+	if len(byFamily[nftgen.FamilyIPv6]) > 0 || st.ipv6 || hasIPv6Addr(primary) || o.everyFamily {
 		families = append(families, nftgen.FamilyIPv6)
 	}
 	var gens []*nftgen.Generator
