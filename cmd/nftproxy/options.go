@@ -38,9 +38,9 @@ type options struct {
 	// the other family added later is then served (set for the daemon
 	// and sync where the node's kernel has IPv6; render stays with what
 	// its objects need).
-	everyFamily bool
-	syncPeriod       time.Duration
-	minSyncPeriod    time.Duration
+	everyFamily   bool
+	syncPeriod    time.Duration
+	minSyncPeriod time.Duration
 
 	format string
 	ipv6   bool
