@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -162,9 +163,12 @@ func (e *Engine) Sync(ctx context.Context, reason runner.Reason) (SyncResult, er
 			}
 		}
 	}
-	if e.cfg.Health != nil && err == nil {
+	// Per family: one family's failure leaves the other's health alone.
+	if e.cfg.Health != nil {
 		for _, f := range e.p.Syncer.Families() {
-			e.cfg.Health.Updated(familyLabel(f))
+			if err == nil || (len(res.Failed) > 0 && !slices.Contains(res.Failed, f)) {
+				e.cfg.Health.Updated(familyLabel(f))
+			}
 		}
 	}
 	if m := e.p.Metrics; m != nil {

@@ -372,3 +372,28 @@ func TestHealthTurnsUnhealthyWhenNoSyncEverSucceeds(t *testing.T) {
 		t.Errorf("after a successful sync: %+v, want healthy", h)
 	}
 }
+
+// TestOneFamilysFailureLeavesTheOtherHealthy: in a dual-stack engine whose
+// IPv4 table is rejected, the IPv6 table's sync still tells health that
+// IPv6 is up to date; only IPv4 turns unhealthy after the timeout.
+func TestOneFamilysFailureLeavesTheOtherHealthy(t *testing.T) {
+	c := clocktesting.NewFakeClock(time.Unix(1e9, 0))
+	hs := healthcheck.NewProxyHealthServer(c, time.Minute, nil)
+	fake := nftgen.NewFake()
+	e, err := New(Config{Families: []nftgen.Config{{Family: nftgen.FamilyIPv4}, {Family: nftgen.FamilyIPv6}}, Node: model.Node{Name: "n"},
+		Engine: EngineConfig{MinSyncPeriod: time.Second, SyncPeriod: 30 * time.Second, Clock: c, Health: hs}}, fake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.SetService(svc("a", "10.96.0.1"))
+	e.started()
+	fake.FailNext = errors.New("injected") // the first table applied: IPv4's
+	if _, err := e.Sync(context.Background(), runner.Requested); err == nil {
+		t.Fatal("sync did not fail")
+	}
+	c.Step(2 * time.Minute)
+	h := hs.Health()
+	if h.Healthy || h.Status["IPv4"].Healthy || !h.Status["IPv6"].Healthy {
+		t.Errorf("after IPv4 failed and IPv6 synced: %+v, want IPv4 unhealthy and IPv6 healthy", h)
+	}
+}

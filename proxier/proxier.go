@@ -66,17 +66,19 @@ func newProxier(store *model.Store, syncer *Syncer, node model.Node) *Proxier {
 func (p *Proxier) Sync(ctx context.Context, full bool) (SyncResult, error) {
 	start := time.Now()
 	res, err := p.Syncer.Sync(ctx, full)
-	if err != nil {
+	if err != nil && len(res.Failed) >= len(p.Syncer.Families()) {
 		p.record(res, start)
 		return res, err
 	}
+	// A family that failed does not hold back what follows for the
+	// others: their latency, the health check ports, their conntrack.
 	defer p.record(res, start)
 	if p.Metrics != nil {
 		// Each change in the family of the slice that carried it, as
 		// kube-proxy's per-family proxiers observe them.
 		for _, t := range p.Store.TakeTriggerTimes(res.Changed) {
 			for _, f := range p.Syncer.Families() {
-				if modelFamily(f) == t.Family {
+				if modelFamily(f) == t.Family && !slices.Contains(res.Failed, f) {
 					p.Metrics.NetworkProgramming.WithLabelValues(familyLabel(f)).Observe(metrics.Since(t.Time))
 				}
 			}
@@ -115,6 +117,9 @@ func (p *Proxier) Sync(ctx context.Context, full bool) (SyncResult, error) {
 		// Per family, as kube-proxy's per-family proxiers reconcile and
 		// count.
 		for _, f := range p.Syncer.Families() {
+			if slices.Contains(res.Failed, f) {
+				continue // its flows are cleaned once its rules are in place
+			}
 			own := append(p.retryUDP[f], udpOfFamily(udp, f == nftgen.FamilyIPv4)...)
 			delete(p.retryUDP, f)
 			if len(own) == 0 {
@@ -134,7 +139,7 @@ func (p *Proxier) Sync(ctx context.Context, full bool) (SyncResult, error) {
 			}
 		}
 	}
-	return res, nil
+	return res, err
 }
 
 // udpOfFamily returns the UDP Services' destinations and endpoints of one
