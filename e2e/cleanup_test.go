@@ -195,3 +195,32 @@ func TestHostTCPBeLiberalDropsNoInvalidPackets(t *testing.T) {
 		t.Errorf("with nf_conntrack_tcp_be_liberal=1 the INVALID drop is still there:\n%s", table)
 	}
 }
+
+// TestCleanupKeepsWhatAnotherProgramJumpsTo: another program's rule (no
+// kube-proxy comment) jumps to one of kube-proxy's Service chains in both
+// backends. --cleanup keeps that chain and every chain it reaches (its
+// endpoint chains, KUBE-MARK-MASQ), so the other program's rule stays
+// valid, and removes the rest of kube-proxy's rules.
+func TestCleanupKeepsWhatAnotherProgramJumpsTo(t *testing.T) {
+	ns := nodeNamespace(t, "nfp-kept")
+	loadKubeProxyRules(t, ns)
+	const svc = "KUBE-SVC-HMALVVKA6APKJPPY"
+	ns.MustRun(t, "iptables-legacy", "-t", "nat", "-A", "OUTPUT", "-d", "192.0.2.99", "-j", svc)
+	ns.MustRun(t, "nft", "add", "rule", "ip", "nat", "OUTPUT", "ip", "daddr", "192.0.2.99", "jump", svc)
+	if out, err := ns.Command(nftproxyBinary, "--cleanup").CombinedOutput(); err != nil {
+		t.Fatalf("--cleanup: %v\n%s", err, out)
+	}
+	for _, saveCmd := range []string{"iptables-legacy-save", "iptables-nft-save"} {
+		after := ns.MustRun(t, saveCmd, "-t", "nat")
+		for _, kept := range []string{":" + svc, ":KUBE-SEP-7GEXUWOTTXYR5Q3W", ":KUBE-MARK-MASQ", "-j " + svc} {
+			if !strings.Contains(after, kept) {
+				t.Errorf("%s lost %q, which another program's rule reaches:\n%s", saveCmd, kept, after)
+			}
+		}
+		for _, gone := range []string{":KUBE-SERVICES", ":KUBE-EXT-HMALVVKA6APKJPPY", ":KUBE-POSTROUTING"} {
+			if strings.Contains(after, gone) {
+				t.Errorf("%s still shows %q:\n%s", saveCmd, gone, after)
+			}
+		}
+	}
+}

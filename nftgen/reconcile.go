@@ -52,28 +52,29 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 		case old == nil:
 			add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
 			refill = append(refill, c)
-		case !sameBase(old.Base, c.Base) && (old.Base == nil || c.Base == nil):
+		case (old.Base == nil) != (c.Base == nil):
 			return nil
-		case old.Base != nil && c.Base != nil && *old.Base != *c.Base && samePlacement(old.Base, c.Base):
-			// Only the policy differs: adding the chain sets it again.
-			add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
-			same := *old
-			same.Base = c.Base
-			if unknownMap(c) || !same.Equal(c) {
-				flush = append(flush, c.Name)
-				refill = append(refill, c)
-			}
-		case !sameBase(old.Base, c.Base):
-			// Another hook, priority, type or policy: the chain is made
-			// anew in the same transaction (a base chain is no jump
-			// target, and a chain that exists keeps its hook).
+		case old.Base != nil && !samePlacement(old.Base, c.Base):
+			// Another hook, priority or type: the chain is made anew in
+			// the same transaction (a base chain is no jump target, and a
+			// chain that exists keeps its hook).
 			add(Op{Kind: OpFlushChain, Name: c.Name})
 			add(Op{Kind: OpDeleteChain, Name: c.Name})
 			add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
 			refill = append(refill, c)
-		case unknownMap(c) || !old.Equal(c):
-			flush = append(flush, c.Name)
-			refill = append(refill, c)
+		default:
+			rules := old
+			if old.Base != nil && *old.Base != *c.Base {
+				// Only the policy differs: adding the chain sets it again.
+				add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
+				same := *old
+				same.Base = c.Base
+				rules = &same
+			}
+			if unknownMap(c) || !rules.Equal(c) {
+				flush = append(flush, c.Name)
+				refill = append(refill, c)
+			}
 		}
 	}
 	var stray []string
@@ -165,13 +166,6 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 // same type, hook and priority, whatever their policies.
 func samePlacement(a, b *BaseChain) bool {
 	return a.Type == b.Type && a.Hook == b.Hook && a.Priority == b.Priority
-}
-
-func sameBase(a, b *BaseChain) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return *a == *b
 }
 
 // UsesEndpointMap reports whether a rule of c picks its endpoint from a

@@ -20,7 +20,18 @@ func runInitOnly(opts *options) error {
 	if err := netns.Do(opts.netns, func() error { return conntrack.Apply(opts.conntrackSettings()) }); err != nil {
 		return fmt.Errorf("conntrack settings: %w", err)
 	}
-	if opts.localhostNodePorts && nodePortsIncludeLoopback(opts.nodePortAddresses) {
+	var local []netip.Addr
+	if err := netns.Do(opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {
+		return err
+	}
+	// As the generator decides: node ports on 127.0.0.1 unless
+	// --nodeport-addresses leaves loopback out (no Node here, so
+	// "primary" names no address).
+	np, err := proxier.ResolveNodePortAddresses(opts.nodePortAddresses, local, nil, true)
+	if err != nil {
+		return usageError{err}
+	}
+	if opts.localhostNodePorts && (np.All || slices.ContainsFunc(np.Addrs, netip.Addr.IsLoopback)) {
 		klog.InfoS("Setting route_localnet=1 to allow node-ports on localhost")
 		if err := netns.Do(opts.netns, proxier.EnableRouteLocalnet); err != nil {
 			return fmt.Errorf("route_localnet: %w", err)
@@ -28,16 +39,4 @@ func runInitOnly(opts *options) error {
 	}
 	klog.InfoS("System initialized and --init-only specified")
 	return nil
-}
-
-// nodePortsIncludeLoopback reports whether --nodeport-addresses leaves
-// node ports on 127.0.0.1 (no restriction, or a range that holds it).
-func nodePortsIncludeLoopback(ranges []string) bool {
-	if len(ranges) == 0 {
-		return true
-	}
-	return slices.ContainsFunc(ranges, func(r string) bool {
-		p, err := netip.ParsePrefix(r)
-		return err == nil && p.Contains(netip.MustParseAddr("127.0.0.1"))
-	})
 }

@@ -258,19 +258,18 @@ func newEngine(opts *options, m *metrics.Metrics, ecfg proxier.EngineConfig) (*p
 	if err := netns.Do(opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {
 		return nil, nil, nil, err
 	}
-	// kube-proxy programs each family the kernel supports.
+	// What kube-proxy reads of the node's kernel: each family it supports
+	// is programmed, and a set nf_conntrack_tcp_be_liberal means no drop
+	// of INVALID packets.
 	_ = netns.Do(opts.netns, func() error {
 		_, err := os.Stat("/proc/sys/net/ipv6")
 		opts.everyFamily = err == nil
-		return nil
-	})
-	if !opts.conntrackTCPLiberal {
-		var liberal bool
-		if err := netns.Do(opts.netns, func() (err error) { liberal, err = conntrack.TCPBeLiberal(); return err }); err == nil && liberal {
+		if liberal, err := conntrack.TCPBeLiberal(); err == nil && liberal && !opts.conntrackTCPLiberal {
 			klog.InfoS("nf_conntrack_tcp_be_liberal set, not installing DROP rules for INVALID packets")
 			opts.conntrackTCPLiberal = true
 		}
-	}
+		return nil
+	})
 	st, err := opts.newSetup(objs, local)
 	if err != nil {
 		return nil, nil, nil, err

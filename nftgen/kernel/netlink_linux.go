@@ -282,15 +282,16 @@ func (n *Netlink) encode(c *nftables.Conn, tx *nftgen.Transaction, emit func(net
 	// from the live table or, failing that, that this Netlink remembers
 	// from earlier commits.
 	full := tx.Replace
-	if !full {
+	switch {
+	case full:
+	case tx.EndpointMaps != nil:
+		w.known = maps.Clone(tx.EndpointMaps)
+	default:
 		// A copy: the transaction before this one may still be committing
 		// (ApplyStream) and its commit updates the map.
 		n.epMu.Lock()
 		w.known = maps.Clone(n.endpointMaps[tx.Family])
 		n.epMu.Unlock()
-		if tx.EndpointMaps != nil {
-			w.known = maps.Clone(tx.EndpointMaps)
-		}
 	}
 	for i := 0; i < len(tx.Ops); {
 		j, err := w.write(tx.Ops, i)

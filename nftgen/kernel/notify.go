@@ -29,6 +29,10 @@ type notification struct {
 	delete bool
 }
 
+// kindElements is the kind of a set element notification, which alone
+// does not make a change Ours (see classify).
+const kindElements = "elements of set"
+
 // nftaFlowtableName is NFTA_FLOWTABLE_NAME, which x/sys/unix lacks.
 const nftaFlowtableName = 2
 
@@ -42,7 +46,7 @@ var notificationKinds = map[uint16]struct {
 	unix.NFT_MSG_NEWCHAIN: {"chain", unix.NFTA_CHAIN_NAME, false}, unix.NFT_MSG_DELCHAIN: {"chain", unix.NFTA_CHAIN_NAME, true},
 	unix.NFT_MSG_NEWRULE: {"rule in chain", unix.NFTA_RULE_CHAIN, false}, unix.NFT_MSG_DELRULE: {"rule in chain", unix.NFTA_RULE_CHAIN, true},
 	unix.NFT_MSG_NEWSET: {"set", unix.NFTA_SET_NAME, false}, unix.NFT_MSG_DELSET: {"set", unix.NFTA_SET_NAME, true},
-	unix.NFT_MSG_NEWSETELEM: {"elements of set", unix.NFTA_SET_ELEM_LIST_SET, false}, unix.NFT_MSG_DELSETELEM: {"elements of set", unix.NFTA_SET_ELEM_LIST_SET, true},
+	unix.NFT_MSG_NEWSETELEM: {kindElements, unix.NFTA_SET_ELEM_LIST_SET, false}, unix.NFT_MSG_DELSETELEM: {kindElements, unix.NFTA_SET_ELEM_LIST_SET, true},
 	unix.NFT_MSG_NEWOBJ: {"object", unix.NFTA_OBJ_NAME, false}, unix.NFT_MSG_DELOBJ: {"object", unix.NFTA_OBJ_NAME, true},
 	unix.NFT_MSG_NEWFLOWTABLE: {"flowtable", nftaFlowtableName, false}, unix.NFT_MSG_DELFLOWTABLE: {"flowtable", nftaFlowtableName, true},
 }
@@ -105,7 +109,7 @@ func classify(changes []notification) (nftgen.Change, bool) {
 		if !c.ours() {
 			continue
 		}
-		if c.kind == "elements of set" {
+		if c.kind == kindElements {
 			if elements == nil {
 				elements = &changes[i]
 			}
@@ -122,7 +126,7 @@ func classify(changes []notification) (nftgen.Change, bool) {
 		return nftgen.Change{Ours: true, What: what + " " + verb}, true
 	}
 	if elements != nil {
-		return nftgen.Change{What: "elements of set " + elements.name + " changed"}, true
+		return nftgen.Change{What: kindElements + " " + elements.name + " changed"}, true
 	}
 	return nftgen.Change{}, false
 }

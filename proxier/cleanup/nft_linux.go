@@ -60,30 +60,58 @@ func CleanupNFT() (Result, error) {
 }
 
 // cleanupNFTTable queues what PlanTable removes from one iptables-nft
-// table: kube-proxy's jumps, then its chains, flushed and deleted.
+// table: kube-proxy's jumps, then its chains, flushed and deleted. The
+// rules of kube-proxy's own chains (hundreds of thousands in a large
+// cluster, one dump each) are read only for a chain another program's
+// rule keeps, whose own jumps keep more.
 func cleanupNFTTable(c *nftables.Conn, table string, chains []*nftables.Chain) (Result, error) {
 	var res Result
+	view := make([]Chain, len(chains))
+	rules := make([][]*nftables.Rule, len(chains))
+	read := make([]bool, len(chains))
+	index := map[string]int{}
 	named := false
-	for _, ch := range chains {
+	for i, ch := range chains {
+		view[i] = Chain{Name: ch.Name, Base: ch.Hooknum != nil}
+		index[ch.Name] = i
 		named = named || KubeProxyChain(table, ch.Name)
 	}
 	if !named {
 		return res, nil // no rule needs reading
 	}
-	view := make([]Chain, len(chains))
-	rules := make([][]*nftables.Rule, len(chains))
-	for i, ch := range chains {
-		rs, err := c.GetRules(ch.Table, ch)
+	readRules := func(i int) error {
+		rs, err := c.GetRules(chains[i].Table, chains[i])
 		if err != nil {
-			return res, fmt.Errorf("list rules of %s: %w", ch.Name, err)
+			return fmt.Errorf("list rules of %s: %w", chains[i].Name, err)
 		}
-		rules[i] = rs
-		view[i] = Chain{Name: ch.Name, Base: ch.Hooknum != nil}
+		rules[i], read[i] = rs, true
 		for _, r := range rs {
 			view[i].Rules = append(view[i].Rules, nftRuleView(r))
 		}
+		return nil
+	}
+	for i, ch := range chains {
+		if view[i].Base || !KubeProxyChain(table, ch.Name) {
+			if err := readRules(i); err != nil {
+				return res, err
+			}
+		}
 	}
 	plan := PlanTable(table, view)
+	for again := true; again; {
+		again = false
+		for _, name := range plan.Kept {
+			if i := index[name]; !read[i] {
+				if err := readRules(i); err != nil {
+					return res, err
+				}
+				again = true
+			}
+		}
+		if again {
+			plan = PlanTable(table, view)
+		}
+	}
 	for i, ch := range chains {
 		for _, pos := range plan.Rules[ch.Name] {
 			if err := c.DelRule(rules[i][pos]); err != nil {
@@ -92,15 +120,11 @@ func cleanupNFTTable(c *nftables.Conn, table string, chains []*nftables.Chain) (
 			res.Rules++
 		}
 	}
-	byName := map[string]*nftables.Chain{}
-	for _, ch := range chains {
-		byName[ch.Name] = ch
+	for _, name := range plan.Chains {
+		c.FlushChain(chains[index[name]])
 	}
 	for _, name := range plan.Chains {
-		c.FlushChain(byName[name])
-	}
-	for _, name := range plan.Chains {
-		c.DelChain(byName[name])
+		c.DelChain(chains[index[name]])
 		res.Chains++
 	}
 	res.Kept = plan.Kept

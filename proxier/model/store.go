@@ -179,12 +179,11 @@ func (s *Store) deleteSliceNamed(namespace, name string) *storedSlice {
 	}
 	delete(s.sliceOwner, key)
 	var previous *storedSlice
-	for _, sl := range s.slices[svc] {
-		if sl.name == name {
-			previous = sl
-		}
+	list := s.slices[svc]
+	if i := slices.IndexFunc(list, func(sl *storedSlice) bool { return sl.name == name }); i >= 0 {
+		previous = list[i]
+		list = slices.Delete(list, i, i+1)
 	}
-	list := slices.DeleteFunc(s.slices[svc], func(sl *storedSlice) bool { return sl.name == name })
 	if len(list) == 0 {
 		delete(s.slices, svc)
 	} else {
