@@ -20,19 +20,29 @@ func main() {
 	tag := flag.String("tag", "nftproxy:dev", "the image's name and tag")
 	version := flag.String("version", "dev", "nftproxy's version, recorded in the image's labels")
 	out := flag.String("o", "nftproxy-image.tar", "the OCI archive to write")
+	rootfs := flag.String("rootfs", "", "instead of -binary: a folder whose tree is the image (for test images)")
+	entrypoint := flag.String("entrypoint", "", "with -rootfs: the image's entrypoint (one path)")
+	title := flag.String("title", "", "with -rootfs: the image's title label")
 	flag.Parse()
-	if *binary == "" {
-		fmt.Fprintln(os.Stderr, "image: -binary is required")
+	if (*binary == "") == (*rootfs == "") {
+		fmt.Fprintln(os.Stderr, "image: give one of -binary and -rootfs")
 		os.Exit(2)
 	}
-	bin, err := os.ReadFile(*binary)
+	spec := Spec{Arch: *arch, Tag: *tag, Version: *version, Rootfs: *rootfs, Title: *title}
+	if *entrypoint != "" {
+		spec.Entrypoint = []string{*entrypoint}
+	}
+	var err error
+	if *binary != "" {
+		spec.Binary, err = os.ReadFile(*binary)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
 	f, err := os.Create(*out)
 	if err == nil {
-		err = Write(f, Spec{Binary: bin, Arch: *arch, Tag: *tag, Version: *version})
+		err = Write(f, spec)
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}

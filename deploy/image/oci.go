@@ -22,6 +22,14 @@ type Spec struct {
 	Tag string
 	// Version is nftproxy's version, recorded as a label.
 	Version string
+	// Rootfs, when set, is a directory whose whole tree (files, folders,
+	// symlinks) is the layer instead of Binary: the test images of the
+	// real-cluster harness (kube-proxy with iptables, pause, agnhost).
+	Rootfs string
+	// Entrypoint replaces nftproxy's entrypoint when set.
+	Entrypoint []string
+	// Title replaces the title label when set.
+	Title string
 }
 
 // Paths of the image.
@@ -57,21 +65,15 @@ func digest(b []byte) string {
 }
 
 // layer returns the image's one layer, uncompressed and gzip-compressed.
-func layer(bin []byte) (raw, gz []byte, err error) {
+func layer(s Spec) (raw, gz []byte, err error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, dir := range []string{"usr/", "usr/local/", "usr/local/bin/"} {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
-			return nil, nil, err
-		}
+	if s.Rootfs != "" {
+		err = addTree(tw, s.Rootfs)
+	} else {
+		err = addBinary(tw, s.Binary)
 	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: BinaryPath[1:], Mode: 0o755, Size: int64(len(bin)), ModTime: epoch, Format: tar.FormatPAX}); err != nil {
-		return nil, nil, err
-	}
-	if _, err := tw.Write(bin); err != nil {
-		return nil, nil, err
-	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: KubeProxyPath[1:], Linkname: "nftproxy", Mode: 0o777, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+	if err != nil {
 		return nil, nil, err
 	}
 	if err := tw.Close(); err != nil {
@@ -91,7 +93,7 @@ func layer(bin []byte) (raw, gz []byte, err error) {
 
 // Write writes the OCI archive of s to w.
 func Write(w io.Writer, s Spec) error {
-	raw, gz, err := layer(s.Binary)
+	raw, gz, err := layer(s)
 	if err != nil {
 		return fmt.Errorf("layer: %w", err)
 	}
@@ -100,13 +102,21 @@ func Write(w io.Writer, s Spec) error {
 		"org.opencontainers.image.description": "kube-proxy's iptables-mode semantics on nftables; a drop-in for kube-proxy's image",
 		"org.opencontainers.image.version":     s.Version,
 	}
+	entrypoint := []string{BinaryPath}
+	if len(s.Entrypoint) > 0 {
+		entrypoint = s.Entrypoint
+	}
+	if s.Title != "" {
+		labels["org.opencontainers.image.title"] = s.Title
+		delete(labels, "org.opencontainers.image.description")
+	}
 	config, err := json.Marshal(map[string]any{
 		"architecture": s.Arch,
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
 		"config": map[string]any{
-			"Entrypoint": []string{BinaryPath},
-			"Env":        []string{"PATH=/usr/local/bin"},
+			"Entrypoint": entrypoint,
+			"Env":        []string{"PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"},
 			"Labels":     labels,
 		},
 		"rootfs":  map[string]any{"type": "layers", "diff_ids": []string{digest(raw)}},

@@ -5,7 +5,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -117,5 +120,58 @@ func TestImageArchiveIsAValidOCIImage(t *testing.T) {
 	Write(&again, spec)
 	if !bytes.Equal(again.Bytes(), buf.Bytes()) {
 		t.Error("the same input gave a different archive")
+	}
+}
+
+// TestRootfsImageHoldsTheTree: with Rootfs, the layer is the folder's tree
+// (files with their modes, folders, symlinks as links) and the entrypoint
+// is the one given; the same tree gives the same archive.
+func TestRootfsImageHoldsTheTree(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "usr/sbin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "usr/sbin/tool"), []byte("#!tool"), 0o750)
+	os.Symlink("tool", filepath.Join(dir, "usr/sbin/alias"))
+	spec := Spec{Arch: "amd64", Tag: "example/tool:v1", Rootfs: dir, Entrypoint: []string{"/usr/sbin/tool"}, Title: "tool"}
+	var buf bytes.Buffer
+	if err := Write(&buf, spec); err != nil {
+		t.Fatal(err)
+	}
+	files := readArchive(t, buf.Bytes())
+	var layer, config []byte
+	for name, b := range files {
+		if !strings.HasPrefix(name, "blobs/") {
+			continue
+		}
+		if zr, err := gzip.NewReader(bytes.NewReader(b)); err == nil {
+			layer, _ = io.ReadAll(zr)
+		} else if bytes.Contains(b, []byte(`"Entrypoint"`)) {
+			config = b
+		}
+	}
+	if !bytes.Contains(config, []byte(`"Entrypoint":["/usr/sbin/tool"]`)) || !bytes.Contains(config, []byte(`"org.opencontainers.image.title":"tool"`)) {
+		t.Errorf("config %s", config)
+	}
+	got := map[string]string{}
+	tr := tar.NewReader(bytes.NewReader(layer))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		data, _ := io.ReadAll(tr)
+		got[h.Name] = fmt.Sprintf("%c %o %s%s", h.Typeflag, h.Mode, h.Linkname, data)
+	}
+	want := map[string]string{"usr/": "5 755 ", "usr/sbin/": "5 755 ", "usr/sbin/tool": "0 750 #!tool", "usr/sbin/alias": "2 777 tool"}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("%s: %q, want %q (layer %v)", name, got[name], w, got)
+		}
+	}
+	var again bytes.Buffer
+	Write(&again, spec)
+	if !bytes.Equal(again.Bytes(), buf.Bytes()) {
+		t.Error("the same tree gave a different archive")
 	}
 }
