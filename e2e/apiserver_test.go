@@ -281,7 +281,7 @@ func TestDaemonAgainstRealAPIServer(t *testing.T) {
 	}
 	_ = c.admin.DiscoveryV1().EndpointSlices("web").Delete(ctx, "api-1", metav1.DeleteOptions{})
 	eventually(t, "deletion", 10*time.Second, func() error {
-		table := c.Node.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+		table := c.Node.MustRun(t, "nft", "list", "table", "ip", "kube-proxy")
 		if strings.Contains(table, "10.96.0.77") || strings.Contains(table, "web/api:http") {
 			return errorf("service still programmed")
 		}

@@ -40,7 +40,7 @@ func TestStartupRemovesLegacyKubeProxyRules(t *testing.T) {
 	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.50", httpPort))
 	startNftproxy(t, "", "--objects", objects, "--netns", ns.Path(), "--metrics-bind-address", "0", "--healthz-bind-address", "0")
 	eventually(t, "nftproxy programs its table", 10*time.Second, func() error {
-		if out, _ := ns.Run("nft", "list", "table", "ip", "nftproxy"); !strings.Contains(out, "10.96.0.50") {
+		if out, _ := ns.Run("nft", "list", "table", "ip", "kube-proxy"); !strings.Contains(out, "10.96.0.50") {
 			return errorf("no 10.96.0.50 in the table")
 		}
 		return nil
@@ -167,7 +167,7 @@ func TestInitOnlySetsUpAndExits(t *testing.T) {
 	if got := strings.TrimSpace(ns.MustRun(t, "cat", "/proc/sys/net/ipv4/conf/all/route_localnet")); got != "1" {
 		t.Errorf("route_localnet = %s, want 1", got)
 	}
-	if tables := ns.MustRun(t, "nft", "list", "tables"); strings.Contains(tables, "nftproxy") {
+	if tables := ns.MustRun(t, "nft", "list", "tables"); strings.Contains(tables, "kube-proxy") {
 		t.Errorf("--init-only programmed rules:\n%s", tables)
 	}
 }
@@ -183,14 +183,14 @@ func TestHostTCPBeLiberalDropsNoInvalidPackets(t *testing.T) {
 		if out, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", ns.Path()).CombinedOutput(); err != nil {
 			t.Fatalf("sync: %v\n%s", err, out)
 		}
-		return ns.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+		return ns.MustRun(t, "nft", "list", "table", "ip", "kube-proxy")
 	}
 	ns.MustRun(t, "sh", "-c", "echo 0 > /proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal")
 	if table := sync(); !strings.Contains(table, "ct state invalid") {
 		t.Fatalf("without the sysctl the INVALID drop is missing:\n%s", table)
 	}
 	ns.MustRun(t, "sh", "-c", "echo 1 > /proc/sys/net/netfilter/nf_conntrack_tcp_be_liberal")
-	ns.MustRun(t, "nft", "delete", "table", "ip", "nftproxy")
+	ns.MustRun(t, "nft", "delete", "table", "ip", "kube-proxy")
 	if table := sync(); strings.Contains(table, "ct state invalid") {
 		t.Errorf("with nf_conntrack_tcp_be_liberal=1 the INVALID drop is still there:\n%s", table)
 	}

@@ -75,7 +75,7 @@ func TestCLISyncAndCleanupLeaveOtherTablesAlone(t *testing.T) {
 		t.Fatalf("nftproxy --cleanup: %v\n%s", err, out)
 	}
 	tables := tp.Node.MustRun(t, "nft", "list", "tables")
-	if strings.Contains(tables, "nftproxy") {
+	if strings.Contains(tables, "kube-proxy") {
 		t.Errorf("tables after --cleanup: %s", tables)
 	}
 	if got := tp.Node.MustRun(t, "nft", "list", "table", "inet", "cni-plugin"); got != foreignBefore {
@@ -110,7 +110,7 @@ func TestRenderNeedsNoRoot(t *testing.T) {
 		}
 		t.Fatalf("render as nobody: %v: %s", err, stderr)
 	}
-	if !strings.Contains(string(out), "table ip nftproxy {") || !strings.Contains(string(out), "numgen random mod 3") {
+	if !strings.Contains(string(out), "table ip kube-proxy {") || !strings.Contains(string(out), "numgen random mod 3") {
 		t.Errorf("render as nobody printed:\n%s", out)
 	}
 }
@@ -157,7 +157,7 @@ func TestRunLoopFollowsFileAndRepairsDrift(t *testing.T) {
 	d := eventually(t, "file change applied", 5*time.Second, answeredBy("ep1", "ep2"))
 	t.Logf("file change applied after %v", d)
 
-	tp.Node.MustRun(t, "nft", "delete", "element", "ip", "nftproxy", "service-ips", "{ 10.96.0.31 . tcp . 80 }")
+	tp.Node.MustRun(t, "nft", "delete", "element", "ip", "kube-proxy", "service-ips", "{ 10.96.0.31 . tcp . 80 }")
 	if _, err := TCPRequest(tp.External, "10.96.0.31:80", 300*time.Millisecond); err == nil {
 		// The resync may already have run; that is fine, but say so.
 		t.Log("service answered right after tampering (resync was quicker)")

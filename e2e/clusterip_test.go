@@ -236,12 +236,12 @@ func TestDeletingServiceRemovesOnlyItsRules(t *testing.T) {
 	c.store.SetEndpointSlice(Slice("demo", "stays", "stays-1", []PortSpec{httpPort}, PodIP(1)))
 	c.store.SetService(ClusterIPService("demo", "empty", "10.96.0.15", httpPort))
 	c.sync()
-	before := c.Node.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+	before := c.Node.MustRun(t, "nft", "list", "table", "ip", "kube-proxy")
 
 	c.store.SetService(ClusterIPService("demo", "goes", "10.96.0.16", both...))
 	c.store.SetEndpointSlice(Slice("demo", "goes", "goes-1", both, PodIP(1)))
 	c.sync()
-	during := c.Node.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+	during := c.Node.MustRun(t, "nft", "list", "table", "ip", "kube-proxy")
 	if during == before {
 		t.Fatal("adding a Service did not change the table")
 	}
@@ -249,7 +249,7 @@ func TestDeletingServiceRemovesOnlyItsRules(t *testing.T) {
 	c.store.DeleteService(types.NamespacedName{Namespace: "demo", Name: "goes"})
 	c.store.DeleteEndpointSlice("demo", "goes-1")
 	c.sync()
-	after := c.Node.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+	after := c.Node.MustRun(t, "nft", "list", "table", "ip", "kube-proxy")
 	if after != before {
 		t.Errorf("table after deleting the Service differs from before adding it.\nbefore:\n%s\nafter:\n%s", before, after)
 	}

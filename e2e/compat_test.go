@@ -127,8 +127,8 @@ func TestDriftShowsInSaveAndDiff(t *testing.T) {
 	}
 
 	sep := regexp.MustCompile(`:(KUBE-SEP-\w+)`).FindStringSubmatch(string(before))[1]
-	ns.MustRun(t, "nft", "delete", "element", "ip", "nftproxy", "service-ips", "{ 10.96.0.10 . tcp . 80 }")
-	ns.MustRun(t, "nft", "flush", "chain", "ip", "nftproxy", sep)
+	ns.MustRun(t, "nft", "delete", "element", "ip", "kube-proxy", "service-ips", "{ 10.96.0.10 . tcp . 80 }")
+	ns.MustRun(t, "nft", "flush", "chain", "ip", "kube-proxy", sep)
 
 	after, err := exec.Command(nftproxyBinary, "save", "--netns", ns.Path()).Output()
 	if err != nil {

@@ -147,8 +147,8 @@ func TestDaemonMemoryAgainstKubeProxy(t *testing.T) {
 			}
 			_ = c.daemon.Process.Kill()
 			_ = c.daemon.Wait()
-			c.Node.MustRun(t, "nft", "delete", "table", "ip", "nftproxy")
-			c.Node.Run("nft", "delete", "table", "ip6", "nftproxy")
+			c.Node.MustRun(t, "nft", "delete", "table", "ip", "kube-proxy")
+			c.Node.Run("nft", "delete", "table", "ip6", "kube-proxy")
 			t.Logf("nftproxy: synced after %v, peak RSS %.0f MiB", took.Round(time.Millisecond), ours)
 
 			kp := c.Node.Command(kubeProxy, "--kubeconfig", admin, "--hostname-override", LocalNode, "--proxy-mode", "iptables",

@@ -50,7 +50,7 @@ func TestIPv6ServiceAddedLater(t *testing.T) {
 	writeObjects(t, dir, v4)
 	startNftproxy(t, "", "--objects", filepath.Join(dir, "objects.yaml"), "--netns", ns.Path(), "--metrics-bind-address", "0", "--healthz-bind-address", "0")
 	eventually(t, "the IPv4 Service is programmed", 10*time.Second, func() error {
-		if out, _ := ns.Run("nft", "list", "table", "ip", "nftproxy"); !strings.Contains(out, "10.96.0.62") {
+		if out, _ := ns.Run("nft", "list", "table", "ip", "kube-proxy"); !strings.Contains(out, "10.96.0.62") {
 			return errorf("no 10.96.0.62")
 		}
 		return nil
@@ -59,7 +59,7 @@ func TestIPv6ServiceAddedLater(t *testing.T) {
 	v6.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol}
 	writeObjects(t, dir, v4, v6)
 	eventually(t, "the IPv6 Service added later is programmed", 10*time.Second, func() error {
-		if out, _ := ns.Run("nft", "list", "table", "ip6", "nftproxy"); !strings.Contains(out, "fd00:96::62") {
+		if out, _ := ns.Run("nft", "list", "table", "ip6", "kube-proxy"); !strings.Contains(out, "fd00:96::62") {
 			return errorf("no fd00:96::62 in the ip6 table:\n%s", out)
 		}
 		return nil

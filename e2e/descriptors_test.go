@@ -27,7 +27,7 @@ func TestManyHealthConnectionsThenDriftRepair(t *testing.T) {
 	const healthz = "127.0.0.1:10256"
 	cmd := startNftproxy(t, logPath, "--objects", objects, "--netns", ns.Path(), "--metrics-bind-address", "0", "--healthz-bind-address", healthz)
 	eventually(t, "nftproxy programs its table", 15*time.Second, func() error {
-		if out, _ := ns.Run("nft", "list", "table", "ip", "nftproxy"); !strings.Contains(out, "10.96.0.60") {
+		if out, _ := ns.Run("nft", "list", "table", "ip", "kube-proxy"); !strings.Contains(out, "10.96.0.60") {
 			return errorf("no 10.96.0.60 in the table")
 		}
 		return nil
@@ -59,9 +59,9 @@ func TestManyHealthConnectionsThenDriftRepair(t *testing.T) {
 	if len(open) > 400 {
 		t.Errorf("the daemon holds %d descriptors after 1,100 keep-alive connections, want its cap (256) and a few", len(open))
 	}
-	ns.MustRun(t, "nft", "insert", "rule", "ip", "nftproxy", "nat-prerouting", "tcp", "dport", "9", "accept")
+	ns.MustRun(t, "nft", "insert", "rule", "ip", "kube-proxy", "nat-prerouting", "tcp", "dport", "9", "accept")
 	eventually(t, "the foreign rule is repaired", 15*time.Second, func() error {
-		if out, _ := ns.Run("nft", "list", "chain", "ip", "nftproxy", "nat-prerouting"); strings.Contains(out, "dport 9") {
+		if out, _ := ns.Run("nft", "list", "chain", "ip", "kube-proxy", "nat-prerouting"); strings.Contains(out, "dport 9") {
 			return errorf("the foreign rule is still there")
 		}
 		return nil

@@ -272,7 +272,7 @@ func TestExplainCLIAndHTTPFollowTheKernel(t *testing.T) {
 
 	// A flushed service chain: the packet leaves unchanged, and indeed no
 	// endpoint answers.
-	tp.Node.MustRun(t, "nft", "flush", "chain", "ip", "nftproxy", svcChain)
+	tp.Node.MustRun(t, "nft", "flush", "chain", "ip", "kube-proxy", svcChain)
 	flushed := runExplain(t, append([]string{"--netns", tp.Node.Path()}, query...)...)
 	if len(flushed.Paths) != 1 || flushed.Paths[0].Endpoint != "" || flushed.Paths[0].Verdict != explain.Accepted {
 		t.Errorf("flushed %s: paths %+v, want one accepted without DNAT", svcChain, flushed.Paths)
@@ -284,7 +284,7 @@ func TestExplainCLIAndHTTPFollowTheKernel(t *testing.T) {
 	if out, err := exec.Command(nftproxyBinary, append([]string{"sync"}, flags...)...).CombinedOutput(); err != nil {
 		t.Fatalf("nftproxy sync: %v\n%s", err, out)
 	}
-	tp.Node.MustRun(t, "nft", "delete", "element", "ip", "nftproxy", "service-ips", "{ 10.96.0.32 . tcp . 80 }")
+	tp.Node.MustRun(t, "nft", "delete", "element", "ip", "kube-proxy", "service-ips", "{ 10.96.0.32 . tcp . 80 }")
 	removed := runExplain(t, append([]string{"--netns", tp.Node.Path()}, query...)...)
 	if len(removed.Endpoints()) != 0 || slices.ContainsFunc(removed.Paths[0].Steps, func(s explain.Step) bool { return s.Chain == svcChain }) {
 		t.Errorf("removed element: %+v", removed.Paths)

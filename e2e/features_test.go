@@ -191,13 +191,13 @@ func TestMixedServicesFromEveryVantagePoint(t *testing.T) {
 
 	// SCTP: no SCTP sockets on this kernel, so check that the kernel holds
 	// the right rules.
-	table := c.Node.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+	table := c.Node.MustRun(t, "nft", "list", "table", "ip", "kube-proxy")
 	for _, want := range []string{"10.96.0.75 . sctp . 9000", "meta l4proto sctp dnat to " + pods["a1"].IP.String() + ":9000"} {
 		if !strings.Contains(table, want) {
 			t.Errorf("kernel table lacks SCTP rule %q", want)
 		}
 	}
-	table6 := c.Node.MustRun(t, "nft", "list", "table", "ip6", "nftproxy")
+	table6 := c.Node.MustRun(t, "nft", "list", "table", "ip6", "kube-proxy")
 	if !strings.Contains(table6, "fd00:10:96::73 . tcp . 80") || !strings.Contains(table6, "fd00:10:96::74 . tcp . 80") {
 		t.Errorf("ip6 table lacks the dual-stack or IPv6 Service:\n%s", table6)
 	}

@@ -112,7 +112,7 @@ func TestHostileObjectsFromFile(t *testing.T) {
 			t.Errorf("no log line containing %q", want)
 		}
 	}
-	table := tp.Node.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+	table := tp.Node.MustRun(t, "nft", "list", "table", "ip", "kube-proxy")
 	if strings.Contains(table, "192.0.2.1 . tcp . 80") {
 		t.Error("the external IP equal to the node IP was programmed")
 	}

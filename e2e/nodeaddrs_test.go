@@ -21,7 +21,7 @@ func TestNodePortAddressesFollowTheInterfaces(t *testing.T) {
 		"--nodeport-addresses", "192.0.2.0/24", "--iptables-sync-period", "200ms", "--iptables-min-sync-period", "10ms",
 		"--metrics-bind-address", "0", "--healthz-bind-address", "0")
 	table := func() string {
-		out, _ := ns.Run("nft", "list", "table", "ip", "nftproxy")
+		out, _ := ns.Run("nft", "list", "table", "ip", "kube-proxy")
 		return out
 	}
 	waitFor := func(what string, ok func(string) bool) {

@@ -170,7 +170,7 @@ func TestForwardAndFirewallChains(t *testing.T) {
 	for _, liberal := range []bool{false, true} {
 		c := newCluster(t, func(cfg *nftgen.Config) { cfg.ConntrackTCPLiberal = liberal })
 		c.sync()
-		fwd := c.Node.MustRun(t, "nft", "list", "chain", "ip", "nftproxy", "filter-KUBE-FORWARD")
+		fwd := c.Node.MustRun(t, "nft", "list", "chain", "ip", "kube-proxy", "filter-KUBE-FORWARD")
 		if got := strings.Contains(fwd, `ct state invalid counter name "ct_state_invalid_dropped_pkts" drop`); got == liberal {
 			t.Errorf("liberal=%v: invalid drop present=%v:\n%s", liberal, got, fwd)
 		}
@@ -179,7 +179,7 @@ func TestForwardAndFirewallChains(t *testing.T) {
 				t.Errorf("KUBE-FORWARD lacks %q:\n%s", want, fwd)
 			}
 		}
-		guard := c.Node.MustRun(t, "nft", "list", "chain", "ip", "nftproxy", "filter-KUBE-FIREWALL")
+		guard := c.Node.MustRun(t, "nft", "list", "chain", "ip", "kube-proxy", "filter-KUBE-FIREWALL")
 		if !strings.Contains(guard, "ip daddr 127.0.0.0/8 ip saddr != 127.0.0.0/8") || !strings.Contains(guard, "drop") {
 			t.Errorf("localnet guard missing:\n%s", guard)
 		}

@@ -54,14 +54,14 @@ func TestSIGTERMDuringALongFirstSync(t *testing.T) {
 	if strings.Contains(string(log), "Programmed and hooked up a new table") {
 		t.Fatalf("the sync finished before the signal, so nothing was interrupted:\n%s", log)
 	}
-	table, _ := ns.Run("nft", "list", "table", "ip", "nftproxy")
+	table, _ := ns.Run("nft", "list", "table", "ip", "kube-proxy")
 	if strings.Contains(table, "hook prerouting") || strings.Contains(table, "hook output") {
 		t.Errorf("an interrupted first sync left base chains:\n%.3000s", table)
 	}
 
 	startNftproxy(t, filepath.Join(dir, "nftproxy-2.log"), args...)
 	if _, err := poll(90*time.Second, func() error {
-		if out, _ := ns.Run("nft", "list", "chain", "ip", "nftproxy", "nat-prerouting"); !strings.Contains(out, "KUBE-SERVICES") {
+		if out, _ := ns.Run("nft", "list", "chain", "ip", "kube-proxy", "nat-prerouting"); !strings.Contains(out, "KUBE-SERVICES") {
 			return os.ErrNotExist
 		}
 		return nil
@@ -69,7 +69,7 @@ func TestSIGTERMDuringALongFirstSync(t *testing.T) {
 		log2, _ := os.ReadFile(filepath.Join(dir, "nftproxy-2.log"))
 		t.Fatalf("the restarted daemon did not finish the table:\n%s", log2)
 	}
-	if out, _ := ns.Run("nft", "list", "map", "ip", "nftproxy", "service-ips"); strings.Count(out, "scale/svc-") != 10000 {
+	if out, _ := ns.Run("nft", "list", "map", "ip", "kube-proxy", "service-ips"); strings.Count(out, "scale/svc-") != 10000 {
 		t.Errorf("service-ips has %d scale Services after the restart, want 10000", strings.Count(out, "scale/svc-"))
 	}
 }

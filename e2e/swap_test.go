@@ -105,7 +105,7 @@ func TestSwapResyncAndRestartLoseNoConnection(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 		if programmed == 0 {
-			if out, _ := tp.Node.Run("nft", "list", "chain", "ip", "nftproxy", "nat-prerouting"); strings.Contains(out, "KUBE-SERVICES") {
+			if out, _ := tp.Node.Run("nft", "list", "chain", "ip", "kube-proxy", "nat-prerouting"); strings.Contains(out, "KUBE-SERVICES") {
 				programmed = time.Since(start)
 			}
 			continue
@@ -121,17 +121,17 @@ func TestSwapResyncAndRestartLoseNoConnection(t *testing.T) {
 	// unrelated Service's chain, the drift monitor sees it and the whole
 	// table is rewritten in one transaction.
 	flushed := "KUBE-SVC-" // of scale/svc-0, found in the table
-	table := tp.Node.MustRun(t, "nft", "list", "table", "ip", "nftproxy")
+	table := tp.Node.MustRun(t, "nft", "list", "table", "ip", "kube-proxy")
 	for _, line := range strings.Split(table, "\n") {
 		if strings.Contains(line, "scale/svc-0:http cluster IP") && strings.Contains(line, "goto KUBE-SVC-") {
 			flushed = line[strings.Index(line, "KUBE-SVC-"):]
 			flushed = strings.Fields(strings.TrimRight(flushed, ","))[0]
 		}
 	}
-	tp.Node.MustRun(t, "nft", "flush", "chain", "ip", "nftproxy", flushed)
+	tp.Node.MustRun(t, "nft", "flush", "chain", "ip", "kube-proxy", flushed)
 	start = time.Now()
 	if _, err := poll(10*time.Second, func() error {
-		if out, _ := tp.Node.Run("nft", "list", "chain", "ip", "nftproxy", flushed); !strings.Contains(out, "goto KUBE-SEP-") {
+		if out, _ := tp.Node.Run("nft", "list", "chain", "ip", "kube-proxy", flushed); !strings.Contains(out, "goto KUBE-SEP-") {
 			return fmt.Errorf("chain %s still empty", flushed)
 		}
 		return nil

@@ -33,7 +33,7 @@ func TestTamperingIsRepairedWithinASecond(t *testing.T) {
 	// The listing with its objects sorted: a chain made anew is listed
 	// last, with the same meaning.
 	list := func() string {
-		out, _ := tp.Node.Run("nft", "list", "table", "ip", "nftproxy")
+		out, _ := tp.Node.Run("nft", "list", "table", "ip", "kube-proxy")
 		return sortedObjects(out)
 	}
 	eventually(t, "nftproxy programs its table", 10*time.Second, func() error {
@@ -49,13 +49,13 @@ func TestTamperingIsRepairedWithinASecond(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"table deleted", []string{"delete", "table", "ip", "nftproxy"}},
-		{"chain flushed", []string{"flush", "chain", "ip", "nftproxy", "KUBE-SERVICES"}},
-		{"map element removed", []string{"delete", "element", "ip", "nftproxy", "service-ips", "{ 10.96.0.60 . tcp . 80 }"}},
-		{"foreign rule inserted", []string{"insert", "rule", "ip", "nftproxy", "KUBE-SERVICES", "ip", "daddr", "10.96.0.60", "drop"}},
-		{"table made dormant", []string{"add", "table", "ip", "nftproxy", "{ flags dormant; }"}},
-		{"base chain policy set to drop", []string{"add", "chain", "ip", "nftproxy", "filter-input", "{ type filter hook input priority -110; policy drop; }"}},
-		{"base chain replaced at another priority", []string{"delete chain ip nftproxy nat-output; add chain ip nftproxy nat-output { type nat hook output priority 50; }"}},
+		{"table deleted", []string{"delete", "table", "ip", "kube-proxy"}},
+		{"chain flushed", []string{"flush", "chain", "ip", "kube-proxy", "KUBE-SERVICES"}},
+		{"map element removed", []string{"delete", "element", "ip", "kube-proxy", "service-ips", "{ 10.96.0.60 . tcp . 80 }"}},
+		{"foreign rule inserted", []string{"insert", "rule", "ip", "kube-proxy", "KUBE-SERVICES", "ip", "daddr", "10.96.0.60", "drop"}},
+		{"table made dormant", []string{"add", "table", "ip", "kube-proxy", "{ flags dormant; }"}},
+		{"base chain policy set to drop", []string{"add", "chain", "ip", "kube-proxy", "filter-input", "{ type filter hook input priority -110; policy drop; }"}},
+		{"base chain replaced at another priority", []string{"delete chain ip kube-proxy nat-output; add chain ip kube-proxy nat-output { type nat hook output priority 50; }"}},
 	}
 	for _, tm := range tampers {
 		tp.Node.MustRun(t, "nft", tm.args...)

@@ -91,6 +91,13 @@ func (f *Fake) commit(tx *Transaction) error {
 		t = old.clone()
 	}
 	for i, op := range tx.Ops {
+		if op.Kind == OpDeleteTable {
+			if t == nil {
+				return errorf(syscall.ENOENT, "op %d (%s): no table", i, op.Kind)
+			}
+			t = nil
+			continue
+		}
 		if op.Kind == OpAddTable {
 			if t == nil {
 				t = &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: map[string]MapSpec{}, sets: map[string]SetSpec{}, counters: map[string]bool{}}
@@ -106,6 +113,8 @@ func (f *Fake) commit(tx *Transaction) error {
 	}
 	if t != nil {
 		f.tables[tx.Family] = t
+	} else {
+		delete(f.tables, tx.Family) // the transaction deleted the table
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ type OpKind string
 // The operations a transaction is made of.
 const (
 	OpAddTable      OpKind = "add table"
+	OpDeleteTable   OpKind = "delete table"
 	OpAddChain      OpKind = "add chain"
 	OpFlushChain    OpKind = "flush chain"
 	OpDeleteChain   OpKind = "delete chain"
@@ -112,13 +113,28 @@ type Inventory struct {
 	Sets []string
 }
 
+// Foreign reports whether the table is another program's that has
+// TableName: kube-proxy's nftables mode, whose chains have names of their
+// own (mark-for-masquerade, not KUBE-MARK-MASQ). Every nftproxy table holds
+// ChainMarkMasq from its first transaction on.
+func (inv *Inventory) Foreign() bool {
+	return !slices.Contains(inv.Chains, ChainMarkMasq)
+}
+
 // PlanFull returns a transaction that makes the table hold exactly desired,
 // whatever it holds now. existing is what the kernel holds (nil if the table
-// does not exist); chains and maps that are not desired are deleted. Used for
+// does not exist); chains and maps that are not desired are deleted, and a
+// foreign table of nftproxy's name is deleted first. Used for
 // the first sync, after a failure and for the periodic repair.
 func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
 	tx := &Transaction{Family: desired.Family, Replace: true}
 	add := func(op Op) { tx.Ops = append(tx.Ops, op) }
+	if existing != nil && existing.Foreign() {
+		// kube-proxy's nftables-mode table: replaced in this one
+		// transaction, so that one of the two rulesets acts at any time.
+		add(Op{Kind: OpDeleteTable})
+		existing = nil
+	}
 	add(Op{Kind: OpAddTable})
 	chains := desired.Chains()
 	want := make(map[string]bool, len(chains))

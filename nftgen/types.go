@@ -13,9 +13,19 @@ import (
 	"slices"
 )
 
-// TableName is the name of nftproxy's table in each family. nftproxy never
-// touches any other table.
-const TableName = "nftproxy"
+// TableName is the name of nftproxy's table in each family: kube-proxy's
+// nftables-mode name, so that kube-proxy, started again in iptables or
+// IPVS mode (a rollback), deletes it as it deletes its own nftables
+// leftovers (and kube-proxy --cleanup does too). A table of that name that
+// is not nftproxy's (kube-proxy's nftables mode ran before) is replaced in
+// the first full sync's transaction (Inventory.Foreign). nftproxy never
+// touches any other table but FormerTableName's.
+const TableName = "kube-proxy"
+
+// FormerTableName is the name earlier nftproxy versions gave their table;
+// the start-up cleanup deletes such a table, so that an upgrade leaves no
+// second copy of the rules acting.
+const FormerTableName = "nftproxy"
 
 // Family is an nftables address family.
 type Family string

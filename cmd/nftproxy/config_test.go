@@ -85,7 +85,7 @@ func TestProxyModeAndVersionFlags(t *testing.T) {
 		t.Error("kernelspace (Windows) accepted")
 	}
 	code, out, stderr := captureRun(t, "render", "--proxy-mode=ipvs", "--objects", "../../deploy/examples/services.yaml")
-	if code != 0 || !strings.Contains(out, "table ip nftproxy") {
+	if code != 0 || !strings.Contains(out, "table ip kube-proxy") {
 		t.Errorf("--proxy-mode=ipvs: exit %d, %q", code, stderr)
 	}
 	code, out, _ = captureRun(t, "--version")

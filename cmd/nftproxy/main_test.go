@@ -39,7 +39,7 @@ func TestRenderExample(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"table ip nftproxy {",
+		"table ip kube-proxy {",
 		`10.96.0.10 . tcp . 80 comment "demo/echo:http cluster IP" : goto KUBE-SVC-`,
 		`10.96.0.20 . tcp . 80 comment "demo/empty:http has no endpoints" : goto reject-chain`,
 		"numgen random mod 3 == 0 goto KUBE-SEP-",

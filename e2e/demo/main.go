@@ -135,8 +135,8 @@ func demo(r *runner, nftproxy, echo, objects string, n int) {
 		fmt.Printf("from the external host %s: answered by %s, which saw source %s (masqueraded)\n\n", e2e.ExternalIP, rep.Server, rep.Source.Addr())
 	}
 
-	fmt.Println("$ nft list table ip nftproxy   (in the node namespace)")
-	fmt.Print(tp.Node.MustRun(r, "nft", "list", "table", "ip", "nftproxy"))
+	fmt.Println("$ nft list table ip kube-proxy   (in the node namespace)")
+	fmt.Print(tp.Node.MustRun(r, "nft", "list", "table", "ip", "kube-proxy"))
 	fmt.Println("\ncleaning up the namespaces")
 }
 

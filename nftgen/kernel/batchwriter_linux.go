@@ -92,6 +92,8 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 	switch op.Kind {
 	case nftgen.OpAddTable:
 		w.conn.AddTable(w.table)
+	case nftgen.OpDeleteTable:
+		w.conn.DelTable(w.table)
 	case nftgen.OpAddChain:
 		ch := w.chain(op.Name)
 		if op.Base != nil {

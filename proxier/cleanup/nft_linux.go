@@ -12,14 +12,17 @@ import (
 	"github.com/google/nftables/xt"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/kernel"
 )
 
 // CleanupNFT removes kube-proxy's rules from the iptables-nft backend (the
 // nftables tables "nat", "filter" and "mangle" that iptables-nft manages)
-// and the tables of kube-proxy's nftables mode ("kube-proxy"), in both
-// families, in one transaction, in the current network namespace. What is
-// kube-proxy's is decided by PlanTable.
+// and the tables of earlier nftproxy versions, in both families, in one
+// transaction, in the current network namespace. What is kube-proxy's is
+// decided by PlanTable. kube-proxy's nftables-mode table is not touched
+// here: it has nftproxy's table's name, and the daemon's first sync
+// replaces it; --cleanup deletes both as nftproxy's table.
 func CleanupNFT() (Result, error) {
 	c, err := kernel.NewConn()
 	if err != nil {
@@ -43,11 +46,14 @@ func CleanupNFT() (Result, error) {
 			}
 			res.Add(r)
 		}
-		if t, err := c.ListTableOfFamily("kube-proxy", fam); err == nil {
+		// The table of an earlier nftproxy version. kube-proxy's
+		// nftables-mode table has nftproxy's own table's name: the first
+		// sync replaced it (nftgen.Inventory.Foreign).
+		if t, err := c.ListTableOfFamily(nftgen.FormerTableName, fam); err == nil {
 			c.DelTable(t)
-			res.Chains += len(byTable["kube-proxy"])
+			res.Chains += len(byTable[nftgen.FormerTableName])
 		} else if !errors.Is(err, unix.ENOENT) {
-			return res, fmt.Errorf("look for kube-proxy's nftables table: %w", err)
+			return res, fmt.Errorf("look for the table of an earlier nftproxy: %w", err)
 		}
 	}
 	if res.Chains == 0 && res.Rules == 0 {
