@@ -63,10 +63,11 @@ func TestStartupRemovesLegacyKubeProxyRules(t *testing.T) {
 	}
 }
 
-// TestCleanupRemovesKubeProxysRulesToo: `nftproxy --cleanup`, like
-// kube-proxy's, removes kube-proxy's rules of every backend (iptables
-// legacy and nft, the nftables mode's table) besides nftproxy's tables,
-// and nothing else.
+// TestCleanupRemovesKubeProxysRulesToo: a sync replaces kube-proxy's
+// nftables-mode table (nftproxy's table has its name); `nftproxy
+// --cleanup`, like kube-proxy's, removes kube-proxy's rules of every
+// backend (iptables legacy and nft) besides nftproxy's tables, and nothing
+// else.
 func TestCleanupRemovesKubeProxysRulesToo(t *testing.T) {
 	ns := nodeNamespace(t, "nfp-cleanall")
 	loadKubeProxyRules(t, ns)
@@ -75,6 +76,11 @@ func TestCleanupRemovesKubeProxysRulesToo(t *testing.T) {
 	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.51", httpPort))
 	if out, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", ns.Path()).CombinedOutput(); err != nil {
 		t.Fatalf("sync: %v\n%s", err, out)
+	}
+	// kube-proxy's nftables-mode table has nftproxy's table's name: the
+	// sync replaced it whole.
+	if table := ns.MustRun(t, "nft", "list", "table", "ip", "kube-proxy"); strings.Contains(table, "chain services") || !strings.Contains(table, "chain KUBE-MARK-MASQ") {
+		t.Errorf("the sync did not replace kube-proxy's nftables-mode table with nftproxy's:\n%s", table)
 	}
 	if out, err := exec.Command(nftproxyBinary, "--cleanup", "--netns", ns.Path()).CombinedOutput(); err != nil {
 		t.Fatalf("--cleanup: %v\n%s", err, out)

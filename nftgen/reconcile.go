@@ -24,10 +24,11 @@ import (
 // (which makes a dormant table active) and is a patch, not a replacement.
 //
 // It returns nil when the live table cannot be patched in place (objects
-// nftproxy cannot decode, a base chain or map declared differently): the
-// caller then rewrites the table (PlanFull).
+// nftproxy cannot decode, a base chain or map declared differently, another
+// program's table of nftproxy's name): the caller then rewrites the table
+// (PlanFull).
 func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
-	if live == nil || len(live.Unknown) > 0 {
+	if live == nil || len(live.Unknown) > 0 || live.Foreign() {
 		return nil
 	}
 	tx := &Transaction{Family: desired.Family, EndpointMaps: live.EndpointMaps}

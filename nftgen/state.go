@@ -129,3 +129,14 @@ func (f *Fake) State(fam Family) *TableState {
 	s.SetNames = append(slices.Sorted(maps.Keys(t.maps)), slices.Sorted(maps.Keys(t.sets))...)
 	return s
 }
+
+// Foreign reports whether the live table is another program's table of
+// nftproxy's name (see Inventory.Foreign).
+func (s *TableState) Foreign() bool {
+	for _, c := range s.Chains {
+		if c.Name == ChainMarkMasq {
+			return false
+		}
+	}
+	return true
+}

@@ -244,7 +244,11 @@ func (s *Syncer) reconcile(ctx context.Context, rs *nftgen.Ruleset, live *nftgen
 		}
 		return tx
 	}
-	logger.Info("The live table holds objects nftproxy cannot patch in place; rewriting all of it", "family", rs.Family, "unknown", len(live.Unknown))
+	if live.Foreign() {
+		logger.Info("The table of nftproxy's name is kube-proxy's nftables mode's; replacing it in one transaction", "family", rs.Family, "chains", len(live.Chains))
+	} else {
+		logger.Info("The live table holds objects nftproxy cannot patch in place; rewriting all of it", "family", rs.Family, "unknown", len(live.Unknown))
+	}
 	return nftgen.PlanFull(rs, inv)
 }
 
