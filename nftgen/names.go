@@ -135,3 +135,7 @@ const (
 	// 127.0.0.0/8 that were accepted.
 	CounterLocalhostNodePorts = "localhost_nps_accepted_pkts"
 )
+
+// HandoverTableName is the table nftproxy leaves when it stops (see
+// Handover in Dataplane): kube-proxy's start deletes TableName, not this.
+const HandoverTableName = "nftproxy-handover"

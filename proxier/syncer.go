@@ -362,10 +362,14 @@ func modelFamily(f nftgen.Family) model.IPFamily {
 	return model.IPv4
 }
 
-// Cleanup deletes nftproxy's tables in every family.
+// Cleanup deletes nftproxy's tables, the handover tables included, in
+// every family.
 func Cleanup(ctx context.Context, dp nftgen.Dataplane) error {
 	for _, f := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
 		if err := dp.DeleteTable(ctx, f); err != nil {
+			return err
+		}
+		if err := dp.DeleteHandover(ctx, f); err != nil {
 			return err
 		}
 	}
