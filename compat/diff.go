@@ -271,7 +271,23 @@ func diffChain(table, chain string, legacy, current []string, svcOf func(chain, 
 		}
 		return nil
 	}
+	if table == "filter" && (chain == "INPUT" || chain == "OUTPUT") && slices.Equal(withoutFirewallJump(legacy), withoutFirewallJump(current)) {
+		return []Difference{{Kind: KindExplained, Note: firewallJumpNote, Table: table, Chain: chain, Service: "(node-wide)",
+			Legacy: strings.Join(legacy, "\n"), Current: strings.Join(current, "\n")}}
+	}
 	return []Difference{{Kind: "order", Table: table, Chain: chain, Service: svcOf(chain, ""), Legacy: strings.Join(legacy, "\n"), Current: strings.Join(current, "\n")}}
+}
+
+// firewallJump is the jump into KUBE-FIREWALL that kubelet and kube-proxy
+// both prepend to filter INPUT and OUTPUT.
+const firewallJump = "-j KUBE-FIREWALL"
+
+// firewallJumpNote explains a KUBE-FIREWALL jump in another place.
+const firewallJumpNote = "the jump to KUBE-FIREWALL is kubelet's as well as kube-proxy's: each prepends it once, so its place " +
+	"among kube-proxy's jumps depends on which started first (on a node, kubelet: after them); the chain only drops"
+
+func withoutFirewallJump(rules []string) []string {
+	return slices.DeleteFunc(slices.Clone(rules), func(r string) bool { return r == firewallJump })
 }
 
 // serviceOfRule returns the service port a rule's comment names.

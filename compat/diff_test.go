@@ -119,3 +119,29 @@ func TestDiffExplainsDestinationsNamedTwice(t *testing.T) {
 }
 
 func parseString(s string) (Save, error) { return Parse(strings.NewReader(s)) }
+
+// TestDiffExplainsTheFirewallJumpsPlace: on a node kubelet prepends the
+// jump to KUBE-FIREWALL before kube-proxy starts, so kube-proxy's own
+// jumps end up before it; nftproxy's view has kube-proxy's order on a
+// fresh node. That alone is explained; any other reorder stays drift.
+func TestDiffExplainsTheFirewallJumpsPlace(t *testing.T) {
+	const head = "*filter\n:INPUT ACCEPT [0:0]\n:KUBE-FIREWALL - [0:0]\n:KUBE-NODEPORTS - [0:0]\n:KUBE-EXTERNAL-SERVICES - [0:0]\n"
+	nodePorts := `-A INPUT -m comment --comment "kubernetes health check service ports" -j KUBE-NODEPORTS`
+	external := `-A INPUT -m conntrack --ctstate NEW -m comment --comment "kubernetes externally-visible service portals" -j KUBE-EXTERNAL-SERVICES`
+	firewall := "-A INPUT -j KUBE-FIREWALL"
+	save := func(rules ...string) Save {
+		s, err := parseString(head + strings.Join(rules, "\n") + "\nCOMMIT\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	d := Diff(save(nodePorts, external, firewall), save(firewall, nodePorts, external), DiffOptions{})
+	if len(d) != 1 || d[0].Kind != KindExplained || DriftCount(d) != 0 {
+		t.Errorf("kubelet's KUBE-FIREWALL order: %+v, want one explained difference", d)
+	}
+	d = Diff(save(nodePorts, external, firewall), save(firewall, external, nodePorts), DiffOptions{})
+	if DriftCount(d) != 1 || d[0].Kind != "order" {
+		t.Errorf("another reorder of INPUT: %+v, want one order difference", d)
+	}
+}
