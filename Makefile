@@ -4,6 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
+.PHONY: cluster-deps cluster-binaries cluster cluster-down cluster-swap conformance-binaries conformance
 .PHONY: all build test unit fuzz fuzz-short differential e2e-binaries deps bench demo image image-docker clean
 
 all: build
@@ -50,6 +51,47 @@ e2e-binaries: deps
 	@echo "e2e-binaries: kubeadm's kube-proxy objects (6/6; for the DaemonSet test)"
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/kubeadm-proxy ./kubeadmproxy
 	@echo "e2e-binaries: done"
+
+# The real two-node cluster (e2e/cluster, README "A real cluster"): the
+# node and control-plane programs beside e2e-binaries, built from
+# k8s.io/kubernetes v1.37.2, plus the e2e suite for `make conformance`.
+# Not part of `make test`: cold, about 25 minutes and 4 GB on 2 cores.
+CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static netcat-openbsd openssl curl bc
+cluster-deps:
+	@missing=""; for p in $(CLUSTER_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then echo "cluster-deps: apt-get install$$missing"; \
+	  DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
+
+cluster-binaries: e2e-binaries cluster-deps
+	@echo "cluster-binaries: kubelet, kube-controller-manager, kube-scheduler, agnhost, coredns, ginkgo"
+	cd e2e/legacy && for c in kubelet kube-controller-manager kube-scheduler; do \
+	  timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/$$c k8s.io/kubernetes/cmd/$$c || exit 1; done
+	cd e2e/legacy && CGO_ENABLED=0 timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/agnhost k8s.io/kubernetes/test/images/agnhost
+	cd e2e/coredns && timeout $(DOWNLOAD_TIMEOUT) $(GO) mod download && CGO_ENABLED=0 timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/coredns github.com/coredns/coredns
+	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/ginkgo github.com/onsi/ginkgo/v2/ginkgo
+
+# A cluster that stays up (cluster-down removes it and checks the host).
+cluster: cluster-binaries image
+	e2e/cluster/cluster.sh up
+
+cluster-down:
+	e2e/cluster/cluster.sh down
+
+# The operator's swap to nftproxy and rollback, under traffic, on the
+# cluster of `make cluster` (writes e2e/results/cluster-swap.md).
+cluster-swap: image
+	e2e/cluster/swap.sh
+
+# Kubernetes' own e2e suite, built from the module (a long cold build).
+conformance-binaries: cluster-binaries
+	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) test -mod=mod -c -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/e2e.test k8s.io/kubernetes/test/e2e
+
+# A fresh cluster, the suite with kube-proxy and with nftproxy, the table
+# e2e/results/conformance.md, and the cluster removed (the host check
+# included), even when a step fails.
+conformance: conformance-binaries image
+	e2e/cluster/cluster.sh up
+	e2e/cluster/conformance.sh; rc=$$?; e2e/cluster/cluster.sh down || rc=1; exit $$rc
 
 # The whole suite: formatting, vet, unit tests and, as root, the kernel and
 # end-to-end tests (they skip, saying so, when not root). Seed corpora of

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Kubernetes' own e2e suite (e2e.test v1.37.2, built from the module) on the
+# running cluster (cluster.sh up), once with kube-proxy (as kubeadm
+# deploys it) and once with nftproxy swapped in, then the side-by-side
+# table in e2e/results/conformance.md. Rolls back to kube-proxy at the end.
+#
+#   CONFORMANCE_FOCUS  the tests (default: sig-network's conformance tests and
+#                      its Services tests)
+#   CONFORMANCE_SKIP   what a two-node cluster without a cloud, DNS add-on
+#                      or IPv6 cannot run (default below, each with its reason
+#                      in the README)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+c=$root/e2e/cluster/cluster.sh
+bin=$root/e2e/.cache/bin
+dir=${CLUSTER_DIR:-$root/e2e/.cache/cluster}
+out=${CONFORMANCE_RESULTS:-$root/e2e/results/conformance.md}
+focus=${CONFORMANCE_FOCUS:-'\[sig-network\].*(\[Conformance\]|Services )'}
+# [Serial], [Disruptive]: restart or break nodes and components;
+# [Feature:...], [Alpha], [Beta]: gates and setups this cluster lacks;
+# [Slow]: over 5 minutes each; LoadBalancer: no cloud provider;
+# DNS, ExternalName and hostname lookups: no DNS add-on; IPv6, dual-stack:
+# the cluster is IPv4 only; Networking-IPv4 "should be able to reach the
+# internet": the namespaces have no outside network by design.
+skip=${CONFORMANCE_SKIP:-'\[Serial\]|\[Disruptive\]|\[Feature:|\[Alpha\]|\[Beta\]|\[Slow\]|\[Flaky\]|LoadBalancer|[Ll]oad [Bb]alancer|DNS|ExternalName|externalname|IPv6|[Dd]ual[- ][Ss]tack|internet|ExternalIP'}
+k() { "$c" kubectl "$@"; }
+log() { echo "conformance: $*" >&2; }
+[ -x "$bin/e2e.test" ] || {
+	log "$bin/e2e.test missing: run make conformance-binaries"
+	exit 1
+}
+
+run() { # run NAME: the suite, its JUnit report in $dir/e2e-NAME
+	local name=$1 start
+	mkdir -p "$dir/e2e-$name"
+	start=$(date +%s)
+	log "run with $name: focus '$focus'"
+	# In the control plane's namespace, as a client of the API server.
+	ip netns exec npc-cp "$bin/ginkgo" --procs "${CONFORMANCE_PROCS:-3}" --timeout 3h --no-color --focus "$focus" --skip "$skip" \
+		--junit-report junit_01.xml --output-dir "$dir/e2e-$name" "$bin/e2e.test" -- --kubeconfig "$dir/pki/admin.kubeconfig" --provider skeleton \
+		--kubectl-path "$bin/kubectl" --minStartupPods 0 --num-nodes 2 \
+		--disable-log-dump --e2e-verify-service-account=false \
+		>"$dir/e2e-$name/e2e.log" 2>&1 || true
+	log "run with $name: $(($(date +%s) - start)) s; $(grep -E '^(Ran|PASS|FAIL)' "$dir/e2e-$name/e2e.log" | tr '\n' ' ')"
+	echo $(($(date +%s) - start)) >"$dir/e2e-$name/seconds"
+}
+
+k -n kube-system get daemonset kube-proxy -o jsonpath='{.spec.template.spec.containers[0].image}' | grep -q registry.k8s.io/kube-proxy || {
+	log "the cluster does not run kube-proxy's image; start it again (make cluster-down cluster)"
+	exit 1
+}
+run kube-proxy
+
+make -C "$root" image IMAGE=docker.io/library/nftproxy:dev >/dev/null
+for i in 1 2; do
+	"$c" node "$i" ctr --address /run/containerd/containerd.sock -n k8s.io images import "$root/bin/nftproxy-image-amd64.tar" >/dev/null
+done
+k -n kube-system patch daemonset kube-proxy --patch-file "$root/deploy/kubeadm-swap/image-patch.yaml"
+k -n kube-system rollout status daemonset kube-proxy --timeout 300s
+run nftproxy
+k -n kube-system rollout undo daemonset kube-proxy
+k -n kube-system rollout status daemonset kube-proxy --timeout 300s
+
+mkdir -p "$(dirname "$out")"
+{
+	echo "# Kubernetes' e2e suite: kube-proxy and nftproxy side by side"
+	echo
+	echo "Written by \`make conformance\` (e2e/cluster/conformance.sh) on $(date -u +%Y-%m-%d): e2e.test v1.37.2 built from"
+	echo "k8s.io/kubernetes, on the two-node cluster of \`make cluster\`, first with kube-proxy v1.37.2 as kubeadm deploys it"
+	echo "(iptables mode), then with the DaemonSet's image swapped to nftproxy. Wall time: kube-proxy run"
+	echo "$(cat "$dir/e2e-kube-proxy/seconds") s, nftproxy run $(cat "$dir/e2e-nftproxy/seconds") s."
+	echo
+	echo "Focus: \`$focus\`"
+	echo
+	echo "Skip: \`$skip\` (reasons in e2e/cluster/conformance.sh and the README)"
+	echo
+	(cd "$root" && go run ./e2e/cluster/junitcmp -a "$dir/e2e-kube-proxy/junit_01.xml" -b "$dir/e2e-nftproxy/junit_01.xml")
+} >"$out"
+cp "$dir/e2e-kube-proxy/e2e.log" "$(dirname "$out")/conformance-kube-proxy.log" 2>/dev/null || true
+cp "$dir/e2e-nftproxy/e2e.log" "$(dirname "$out")/conformance-nftproxy.log" 2>/dev/null || true
+head -5 "$out" | tail -1
+sed -n '/tests ran/p' "$out"

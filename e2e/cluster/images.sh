@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Builds the cluster's container images as OCI archives, without a container
+# daemon or a registry: each is a folder tree packed by deploy/image.
+#   kube-proxy  registry.k8s.io/kube-proxy:v1.37.2 (kube-proxy v1.37.2 built
+#               from source, with Debian's iptables (nft and legacy) and nft,
+#               as the upstream image carries them)
+#   pause       registry.k8s.io/pause:3.10.2 (build/pause/linux/pause.c, gcc -static)
+#   agnhost     registry.k8s.io/e2e-test-images/agnhost:2.66.1 (test/images/agnhost)
+#   busybox     registry.k8s.io/e2e-test-images/busybox:1.37.0-2 (Debian's busybox-static)
+#   coredns     docker.io/npc/coredns:dev (CoreDNS, built from its module)
+#   tools       docker.io/npc/tools:dev (the harness's dial loop)
+# Usage: images.sh OUTDIR
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$root/e2e/.cache/bin
+out=$1
+mkdir -p "$out"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+# copy_exe ROOTFS PATH...: each executable with the shared libraries ldd
+# names, at the same paths.
+copy_exe() {
+	local rootfs=$1
+	shift
+	local f lib
+	for f in "$@"; do
+		install -D -m 0755 "$f" "$rootfs$f"
+		for lib in $(ldd "$f" 2>/dev/null | grep -o '/[^ ]*' | sort -u); do
+			[ -e "$rootfs$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$rootfs$lib"
+		done
+	done
+}
+
+pack() { # pack ROOTFS TAG ENTRYPOINT FILE
+	(cd "$root" && go run ./deploy/image -rootfs "$1" -tag "$2" -entrypoint "$3" -title "$2" -version test -o "$out/$4")
+}
+
+base_files() { # the files every image's programs read
+	mkdir -p "$1/etc" "$1/tmp" "$1/proc" "$1/sys" "$1/dev" "$1/run" "$1/var/run"
+	chmod 1777 "$1/tmp"
+	cp /etc/protocols /etc/services "$1/etc/"
+	echo 'hosts: files dns' >"$1/etc/nsswitch.conf"
+	echo 'root:x:0:0:root:/root:/bin/sh' >"$1/etc/passwd"
+	echo 'root:x:0:' >"$1/etc/group"
+}
+
+# kube-proxy: iptables through Debian's default backend (nft), legacy beside
+# it, and nft (kube-proxy deletes its nftables tables with it at start).
+r=$work/kube-proxy
+base_files "$r"
+install -D -m 0755 "$bin/kube-proxy" "$r/usr/local/bin/kube-proxy"
+copy_exe "$r" /usr/sbin/xtables-nft-multi /usr/sbin/xtables-legacy-multi /usr/sbin/nft
+# The match and target modules iptables loads, with their own libraries.
+copy_exe "$r" /usr/lib/x86_64-linux-gnu/xtables/*.so
+for t in iptables ip6tables; do
+	for s in "" -save -restore; do
+		ln -sf xtables-nft-multi "$r/usr/sbin/$t$s"
+		ln -sf xtables-nft-multi "$r/usr/sbin/$t-nft$s"
+		ln -sf xtables-legacy-multi "$r/usr/sbin/$t-legacy$s"
+	done
+done
+pack "$r" registry.k8s.io/kube-proxy:v1.37.2 /usr/local/bin/kube-proxy kube-proxy.tar
+
+# pause
+r=$work/pause
+mkdir -p "$r"
+gcc -Os -static -o "$r/pause" "$(go env GOMODCACHE)/k8s.io/kubernetes@v1.37.2/build/pause/linux/pause.c"
+pack "$r" registry.k8s.io/pause:3.10.2 /pause pause.tar
+
+# busybox and the shell tools the e2e suite runs in its pods
+r=$work/busybox
+base_files "$r"
+install -D -m 0755 /bin/busybox "$r/bin/busybox"
+for a in $(/bin/busybox --list); do [ -e "$r/bin/$a" ] || ln -s busybox "$r/bin/$a"; done
+cp -a "$r" "$work/agnhost"
+pack "$r" registry.k8s.io/e2e-test-images/busybox:1.37.0-2 /bin/sh busybox.tar
+
+# agnhost, on the busybox tree plus curl (the suite execs curl in it)
+r=$work/agnhost
+install -D -m 0755 "$bin/agnhost" "$r/agnhost"
+copy_exe "$r" /usr/bin/curl /bin/nc.openbsd
+ln -sf /bin/nc.openbsd "$r/usr/bin/nc" # the suite runs nc -v -t -w (busybox's lacks -v)
+mkdir -p "$r/etc/ssl/certs"
+pack "$r" registry.k8s.io/e2e-test-images/agnhost:2.66.1 /agnhost agnhost.tar
+
+# CoreDNS, the cluster's DNS add-on
+r=$work/coredns
+base_files "$r"
+install -D -m 0755 "$bin/coredns" "$r/coredns"
+pack "$r" docker.io/npc/coredns:dev /coredns coredns.tar
+
+# the harness's dial loop
+r=$work/tools
+mkdir -p "$r"
+(cd "$root" && CGO_ENABLED=0 go build -o "$r/dialloop" ./e2e/cluster/dialloop)
+pack "$r" docker.io/npc/tools:dev /dialloop tools.tar
+echo "images: $(ls "$out" | tr '\n' ' ')"
