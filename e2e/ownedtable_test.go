@@ -43,8 +43,8 @@ func TestKernelRejectionsTurnHealthStale(t *testing.T) {
 		if owner, err = nftables.New(nftables.AsLasting()); err != nil {
 			return err
 		}
-		owner.DelTable(&nftables.Table{Name: "nftproxy", Family: nftables.TableFamilyIPv4})
-		owner.AddTable(&nftables.Table{Name: "nftproxy", Family: nftables.TableFamilyIPv4, Flags: nftables.TableFlagOwner})
+		owner.DelTable(&nftables.Table{Name: "kube-proxy", Family: nftables.TableFamilyIPv4})
+		owner.AddTable(&nftables.Table{Name: "kube-proxy", Family: nftables.TableFamilyIPv4, Flags: nftables.TableFlagOwner})
 		return owner.Flush()
 	}); err != nil {
 		t.Fatalf("take the table over: %v", err)

@@ -79,8 +79,12 @@ pack "$r" registry.k8s.io/e2e-test-images/busybox:1.37.0-2 /bin/sh busybox.tar
 # agnhost, on the busybox tree plus curl (the suite execs curl in it)
 r=$work/agnhost
 install -D -m 0755 "$bin/agnhost" "$r/agnhost"
-copy_exe "$r" /usr/bin/curl /bin/nc.openbsd
-ln -sf /bin/nc.openbsd "$r/usr/bin/nc" # the suite runs nc -v -t -w (busybox's lacks -v)
+copy_exe "$r" /usr/bin/curl /bin/nc.openbsd /bin/dash
+# busybox's sh runs its own applets before PATH: dash is the shell, so
+# that nc is OpenBSD's (the suite runs nc -v -t -w; busybox's lacks -v).
+ln -sf dash "$r/bin/sh"
+rm -f "$r/bin/nc"
+ln -sf /bin/nc.openbsd "$r/usr/bin/nc"
 mkdir -p "$r/etc/ssl/certs"
 pack "$r" registry.k8s.io/e2e-test-images/agnhost:2.66.1 /agnhost agnhost.tar
 
