@@ -84,7 +84,7 @@ cluster-swap: image
 
 # Kubernetes' own e2e suite, built from the module (a long cold build).
 conformance-binaries: cluster-binaries
-	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) test -mod=mod -c -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/e2e.test k8s.io/kubernetes/test/e2e
+	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) test -mod=mod -c -timeout $(TOOL_BUILD_TIMEOUT) -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/e2e.test k8s.io/kubernetes/test/e2e
 
 # A fresh cluster, the suite with kube-proxy and with nftproxy, the table
 # e2e/results/conformance.md, and the cluster removed (the host check

@@ -9,6 +9,7 @@
 #
 #   cluster.sh up        start it (records the host's state first)
 #   cluster.sh down      stop it, remove everything, check the host is unchanged
+#   cluster.sh swap-in   swap kube-proxy's DaemonSet to nftproxy, as the README says
 #   cluster.sh kubectl ARGS...   kubectl against it
 #   cluster.sh node N CMD...     run CMD in node N's namespaces
 #
@@ -27,7 +28,6 @@ cp_ip=192.168.77.1
 nodes=(npc-node1 npc-node2)
 service_cidr=10.96.0.0/12
 pod_cidr=10.244.0.0/16
-k8s_version=v1.37.2
 # The global keys kubelet's setupKernelTunables reads and writes.
 sysctl_keys=(vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys kernel/keys/root_maxbytes)
 
@@ -376,6 +376,20 @@ up() {
 	log "cluster up: $(kubectl get nodes --no-headers | awk '{print $1 "=" $2}' | tr '\n' ' ')"
 }
 
+# swap_in follows the README's swap: nftproxy's image (make image), imported
+# on each node, the kubeadm patch, rollout status. The image name is the
+# one a registry would give: containerd looks "nftproxy:dev" up as
+# docker.io/library/nftproxy:dev.
+swap_in() {
+	make -C "$root" image IMAGE=docker.io/library/nftproxy:dev >/dev/null
+	local i
+	for i in 1 2; do
+		in_node "$i" ctr --address /run/containerd/containerd.sock -n k8s.io images import "$root/bin/nftproxy-image-amd64.tar" >/dev/null
+	done
+	kubectl -n kube-system patch daemonset kube-proxy --patch-file "$root/deploy/kubeadm-swap/image-patch.yaml"
+	kubectl -n kube-system rollout status daemonset kube-proxy --timeout 300s
+}
+
 case "${1:-}" in
 up)
 	trap 'rc=$?; if [ $rc != 0 ]; then log "up failed; tearing down"; down || true; fi' EXIT
@@ -383,6 +397,7 @@ up)
 	trap - EXIT
 	;;
 down) down ;;
+swap-in) swap_in ;;
 kubectl)
 	shift
 	kubectl "$@"
@@ -394,7 +409,7 @@ node)
 	in_node "$i" "$@"
 	;;
 *)
-	echo "usage: cluster.sh up|down|kubectl ARGS|node N CMD" >&2
+	echo "usage: cluster.sh up|down|swap-in|kubectl ARGS|node N CMD" >&2
 	exit 2
 	;;
 esac

@@ -51,12 +51,7 @@ k -n kube-system get daemonset kube-proxy -o jsonpath='{.spec.template.spec.cont
 }
 run kube-proxy
 
-make -C "$root" image IMAGE=docker.io/library/nftproxy:dev >/dev/null
-for i in 1 2; do
-	"$c" node "$i" ctr --address /run/containerd/containerd.sock -n k8s.io images import "$root/bin/nftproxy-image-amd64.tar" >/dev/null
-done
-k -n kube-system patch daemonset kube-proxy --patch-file "$root/deploy/kubeadm-swap/image-patch.yaml"
-k -n kube-system rollout status daemonset kube-proxy --timeout 300s
+"$c" swap-in
 run nftproxy
 k -n kube-system rollout undo daemonset kube-proxy
 k -n kube-system rollout status daemonset kube-proxy --timeout 300s
@@ -76,7 +71,15 @@ mkdir -p "$(dirname "$out")"
 	echo
 	(cd "$root" && go run ./e2e/cluster/junitcmp -a "$dir/e2e-kube-proxy/junit_01.xml" -b "$dir/e2e-nftproxy/junit_01.xml")
 } >"$out"
-cp "$dir/e2e-kube-proxy/e2e.log" "$(dirname "$out")/conformance-kube-proxy.log" 2>/dev/null || true
-cp "$dir/e2e-nftproxy/e2e.log" "$(dirname "$out")/conformance-nftproxy.log" 2>/dev/null || true
+# Of each run's log, the suite's summary and its first reachability failure
+# (the whole logs stay in $dir until cluster.sh down).
+for name in kube-proxy nftproxy; do
+	{
+		sed -n '/^Summarizing/,$p' "$dir/e2e-$name/e2e.log"
+		echo
+		echo "First reachability failure:"
+		grep -m1 -A10 "Service reachability failing" "$dir/e2e-$name/e2e.log" || echo none
+	} >"$(dirname "$out")/conformance-$name.log"
+done
 head -5 "$out" | tail -1
 sed -n '/tests ran/p' "$out"

@@ -94,23 +94,24 @@ for i in 1 2; do
 	"$c" node "$i" iptables-save >"$dir/node$i-pre-swap.save"
 done
 
-# The README's path, verbatim but for the image name a registry would give:
-# containerd looks up "nftproxy:dev" as docker.io/library/nftproxy:dev.
-t0=$(date +%s.%N)
-make -C "$root" image IMAGE=docker.io/library/nftproxy:dev >/dev/null
-for i in 1 2; do
-	"$c" node "$i" ctr --address /run/containerd/containerd.sock -n k8s.io images import "$root/bin/nftproxy-image-amd64.tar" >/dev/null
-done
-k -n kube-system patch daemonset kube-proxy --patch-file "$root/deploy/kubeadm-swap/image-patch.yaml"
-k -n kube-system rollout status daemonset kube-proxy --timeout 300s
-t1=$(date +%s.%N)
-sleep "$settle"
-read -r ok1 failed1 < <(stats)
-log "swap to nftproxy: rollout $(echo "$t1 - $t0" | bc) s; traffic $((ok1 - ok0)) ok, $((failed1 - failed0)) failed"
-[ "$failed1" = "$failed0" ] || {
-	fail=1
-	errors
+# settled STEP BEFORE_OK BEFORE_FAILED: after a rollout, waits, logs the
+# traffic since and sets ok_now, failed_now; fails on any failed connection.
+settled() {
+	sleep "$settle"
+	read -r ok_now failed_now < <(stats)
+	log "$1: traffic $((ok_now - $2)) ok, $((failed_now - $3)) failed"
+	[ "$failed_now" = "$3" ] || {
+		fail=1
+		errors
+	}
 }
+
+# The README's path (cluster.sh swap-in).
+t0=$(date +%s.%N)
+"$c" swap-in
+t1=$(date +%s.%N)
+settled "swap to nftproxy: rollout $(echo "$t1 - $t0" | bc) s" "$ok0" "$failed0"
+ok1=$ok_now failed1=$failed_now
 for i in 1 2; do
 	k -n kube-system get pods -o wide | grep "npc-node$i" | grep -q kube-proxy
 	d=$("$c" node "$i" "$root/bin/nftproxy-linux-amd64" diff "$dir/node$i-pre-swap.save" 2>&1) && rc=0 || rc=$?
@@ -130,13 +131,8 @@ t2=$(date +%s.%N)
 k -n kube-system rollout undo daemonset kube-proxy
 k -n kube-system rollout status daemonset kube-proxy --timeout 300s
 t3=$(date +%s.%N)
-sleep "$settle"
-read -r ok2 failed2 < <(stats)
-log "rollback to kube-proxy: rollout $(echo "$t3 - $t2" | bc) s; traffic $((ok2 - ok1)) ok, $((failed2 - failed1)) failed"
-[ "$failed2" = "$failed1" ] || {
-	fail=1
-	errors
-}
+settled "rollback to kube-proxy: rollout $(echo "$t3 - $t2" | bc) s" "$ok1" "$failed1"
+ok2=$ok_now failed2=$failed_now
 left=""
 for i in 1 2; do
 	img=$(k -n kube-system get pods -l k8s-app=kube-proxy -o jsonpath="{range .items[?(@.spec.nodeName==\"npc-node$i\")]}{.spec.containers[0].image}{end}")

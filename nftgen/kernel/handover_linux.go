@@ -4,13 +4,11 @@ package kernel
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"golang.org/x/sys/unix"
 
 	"github.com/nftproxy/nftproxy/nftgen"
 )
@@ -99,15 +97,11 @@ func (n *Netlink) WriteHandover(ctx context.Context, f nftgen.Family, ttl time.D
 				}
 			}
 		}
-		guard, err := b.stmtExprs(nftgen.MatchCtState{Mask: nftgen.CtNew})
+		// A new connection that no one DNATed.
+		guard, err := b.ruleExprs(&nftgen.Rule{Stmts: []nftgen.Stmt{nftgen.MatchCtState{Mask: nftgen.CtNew}, nftgen.MatchCtStatusDNAT{Not: true}}})
 		if err != nil {
 			return err
 		}
-		notDNAT, err := b.stmtExprs(nftgen.MatchCtStatusDNAT{Not: true})
-		if err != nil {
-			return err
-		}
-		guard = append(guard, notDNAT...)
 		_, daddr, length := b.addrOffsets()
 		protoReg := uint32(reg32Base + length/4)
 		toService := append(append([]expr.Any{}, guard...),
@@ -116,15 +110,11 @@ func (n *Netlink) WriteHandover(ctx context.Context, f nftgen.Family, ttl time.D
 			&expr.Payload{DestRegister: protoReg + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Lookup{SourceRegister: reg1, SetName: handoverServiceIPs},
 			&expr.Verdict{Kind: expr.VerdictDrop})
-		local, err := b.stmtExprs(nftgen.MatchFibLocal{Dir: nftgen.Daddr})
+		toLocal, err := b.ruleExprs(&nftgen.Rule{Stmts: []nftgen.Stmt{nftgen.MatchFibLocal{Dir: nftgen.Daddr}, nftgen.ProtoPortIn{Map: handoverNodePorts}}})
 		if err != nil {
 			return err
 		}
-		inPorts, err := b.stmtExprs(nftgen.ProtoPortIn{Map: handoverNodePorts})
-		if err != nil {
-			return err
-		}
-		toNodePort := append(append(append([]expr.Any{}, guard...), local...), append(inPorts, &expr.Verdict{Kind: expr.VerdictDrop})...)
+		toNodePort := append(append(append([]expr.Any{}, guard...), toLocal...), &expr.Verdict{Kind: expr.VerdictDrop})
 		accept := nftables.ChainPolicyAccept
 		for _, h := range []struct {
 			name string
@@ -148,14 +138,5 @@ func (n *Netlink) WriteHandover(ctx context.Context, f nftgen.Family, ttl time.D
 // DeleteHandover deletes the family's handover table; a missing one is not
 // an error.
 func (n *Netlink) DeleteHandover(ctx context.Context, f nftgen.Family) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return n.withConn(func(c *nftables.Conn) error {
-		c.DelTable(&nftables.Table{Name: nftgen.HandoverTableName, Family: tableFamily(f)})
-		if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("delete table %s %s: %w", f, nftgen.HandoverTableName, err)
-		}
-		return nil
-	})
+	return n.deleteTable(ctx, f, nftgen.HandoverTableName)
 }

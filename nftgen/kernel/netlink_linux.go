@@ -400,13 +400,19 @@ func (n *Netlink) Inventory(ctx context.Context, f nftgen.Family, expected []str
 
 // DeleteTable implements Dataplane.
 func (n *Netlink) DeleteTable(ctx context.Context, f nftgen.Family) error {
+	return n.deleteTable(ctx, f, nftgen.TableName)
+}
+
+// deleteTable deletes the family's table of that name; a missing one is
+// not an error.
+func (n *Netlink) deleteTable(ctx context.Context, f nftgen.Family, name string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	return n.withConn(func(c *nftables.Conn) error {
-		c.DelTable(&nftables.Table{Name: nftgen.TableName, Family: tableFamily(f)})
+		c.DelTable(&nftables.Table{Name: name, Family: tableFamily(f)})
 		if err := c.Flush(); err != nil && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("delete table %s %s: %w", f, nftgen.TableName, err)
+			return fmt.Errorf("delete table %s %s: %w", f, name, err)
 		}
 		return nil
 	})
