@@ -5,7 +5,6 @@ import (
 	"errors"
 	"iter"
 	"syscall"
-	"time"
 )
 
 // Dataplane applies transactions to nftproxy's tables. Netlink is the real
@@ -45,13 +44,15 @@ type Dataplane interface {
 	// commits that touches nftproxy's tables, or may have. The channel is
 	// closed when ctx ends or the watch cannot go on.
 	Watch(ctx context.Context) (<-chan Change, error)
-	// WriteHandover writes the family's handover table: for ttl, a new
-	// connection to one of the table's Service destinations that no one
-	// DNATs is dropped (the client retransmits) instead of refused, which
-	// covers the moment between kube-proxy's start deleting nftproxy's
-	// table and kube-proxy's first sync (a rollback). It returns the number
-	// of destinations; none when the family's table does not exist.
-	WriteHandover(ctx context.Context, f Family, ttl time.Duration) (int, error)
+	// WriteHandover writes the family's handover table from spec (see
+	// HandoverSpec), replacing an earlier one: for spec.TTL it serves a new
+	// connection to a destination of the family's table with the endpoints
+	// nftproxy last programmed, or holds it when it cannot, which bridges
+	// the moment between kube-proxy's start deleting nftproxy's table and
+	// kube-proxy's first sync (a rollback). It returns the number of
+	// destinations held; none, and nothing written, when the family's table
+	// does not exist.
+	WriteHandover(ctx context.Context, f Family, spec *HandoverSpec) (int, error)
 	// DeleteHandover deletes the family's handover table; a missing one is
 	// not an error.
 	DeleteHandover(ctx context.Context, f Family) error

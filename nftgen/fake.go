@@ -31,9 +31,9 @@ type Fake struct {
 	BeforeApply func(tx *Transaction) error
 	// watchers are the channels of Watch, with their contexts.
 	watchers map[chan Change]context.Context
-	// Handovers holds, per family with a handover table, its number of
-	// destinations and their time to live.
-	Handovers map[Family]Handover
+	// Handovers holds, per family with a handover table, the spec it was
+	// written from.
+	Handovers map[Family]*HandoverSpec
 }
 
 type fakeTable struct {

@@ -1,19 +1,11 @@
 package nftgen
 
-import (
-	"context"
-	"time"
-)
+import "context"
 
-// Handover is what the Fake's handover table of a family holds.
-type Handover struct {
-	Destinations int
-	TTL          time.Duration
-}
-
-// WriteHandover implements Dataplane: it counts the destinations of the
-// family's table, as the kernel's handover copies them.
-func (f *Fake) WriteHandover(_ context.Context, fam Family, ttl time.Duration) (int, error) {
+// WriteHandover implements Dataplane: it keeps spec as the family's
+// handover and counts the destinations of the family's table, as the
+// kernel's handover holds them.
+func (f *Fake) WriteHandover(_ context.Context, fam Family, spec *HandoverSpec) (int, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t := f.tables[fam]
@@ -22,9 +14,9 @@ func (f *Fake) WriteHandover(_ context.Context, fam Family, ttl time.Duration) (
 	}
 	n := len(t.maps[MapServiceIPs]) + len(t.maps[MapServiceNodePorts])
 	if f.Handovers == nil {
-		f.Handovers = map[Family]Handover{}
+		f.Handovers = map[Family]*HandoverSpec{}
 	}
-	f.Handovers[fam] = Handover{Destinations: n, TTL: ttl}
+	f.Handovers[fam] = spec
 	return n, nil
 }
 

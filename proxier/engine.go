@@ -128,43 +128,6 @@ func (e *Engine) Run(ctx context.Context) {
 	e.handOver(ctx)
 }
 
-// HandoverTTL is how long the handover table a stopping nftproxy leaves
-// holds new Service connections that no one DNATs (see
-// nftgen.Dataplane.WriteHandover): long enough for a kube-proxy started
-// instead (a rollback) to sync a large cluster for the first time.
-const HandoverTTL = 10 * time.Minute
-
-// handOver writes the handover table of each family, once the sync loop
-// has stopped, if nftproxy's rules were ever in place.
-func (e *Engine) handOver(ctx context.Context) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if !e.synced {
-		return
-	}
-	logger := klog.FromContext(ctx)
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
-	for _, f := range e.p.Syncer.Families() {
-		n, err := e.dp.WriteHandover(wctx, f, HandoverTTL)
-		if err != nil {
-			logger.Error(err, "Could not leave the handover table; a kube-proxy started next may refuse connections until its first sync", "family", f)
-			continue
-		}
-		logger.Info("Left the handover table: until the next proxy's first sync, new connections to Services are held, not refused", "family", f, "destinations", n, "ttl", HandoverTTL)
-	}
-}
-
-// takeOver deletes the handover tables an earlier nftproxy left, once this
-// one's rules are in place.
-func (e *Engine) takeOver(ctx context.Context) {
-	for _, f := range e.p.Syncer.Families() {
-		if err := e.dp.DeleteHandover(ctx, f); err != nil {
-			klog.FromContext(ctx).Error(err, "Could not delete the handover table of an earlier nftproxy", "family", f)
-		}
-	}
-}
-
 // started tells health that the sync loop starts, as kube-proxy's
 // SyncLoop does, and that the first sync is pending from now: a node
 // whose syncs all fail turns unhealthy once the first has not succeeded

@@ -1,0 +1,54 @@
+//go:build linux
+
+package kernel
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nftproxy/nftproxy/e2e/testns"
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
+	"github.com/nftproxy/nftproxy/proxier/model"
+)
+
+// TestHandoverIPv6: the handover of an IPv6 table keys its DNAT map by
+// "ip6 daddr . l4proto . dport . bucket" and maps to "address . port" (the
+// registers of a 16-byte address differ from IPv4's); nft decodes the
+// rules back to that, and `nft list ruleset` (which an operator runs) works.
+func TestHandoverIPv6(t *testing.T) {
+	testns.RequireRoot(t)
+	ns, dp := kernelNetlink(t, "nfp-hand6")
+	ctx := context.Background()
+	g := testGenerator6(t)
+	sp := nftgentest.Port("ns", "web", 80, "fd00:96::7", "[fd00:244::3]:8080", "[fd00:244::4]:8080")
+	sp.NodePort = 30080
+	if err := dp.Apply(ctx, nftgen.PlanFull(g.Ruleset([]model.ServicePortState{sp}), nil)); err != nil {
+		t.Fatal(err)
+	}
+	spec := nftgen.NewHandoverSpec(g, time.Minute)
+	spec.Add(g.Service(&sp))
+	n, err := dp.WriteHandover(ctx, nftgen.FamilyIPv6, spec)
+	if err != nil || n != 2 {
+		t.Fatalf("WriteHandover: %d destinations, %v; want the cluster IP and the node port", n, err)
+	}
+	out := ns.MustRun(t, "nft", "list", "ruleset")
+	for _, want := range []string{
+		"dnat ip6 to ip6 daddr . meta l4proto . th dport . numgen random mod 16 map @dnat-ips",
+		"dnat ip6 to meta l4proto . th dport . numgen random mod 16 map @dnat-nodeports",
+		"fd00:96::7 . tcp . 80 . 0x0000000f expires",
+		": fd00:244::4 . 8080",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the handover lacks %q:\n%s", want, out)
+		}
+	}
+	if err := dp.DeleteHandover(ctx, nftgen.FamilyIPv6); err != nil {
+		t.Fatal(err)
+	}
+	if out := ns.MustRun(t, "nft", "list", "tables"); strings.Contains(out, nftgen.HandoverTableName) {
+		t.Errorf("the handover is still there: %s", out)
+	}
+}
