@@ -76,6 +76,8 @@ func TestBadInputExitsWith2(t *testing.T) {
 		{[]string{"--objects", "../../deploy/examples/services.yaml", "--config-sync-period", "0"}, "--config-sync-period: 0s must be greater than 0"},
 		{[]string{"--objects", "../../deploy/examples/services.yaml", "--cluster-cidr", "10.0.0.0/16,10.1.0.0/16"}, "at most one CIDR per IP family"},
 		{[]string{"--objects", "../../deploy/examples/services.yaml", "--feature-gates", "Bogus=true,NFTablesProxyMode=true"}, "--feature-gates: unrecognized feature gate: Bogus"},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--feature-gates", "PreferSameTrafficDistribution=false"}, "cannot set feature gate PreferSameTrafficDistribution to false, feature is locked to true"},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--proxy-mode", "ipvs", "--feature-gates", "KubeProxyIPVS=false"}, `--proxy-mode: "ipvs": must be iptables, nftables or blank`},
 	}
 	for _, tt := range tests {
 		code, _, stderr := captureRun(t, tt.args...)

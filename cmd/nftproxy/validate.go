@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -109,6 +110,17 @@ func (o *options) validate() error {
 	for _, name := range unknown {
 		// kube-proxy refuses to start on a gate it does not know.
 		bad("--feature-gates", "featureGates", "unrecognized feature gate: %s", name)
+	}
+	for _, name := range slices.Sorted(maps.Keys(o.kp.featureGates)) {
+		// ... and on a locked gate set to the value it is not locked to
+		// (PreferSameTrafficDistribution=false, say).
+		if def, locked := lockedFeatureGates[name]; locked && o.kp.featureGates[name] != def {
+			bad("--feature-gates", "featureGates", "cannot set feature gate %v to %v, feature is locked to %v", name, o.kp.featureGates[name], def)
+		}
+	}
+	if on, set := o.kp.featureGates["KubeProxyIPVS"]; set && !on && o.proxyMode == "ipvs" {
+		// kube-proxy accepts mode ipvs only while this gate is on.
+		bad("--proxy-mode", "mode", "%q: must be iptables, nftables or blank (blank means the best-available proxy [currently iptables])", o.proxyMode)
 	}
 	if len(errs) == 0 {
 		return nil

@@ -22,8 +22,12 @@ import (
 
 func main() {
 	var names []string
-	for name := range utilfeature.DefaultMutableFeatureGate.GetAll() {
+	locked := map[string]bool{}
+	for name, spec := range utilfeature.DefaultMutableFeatureGate.GetAll() {
 		names = append(names, string(name))
+		if spec.LockToDefault {
+			locked[string(name)] = spec.Default
+		}
 	}
 	slices.Sort(names)
 	var b bytes.Buffer
@@ -36,6 +40,16 @@ func main() {
 	fmt.Fprintln(&b, "var knownFeatureGates = map[string]bool{")
 	for _, n := range names {
 		fmt.Fprintf(&b, "\t%q: true,\n", n)
+	}
+	fmt.Fprintln(&b, "}")
+	fmt.Fprintln(&b)
+	fmt.Fprintln(&b, "// lockedFeatureGates are the gates of knownFeatureGates locked to their")
+	fmt.Fprintln(&b, "// default (the value here); kube-proxy refuses to set one to the other value.")
+	fmt.Fprintln(&b, "var lockedFeatureGates = map[string]bool{")
+	for _, n := range names {
+		if v, ok := locked[n]; ok {
+			fmt.Fprintf(&b, "\t%q: %v,\n", n, v)
+		}
 	}
 	fmt.Fprintln(&b, "}")
 	src, err := format.Source(b.Bytes())
