@@ -89,8 +89,10 @@ func runLoop(ctx context.Context, opts *options) error {
 	// A health check node port answers 503 while nftproxy's own rules are
 	// stale, as kube-proxy's does.
 	st.serviceHealth.SetProxyHealthy(func() bool { return health.Health().Healthy })
+	// As in kube-proxy, a conntrack setting that cannot be applied stops
+	// the start ("could not set conntrack parameters").
 	if err := netns.Do(opts.netns, func() error { return conntrack.Apply(opts.conntrackSettings()) }); err != nil {
-		klog.ErrorS(err, "Could not apply all conntrack settings")
+		return fmt.Errorf("could not set conntrack parameters from kube-proxy configuration: %w", err)
 	}
 	mux := metricsMux(m, st.dp, opts.netns, opts.proxyMode, opts.effectiveConfig(), opts.profiling)
 	// kube-proxy's metrics port answers /healthz with a plain "ok" (the
@@ -165,10 +167,19 @@ func runLoop(ctx context.Context, opts *options) error {
 	return nil
 }
 
+//
+// With --netns (a namespace of its own, for tests and demos) the table
+// size is left alone: nf_conntrack_max and the hashsize are the host's,
+// not the namespace's, and nftproxy must not change the host from there.
 func (o *options) conntrackSettings() conntrack.Settings {
 	k := o.kp
-	return conntrack.Settings{MaxPerCore: k.conntrackMaxPerCore, Min: k.conntrackMin, TCPEstablishedTimeout: k.conntrackTCPEstablished,
+	s := conntrack.Settings{MaxPerCore: k.conntrackMaxPerCore, Min: k.conntrackMin, TCPEstablishedTimeout: k.conntrackTCPEstablished,
 		TCPCloseWait: k.conntrackTCPCloseWait, UDPTimeout: k.conntrackUDPTimeout, UDPStreamTimeout: k.conntrackUDPStream, TCPBeLiberal: o.conntrackTCPLiberal}
+	if o.netns != "" && s.MaxPerCore > 0 {
+		klog.V(2).InfoS("Leaving nf_conntrack_max and the conntrack hashsize alone: they are the host's, and --netns names another namespace")
+		s.MaxPerCore = 0
+	}
+	return s
 }
 
 // newClient builds a clientset from --kubeconfig and --master, or from the

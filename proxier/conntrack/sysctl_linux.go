@@ -3,61 +3,52 @@
 package conntrack
 
 import (
-	"fmt"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
-	"time"
+
+	"k8s.io/klog/v2"
+	"k8s.io/utils/cpuset"
 )
 
-// Settings are kube-proxy's --conntrack-* flags.
-type Settings struct {
-	MaxPerCore, Min                     int32
-	TCPEstablishedTimeout, TCPCloseWait time.Duration
-	UDPTimeout, UDPStreamTimeout        time.Duration
-	TCPBeLiberal                        bool
+// Apply sets the conntrack settings of the current network namespace (and
+// the module's global hashsize, when it must grow) as kube-proxy does; see
+// ApplyTo.
+func Apply(s Settings) error { return ApplyTo(kernelTunables{}, s) }
+
+// kernelTunables is Tunables on /proc/sys and /sys/module.
+type kernelTunables struct{}
+
+const hashsizePath = "/sys/module/nf_conntrack/parameters/hashsize"
+
+func readInt(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
-// Apply sets the conntrack sysctls of the current network namespace as
-// kube-proxy does. A value of 0 leaves a setting as it is. The table size
-// (nf_conntrack_max) can only be raised from the host namespace; failures
-// are returned together, after every other setting was tried.
-func Apply(s Settings) error {
-	var errs []string
-	set := func(name string, v int64, onlyRaise bool) {
-		path := "/proc/sys/net/netfilter/" + name
-		if onlyRaise {
-			if b, err := os.ReadFile(path); err == nil {
-				if cur, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && cur >= v {
-					return
-				}
-			}
-		}
-		if err := os.WriteFile(path, []byte(strconv.FormatInt(v, 10)), 0o644); err != nil {
-			errs = append(errs, fmt.Sprintf("%s=%d: %v", name, v, err))
-		}
+func (kernelTunables) Get(name string) (int, error) { return readInt("/proc/sys/net/netfilter/" + name) }
+
+func (kernelTunables) Set(name string, v int) error {
+	klog.InfoS("Set sysctl", "entry", "net/netfilter/"+name, "value", v)
+	return os.WriteFile("/proc/sys/net/netfilter/"+name, []byte(strconv.Itoa(v)), 0o644)
+}
+
+func (kernelTunables) Hashsize() (int, error) { return readInt(hashsizePath) }
+
+func (kernelTunables) SetHashsize(v int) error {
+	klog.InfoS("Setting conntrack hashsize", "conntrackHashsize", v)
+	return os.WriteFile(hashsizePath, []byte(strconv.Itoa(v)), 0o640)
+}
+
+func (kernelTunables) NumCPU() int {
+	if n, err := cpuset.NumCPU(); err == nil && n > 0 {
+		return n
 	}
-	if s.MaxPerCore > 0 {
-		set("nf_conntrack_max", max(int64(s.MaxPerCore)*int64(runtime.NumCPU()), int64(s.Min)), true)
-	}
-	for name, d := range map[string]time.Duration{
-		"nf_conntrack_tcp_timeout_established": s.TCPEstablishedTimeout,
-		"nf_conntrack_tcp_timeout_close_wait":  s.TCPCloseWait,
-		"nf_conntrack_udp_timeout":             s.UDPTimeout,
-		"nf_conntrack_udp_timeout_stream":      s.UDPStreamTimeout,
-	} {
-		if d > 0 {
-			set(name, int64(d/time.Second), false)
-		}
-	}
-	if s.TCPBeLiberal {
-		set("nf_conntrack_tcp_be_liberal", 1, false)
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("conntrack settings: %s", strings.Join(errs, "; "))
-	}
-	return nil
+	return runtime.NumCPU()
 }
 
 // TCPBeLiberal reports whether nf_conntrack_tcp_be_liberal is set in the
