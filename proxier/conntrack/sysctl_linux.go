@@ -30,7 +30,9 @@ func readInt(path string) (int, error) {
 	return strconv.Atoi(strings.TrimSpace(string(b)))
 }
 
-func (kernelTunables) Get(name string) (int, error) { return readInt("/proc/sys/net/netfilter/" + name) }
+func (kernelTunables) Get(name string) (int, error) {
+	return readInt("/proc/sys/net/netfilter/" + name)
+}
 
 func (kernelTunables) Set(name string, v int) error {
 	klog.InfoS("Set sysctl", "entry", "net/netfilter/"+name, "value", v)
