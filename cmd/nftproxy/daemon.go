@@ -167,9 +167,10 @@ func runLoop(ctx context.Context, opts *options) error {
 	return nil
 }
 
-// conntrackSettings are the --conntrack-* settings to apply. With --netns (a namespace of its own, for tests and demos) the table
-// size is left alone: nf_conntrack_max and the hashsize are the host's,
-// not the namespace's, and nftproxy must not change the host from there.
+// conntrackSettings are the --conntrack-* settings to apply. With --netns
+// (a namespace of its own, for tests and demos) the table size is left
+// alone: nf_conntrack_max and the hashsize are the host's, not the
+// namespace's, and nftproxy must not change the host from there.
 func (o *options) conntrackSettings() conntrack.Settings {
 	k := o.kp
 	s := conntrack.Settings{MaxPerCore: k.conntrackMaxPerCore, Min: k.conntrackMin, TCPEstablishedTimeout: k.conntrackTCPEstablished,
