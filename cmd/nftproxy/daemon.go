@@ -53,6 +53,7 @@ func runLoop(ctx context.Context, opts *options) error {
 		opts.preloaded = objs
 	}
 	m := metrics.New()
+	m.RegisterBuildInfo(version)
 	health := healthcheck.NewProxyHealthServer(nil, 2*opts.syncPeriod, func(path string, code int) {
 		c := m.HealthzTotal
 		if path == "/livez" {

@@ -3,7 +3,7 @@
 // keep working, plus a few of nftproxy's own. Metrics live in a registry of
 // their own, created by New; the only package-level collectors are the ones
 // every Kubernetes component registers with component-base (Go, process,
-// build info, client-go).
+// client-go).
 package metrics
 
 import (
@@ -15,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/component-base/metrics/legacyregistry"
 	_ "k8s.io/component-base/metrics/prometheus/restclient" // client-go's rest_client_* metrics
-	_ "k8s.io/component-base/metrics/prometheus/version"    // kubernetes_build_info
 )
 
 const subsystem = "kubeproxy"
@@ -144,8 +143,8 @@ func (m *Metrics) InitFamily(fam string) {
 
 // Handler serves the registry in the Prometheus text format, together with
 // what every Kubernetes component serves: component-base's registry (Go
-// and process collectors, kubernetes_build_info) and client-go's
-// rest_client_* metrics.
+// and process collectors) and client-go's rest_client_* metrics;
+// kubernetes_build_info is RegisterBuildInfo's.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(prometheus.Gatherers{m.Registry, legacyregistry.DefaultGatherer}, promhttp.HandlerOpts{})
 }
