@@ -106,6 +106,11 @@ func runLoop(ctx context.Context, opts *options) error {
 	}
 	mux.HandleFunc("/healthz", ok)
 	mux.HandleFunc("/healthz/ping", ok)
+	paths := []string{"/compat/iptables-save", "/configz", "/explain", "/healthz", "/healthz/ping", "/metrics", "/metrics/slis", "/proxyMode"}
+	if opts.profiling {
+		paths = append(paths, "/debug/pprof")
+	}
+	installZPages(mux, opts.flags, time.Now(), paths)
 	// With --bind-address-hard-fail a port that cannot be bound ends the
 	// daemon, as it ends kube-proxy.
 	serveFailed := make(chan error, 3)

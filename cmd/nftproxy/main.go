@@ -101,6 +101,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
 		return 2
 	}
+	opts.flags = fs
 	if cmd == "explain" && fs.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "nftproxy: explain needs one destination, IP:PORT")
 		return 2

@@ -25,6 +25,8 @@ import (
 // options are the command-line flags. Flags that shape rules keep
 // kube-proxy's names.
 type options struct {
+	// flags is the parsed command line, for /flagz.
+	flags            *pflag.FlagSet
 	clusterCIDR      string
 	masqueradeAll    bool
 	masqueradeBit    int

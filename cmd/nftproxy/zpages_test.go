@@ -1,0 +1,55 @@
+package main
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// TestZPagesAsKubeProxy: /flagz lists every flag with its value and
+// /statusz the start, uptime, versions and paths, under component-base's
+// header, in text; a client that accepts only JSON gets 406.
+func TestZPagesAsKubeProxy(t *testing.T) {
+	opts := newOptions()
+	fs := pflag.NewFlagSet("nftproxy", pflag.ContinueOnError)
+	opts.addFlags(fs)
+	if err := fs.Parse([]string{"--hostname-override", "node-a", "--iptables-sync-period", "45s"}); err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	installZPages(mux, fs, time.Now().Add(-3723*time.Second), []string{"/metrics", "/healthz"})
+	get := func(path, accept string) (int, string) {
+		rec := httptest.NewRecorder()
+		req := httptest.NewRequest(http.MethodGet, path, nil)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		mux.ServeHTTP(rec, req)
+		return rec.Code, rec.Body.String()
+	}
+	code, body := get("/flagz", "")
+	if code != 200 || !strings.HasPrefix(body, "\nkube-proxy flagz\nWarning: This endpoint is not meant to be machine parseable") {
+		t.Fatalf("/flagz: %d %q", code, body)
+	}
+	for _, want := range []string{`(?m)^hostname-override(:|: |=| )node-a$`, `(?m)^iptables-sync-period(:|: |=| )45s$`, `(?m)^masquerade-all(:|: |=| )false$`} {
+		if !regexp.MustCompile(want).MatchString(body) {
+			t.Errorf("/flagz lacks %s:\n%s", want, body)
+		}
+	}
+	code, body = get("/statusz", "text/plain")
+	for _, want := range []string{`\nkube-proxy statusz\n`, `Up(:|: |=| ) 1 hr 02 min 03 sec`, `Go version(:|: |=| ) ` + regexp.QuoteMeta(runtime.Version()),
+		`Binary version(:|: |=| ) v1\.37\.2\+nftproxy\.`, `Paths(:|: |=| ) /flagz /healthz /metrics /statusz`} {
+		if code != 200 || !regexp.MustCompile(want).MatchString(body) {
+			t.Errorf("/statusz (%d) lacks %s:\n%s", code, want, body)
+		}
+	}
+	if code, _ := get("/statusz", "application/json"); code != http.StatusNotAcceptable {
+		t.Errorf("/statusz for JSON only: %d, want 406", code)
+	}
+}
