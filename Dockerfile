@@ -13,7 +13,7 @@ RUN go mod download
 COPY . .
 RUN mkdir /out && CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
       -ldflags="-s -w -X main.version=$VERSION" -o /out/nftproxy ./cmd/nftproxy && \
-    ln -s nftproxy /out/kube-proxy
+    ln -s nftproxy /out/kube-proxy && ln -s nftproxy /out/iptables-save && ln -s nftproxy /out/ip6tables-save
 
 FROM gcr.io/distroless/static-debian12
 COPY --from=build /out/ /usr/local/bin/

@@ -173,11 +173,13 @@ demo: build
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 ARCH ?= $(shell $(GO) env GOARCH)
 IMAGE ?= nftproxy:$(VERSION)
+OTHER_ARCHS ?= $(filter-out $(ARCH),amd64 arm64)
 image:
 	@mkdir -p $(BIN)
-	CGO_ENABLED=0 GOOS=linux GOARCH=$(ARCH) $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/nftproxy-linux-$(ARCH) ./cmd/nftproxy
-	$(GO) run ./deploy/image -binary $(BIN)/nftproxy-linux-$(ARCH) -arch $(ARCH) -tag $(IMAGE) -version $(VERSION) -o $(BIN)/nftproxy-image-$(ARCH).tar
-	@echo "image: $(BIN)/nftproxy-image-$(ARCH).tar ($(IMAGE), linux/$(ARCH))"
+	for a in $(ARCH) $(OTHER_ARCHS); do \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$a $(GO) build -trimpath -ldflags "-s -w -X main.version=$(VERSION)" -o $(BIN)/nftproxy-linux-$$a ./cmd/nftproxy || exit 1; done
+	$(GO) run ./deploy/image -binary $(BIN)/nftproxy-linux-$(ARCH) -arch $(ARCH) $(foreach a,$(OTHER_ARCHS),-other $(a)=$(BIN)/nftproxy-linux-$(a)) -tag $(IMAGE) -version $(VERSION) -o $(BIN)/nftproxy-image-$(ARCH).tar
+	@echo "image: $(BIN)/nftproxy-image-$(ARCH).tar ($(IMAGE), linux/$(ARCH) $(OTHER_ARCHS))"
 
 image-docker:
 	docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) .

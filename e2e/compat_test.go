@@ -100,6 +100,20 @@ func TestRulesMetricAndHTTPCompatView(t *testing.T) {
 	if stripComments(web) != stripComments(string(cli)) {
 		t.Errorf("/compat/iptables-save differs from nftproxy save")
 	}
+	// The image's iptables-save link (a runbook's `kubectl exec ... --
+	// iptables-save -t nat`) prints the same view.
+	link := filepath.Join(t.TempDir(), "iptables-save")
+	if err := os.Symlink(nftproxyBinary, link); err != nil {
+		t.Fatal(err)
+	}
+	viaLink, err := exec.Command(link, "-t", "nat", "--netns", ns.Path()).Output()
+	if err != nil {
+		t.Fatalf("iptables-save (a link to nftproxy): %v", err)
+	}
+	natOnly, _ := exec.Command(nftproxyBinary, "save", "-t", "nat", "--netns", ns.Path()).Output()
+	if !strings.Contains(string(viaLink), "-A KUBE-SERVICES") || stripComments(string(viaLink)) != stripComments(string(natOnly)) {
+		t.Errorf("iptables-save -t nat through the link differs from nftproxy save -t nat:\n%s", viaLink)
+	}
 	if mode := httpGet(t, ns, "http://127.0.0.1:10249/proxyMode"); mode != "iptables" {
 		t.Errorf("/proxyMode = %q", mode)
 	}

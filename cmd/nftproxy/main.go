@@ -24,6 +24,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"os/signal"
 	"syscall"
 
@@ -45,7 +46,21 @@ import (
 var version = "dev"
 
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(commandLine(os.Args)))
+}
+
+// commandLine returns the arguments run takes for a process started as
+// argv: called as iptables-save or ip6tables-save (the image's links), it
+// is `nftproxy save` of that family, so that a runbook's iptables-save in
+// nftproxy's container prints the compat view.
+func commandLine(argv []string) []string {
+	switch filepath.Base(argv[0]) {
+	case "iptables-save":
+		return append([]string{"save"}, argv[1:]...)
+	case "ip6tables-save":
+		return append([]string{"save", "-6"}, argv[1:]...)
+	}
+	return argv[1:]
 }
 
 // run executes the command line and returns the exit code: 0 on success,

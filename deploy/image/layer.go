@@ -8,7 +8,7 @@ import (
 	"path/filepath"
 )
 
-// addBinary writes nftproxy's layer: the binary and the kube-proxy link.
+// addBinary writes nftproxy's layer: the binary and its links (LinkPaths).
 func addBinary(tw *tar.Writer, bin []byte) error {
 	for _, dir := range []string{"usr/", "usr/local/", "usr/local/bin/"} {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir, Mode: 0o755, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
@@ -21,7 +21,12 @@ func addBinary(tw *tar.Writer, bin []byte) error {
 	if _, err := tw.Write(bin); err != nil {
 		return err
 	}
-	return tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: KubeProxyPath[1:], Linkname: "nftproxy", Mode: 0o777, ModTime: epoch, Format: tar.FormatPAX})
+	for _, link := range LinkPaths {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: link[1:], Linkname: "nftproxy", Mode: 0o777, ModTime: epoch, Format: tar.FormatPAX}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // addTree writes every folder, regular file and symlink under root, in

@@ -2,7 +2,9 @@
 // (the OCI image layout in a tar file), without a container daemon or
 // builder: one layer on an empty base holding the static binary as
 // /usr/local/bin/nftproxy and /usr/local/bin/kube-proxy (a symlink, the
-// path kubeadm's kube-proxy DaemonSet runs). Load it with `podman load -i`,
+// path kubeadm's kube-proxy DaemonSet runs), and iptables-save and
+// ip6tables-save links; with -other, for several architectures in one
+// image index. Load it with `podman load -i`,
 // `skopeo copy oci-archive:FILE ...`, `ctr images import` or `docker load`.
 //
 //	go run ./deploy/image -binary bin/nftproxy -arch amd64 -tag nftproxy:v1 -o bin/nftproxy-image.tar
@@ -12,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 )
 
 func main() {
@@ -23,6 +26,15 @@ func main() {
 	rootfs := flag.String("rootfs", "", "instead of -binary: a folder whose tree is the image (for test images)")
 	entrypoint := flag.String("entrypoint", "", "with -rootfs: the image's entrypoint (one path)")
 	title := flag.String("title", "", "with -rootfs: the image's title label")
+	others := map[string]string{}
+	flag.Func("other", "ARCH=PATH: another architecture's binary; the archive then holds one multi-platform image (repeatable)", func(v string) error {
+		arch, path, ok := strings.Cut(v, "=")
+		if !ok || arch == "" || path == "" {
+			return fmt.Errorf("want ARCH=PATH, got %q", v)
+		}
+		others[arch] = path
+		return nil
+	})
 	flag.Parse()
 	if (*binary == "") == (*rootfs == "") {
 		fmt.Fprintln(os.Stderr, "image: give one of -binary and -rootfs")
@@ -35,6 +47,15 @@ func main() {
 	var err error
 	if *binary != "" {
 		spec.Binary, err = os.ReadFile(*binary)
+	}
+	for arch, path := range others {
+		if err != nil {
+			break
+		}
+		if spec.Others == nil {
+			spec.Others = map[string][]byte{}
+		}
+		spec.Others[arch], err = os.ReadFile(path)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)

@@ -9,6 +9,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"time"
 )
 
@@ -18,6 +20,10 @@ type Spec struct {
 	Binary []byte
 	// Arch is its GOARCH; the image is for linux/Arch.
 	Arch string
+	// Others are more architectures' binaries (GOARCH to executable):
+	// with any, the archive holds one multi-platform image, an index of
+	// one manifest per architecture, under Tag.
+	Others map[string][]byte
 	// Tag is the image's reference name (name:tag).
 	Tag string
 	// Version is nftproxy's version, recorded as a label.
@@ -39,7 +45,14 @@ const (
 	mediaManifest  = "application/vnd.oci.image.manifest.v1+json"
 	mediaConfig    = "application/vnd.oci.image.config.v1+json"
 	mediaLayerGzip = "application/vnd.oci.image.layer.v1.tar+gzip"
+	mediaIndex     = "application/vnd.oci.image.index.v1+json"
 )
+
+// LinkPaths are the symlinks to the binary: kube-proxy, the path kubeadm's
+// DaemonSet runs, and iptables-save and ip6tables-save, which print the
+// compat view (nftproxy save), so that `kubectl exec ... -- iptables-save`
+// in a runbook keeps working.
+var LinkPaths = []string{KubeProxyPath, "/usr/local/bin/iptables-save", "/usr/local/bin/ip6tables-save"}
 
 // epoch is the time stamp of every file, so that the same binary always
 // gives the same image.
@@ -91,11 +104,13 @@ func layer(s Spec) (raw, gz []byte, err error) {
 	return raw, z.Bytes(), nil
 }
 
-// Write writes the OCI archive of s to w.
-func Write(w io.Writer, s Spec) error {
+// platformImage returns the manifest of s's image for arch with binary
+// bin, and appends its config and layer to blobs.
+func platformImage(s Spec, arch string, bin []byte, blobs *[][]byte) ([]byte, error) {
+	s.Binary = bin
 	raw, gz, err := layer(s)
 	if err != nil {
-		return fmt.Errorf("layer: %w", err)
+		return nil, fmt.Errorf("layer: %w", err)
 	}
 	labels := map[string]string{
 		"org.opencontainers.image.title":       "nftproxy",
@@ -111,7 +126,7 @@ func Write(w io.Writer, s Spec) error {
 		delete(labels, "org.opencontainers.image.description")
 	}
 	config, err := json.Marshal(map[string]any{
-		"architecture": s.Arch,
+		"architecture": arch,
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
 		"config": map[string]any{
@@ -123,25 +138,52 @@ func Write(w io.Writer, s Spec) error {
 		"history": []map[string]any{{"created": epoch.Format(time.RFC3339), "created_by": "nftproxy deploy/image"}},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	manifest, err := json.Marshal(map[string]any{
+	*blobs = append(*blobs, config, gz)
+	return json.Marshal(map[string]any{
 		"schemaVersion": 2,
 		"mediaType":     mediaManifest,
 		"config":        descriptor{MediaType: mediaConfig, Digest: digest(config), Size: int64(len(config))},
 		"layers":        []descriptor{{MediaType: mediaLayerGzip, Digest: digest(gz), Size: int64(len(gz))}},
 		"annotations":   labels,
 	})
-	if err != nil {
-		return err
+}
+
+// Write writes the OCI archive of s to w: index.json names Tag, for one
+// platform's manifest or, with s.Others, for an image index of every
+// platform's.
+func Write(w io.Writer, s Spec) error {
+	var blobs [][]byte
+	archs := []string{s.Arch}
+	bins := map[string][]byte{s.Arch: s.Binary}
+	for _, a := range slices.Sorted(maps.Keys(s.Others)) {
+		if a != s.Arch {
+			archs = append(archs, a)
+			bins[a] = s.Others[a]
+		}
 	}
-	index, err := json.Marshal(map[string]any{
-		"schemaVersion": 2,
-		"mediaType":     "application/vnd.oci.image.index.v1+json",
-		"manifests": []descriptor{{MediaType: mediaManifest, Digest: digest(manifest), Size: int64(len(manifest)),
-			Annotations: map[string]string{"org.opencontainers.image.ref.name": s.Tag, "io.containerd.image.name": s.Tag},
-			Platform:    &platform{Architecture: s.Arch, OS: "linux"}}},
-	})
+	var manifests []descriptor
+	for _, arch := range archs {
+		m, err := platformImage(s, arch, bins[arch], &blobs)
+		if err != nil {
+			return err
+		}
+		blobs = append(blobs, m)
+		manifests = append(manifests, descriptor{MediaType: mediaManifest, Digest: digest(m), Size: int64(len(m)), Platform: &platform{Architecture: arch, OS: "linux"}})
+	}
+	ref := map[string]string{"org.opencontainers.image.ref.name": s.Tag, "io.containerd.image.name": s.Tag}
+	top := manifests[0]
+	if len(manifests) > 1 {
+		inner, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": mediaIndex, "manifests": manifests})
+		if err != nil {
+			return err
+		}
+		blobs = append(blobs, inner)
+		top = descriptor{MediaType: mediaIndex, Digest: digest(inner), Size: int64(len(inner))}
+	}
+	top.Annotations = ref
+	index, err := json.Marshal(map[string]any{"schemaVersion": 2, "mediaType": mediaIndex, "manifests": []descriptor{top}})
 	if err != nil {
 		return err
 	}
@@ -154,18 +196,19 @@ func Write(w io.Writer, s Spec) error {
 		return err
 	}
 	blob := func(b []byte) string { return "blobs/sha256/" + digest(b)[len("sha256:"):] }
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{
-		{"oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)},
-		{"index.json", index},
-		{blob(manifest), manifest},
-		{blob(config), config},
-		{blob(gz), gz},
-	} {
-		if err := add(f.name, f.data); err != nil {
-			return fmt.Errorf("write %s: %w", f.name, err)
+	if err := add("oci-layout", []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+		return err
+	}
+	if err := add("index.json", index); err != nil {
+		return err
+	}
+	written := map[string]bool{}
+	for _, b := range blobs {
+		if name := blob(b); !written[name] {
+			written[name] = true
+			if err := add(name, b); err != nil {
+				return fmt.Errorf("write %s: %w", name, err)
+			}
 		}
 	}
 	return tw.Close()

@@ -107,13 +107,13 @@ func TestImageArchiveIsAValidOCIImage(t *testing.T) {
 			if h.Mode != 0o755 || !bytes.Equal(data, bin) {
 				t.Errorf("binary mode %o, %d bytes", h.Mode, len(data))
 			}
-		case KubeProxyPath[1:]:
+		case KubeProxyPath[1:], "usr/local/bin/iptables-save", "usr/local/bin/ip6tables-save":
 			if h.Typeflag != tar.TypeSymlink || h.Linkname != "nftproxy" {
-				t.Errorf("kube-proxy is %c -> %q, want a symlink to nftproxy", h.Typeflag, h.Linkname)
+				t.Errorf("%s is %c -> %q, want a symlink to nftproxy", h.Name, h.Typeflag, h.Linkname)
 			}
 		}
 	}
-	if !seen[BinaryPath[1:]] || !seen[KubeProxyPath[1:]] {
+	if !seen[BinaryPath[1:]] || !seen[KubeProxyPath[1:]] || !seen["usr/local/bin/iptables-save"] || !seen["usr/local/bin/ip6tables-save"] {
 		t.Errorf("layer holds %v", seen)
 	}
 	var again bytes.Buffer
@@ -173,5 +173,52 @@ func TestRootfsImageHoldsTheTree(t *testing.T) {
 	Write(&again, spec)
 	if !bytes.Equal(again.Bytes(), buf.Bytes()) {
 		t.Error("the same tree gave a different archive")
+	}
+}
+
+// TestMultiPlatformImage: with a second architecture, index.json names
+// the tag for an image index, which lists one manifest per platform, each
+// with its own binary and a config for its architecture.
+func TestMultiPlatformImage(t *testing.T) {
+	var buf bytes.Buffer
+	spec := Spec{Binary: []byte("amd64 nftproxy"), Arch: "amd64", Others: map[string][]byte{"arm64": []byte("arm64 nftproxy")}, Tag: "nftproxy:v1", Version: "v1"}
+	if err := Write(&buf, spec); err != nil {
+		t.Fatal(err)
+	}
+	files := readArchive(t, buf.Bytes())
+	blob := func(d descriptor) []byte {
+		t.Helper()
+		b, ok := files["blobs/sha256/"+strings.TrimPrefix(d.Digest, "sha256:")]
+		if !ok || int64(len(b)) != d.Size {
+			t.Fatalf("blob %s: present %v, %d bytes, want %d", d.Digest, ok, len(b), d.Size)
+		}
+		return b
+	}
+	var top struct{ Manifests []descriptor }
+	json.Unmarshal(files["index.json"], &top)
+	if len(top.Manifests) != 1 || top.Manifests[0].MediaType != mediaIndex || top.Manifests[0].Annotations["org.opencontainers.image.ref.name"] != "nftproxy:v1" {
+		t.Fatalf("index.json: %s", files["index.json"])
+	}
+	var inner struct{ Manifests []descriptor }
+	json.Unmarshal(blob(top.Manifests[0]), &inner)
+	if len(inner.Manifests) != 2 {
+		t.Fatalf("the image index lists %d manifests", len(inner.Manifests))
+	}
+	for _, m := range inner.Manifests {
+		var man struct {
+			Config descriptor
+			Layers []descriptor
+		}
+		json.Unmarshal(blob(m), &man)
+		var cfg struct{ Architecture string }
+		json.Unmarshal(blob(man.Config), &cfg)
+		zr, err := gzip.NewReader(bytes.NewReader(blob(man.Layers[0])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(zr)
+		if m.Platform == nil || cfg.Architecture != m.Platform.Architecture || !bytes.Contains(raw, []byte(m.Platform.Architecture+" nftproxy")) {
+			t.Errorf("manifest for %+v: config architecture %q, layer without its binary", m.Platform, cfg.Architecture)
+		}
 	}
 }
