@@ -24,8 +24,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"os/signal"
+	"path/filepath"
 	"syscall"
 
 	"github.com/spf13/pflag"
