@@ -168,8 +168,8 @@ kubeadm's own objects (iptables mode, iptables-nft). A client pod on each node o
 After the swap, \`nftproxy diff\` of each node's pre-swap iptables-save against the live compat view:
 node 1: $(head -1 "$dir/node1-diff.txt"); node 2: $(head -1 "$dir/node2-diff.txt").
 After the rollback, nftproxy's tables left: ${left:-none} (kube-proxy's start deleted them); kube-proxy's KUBE-SEP rules:
-node 1 $(cat "$dir/node1-kube-proxy-seps.txt"), node 2 $(cat "$dir/node2-kube-proxy-seps.txt"). The handover tables nftproxy left on SIGTERM held the moment between
-kube-proxy's cleanup and its first sync; their elements then expire (node 1: $(cat "$dir/node1-handover.txt"), node 2: $(cat "$dir/node2-handover.txt")).
+node 1 $(cat "$dir/node1-kube-proxy-seps.txt"), node 2 $(cat "$dir/node2-kube-proxy-seps.txt"). The handover tables nftproxy left on SIGTERM served the moment between
+kube-proxy's cleanup and its first sync from nftproxy's last endpoints; their elements then expire (node 1: $(cat "$dir/node1-handover.txt"), node 2: $(cat "$dir/node2-handover.txt")).
 EOF
 k delete namespace npc-swap --wait=false >/dev/null
 cat "$out"
