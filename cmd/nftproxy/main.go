@@ -64,7 +64,9 @@ func commandLine(argv []string) []string {
 }
 
 // run executes the command line and returns the exit code: 0 on success,
-// 1 on a runtime failure, 2 on a bad command line or input file.
+// 1 on a runtime failure, 2 on a bad command line or input file of
+// nftproxy's own commands; the daemon (no command) exits 1 on every error,
+// as kube-proxy does.
 func run(args []string) int {
 	cmd := ""
 	if len(args) > 0 && (args[0] == "sync" || args[0] == "render" || args[0] == "save" || args[0] == "diff" || args[0] == "explain") {
@@ -101,6 +103,12 @@ func run(args []string) int {
 		// explain only read, and are faster with Go's default).
 		proxier.SetGCPercent()
 	}
+	// A bad command line or configuration exits 2 from nftproxy's own
+	// commands and 1 from the daemon, as kube-proxy exits on every error.
+	bad := 2
+	if cmd == "" {
+		bad = 1
+	}
 	opts := newOptions()
 	fs := pflag.NewFlagSet("nftproxy", pflag.ContinueOnError)
 	opts.addFlags(fs)
@@ -114,16 +122,16 @@ func run(args []string) int {
 			return 0
 		}
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
-		return 2
+		return bad
 	}
 	opts.flags = fs
 	if cmd == "explain" && fs.NArg() != 1 {
 		fmt.Fprintln(os.Stderr, "nftproxy: explain needs one destination, IP:PORT")
-		return 2
+		return bad
 	}
 	if cmd != "explain" && fs.NArg() > 0 {
 		fmt.Fprintf(os.Stderr, "nftproxy: unexpected argument %q\n", fs.Arg(0))
-		return 2
+		return bad
 	}
 	if opts.kp.version {
 		fmt.Printf("nftproxy %s (kube-proxy compatible: iptables mode semantics on nftables)\n", version)
@@ -132,31 +140,31 @@ func run(args []string) int {
 	if opts.kp.configFile != "" {
 		if err := opts.loadConfigFile(opts.kp.configFile, fs); err != nil {
 			fmt.Fprintln(os.Stderr, "nftproxy:", err)
-			return 2
+			return bad
 		}
 	}
 	if err := validateMode(opts.proxyMode); err != nil {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
-		return 2
+		return bad
 	}
 	opts.applyDeprecatedPorts(fs)
 	opts.defaultServerPorts()
+	if err := opts.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "nftproxy:", err)
+		return bad
+	}
 	if opts.kp.writeConfigTo != "" {
-		// The configuration in effect, flags and file applied, as
-		// kube-proxy writes it.
+		// The configuration in effect, flags and file applied, once it
+		// validates, as kube-proxy writes it.
 		if err := opts.writeConfig(opts.kp.writeConfigTo); err != nil {
 			fmt.Fprintln(os.Stderr, "nftproxy:", err)
 			return 1
 		}
 		return 0
 	}
-	if err := opts.validate(); err != nil {
-		fmt.Fprintln(os.Stderr, "nftproxy:", err)
-		return 2
-	}
 	if err := opts.applyLogging(); err != nil {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
-		return 2
+		return bad
 	}
 	if cmd != "render" && cmd != "explain" {
 		opts.logStartup(commandName(cmd, opts))
@@ -185,7 +193,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
 		var ue usageError
 		if errors.As(err, &ue) {
-			return 2
+			return bad
 		}
 		return 1
 	}

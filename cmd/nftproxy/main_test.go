@@ -52,7 +52,7 @@ func TestRenderExample(t *testing.T) {
 	}
 }
 
-func TestBadInputExitsWith2(t *testing.T) {
+func TestBadInputExitCodes(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\nspec:\n  clusterIP: 10.96.0.1\n  ports: [{port: \"http\"}]\n"), 0o644)
 	tests := []struct {
@@ -81,8 +81,12 @@ func TestBadInputExitsWith2(t *testing.T) {
 	}
 	for _, tt := range tests {
 		code, _, stderr := captureRun(t, tt.args...)
-		if code != 2 || !strings.Contains(stderr, tt.want) {
-			t.Errorf("%v: exit %d, stderr %q; want exit 2 and %q", tt.args, code, stderr, tt.want)
+		want := 1 // the daemon: kube-proxy exits 1 on every error
+		if tt.args[0] == "render" || tt.args[0] == "sync" {
+			want = 2
+		}
+		if code != want || !strings.Contains(stderr, tt.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", tt.args, code, stderr, want, tt.want)
 		}
 	}
 }
@@ -95,8 +99,8 @@ func TestConfigFileErrorsNameTheField(t *testing.T) {
 	os.WriteFile(cfg, []byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nconntrack:\n  maxPerCore: -3\niptables:\n  masqueradeBit: 33\n"), 0o644)
 	code, _, stderr := captureRun(t, "--config", cfg, "--objects", "../../deploy/examples/services.yaml")
 	for _, want := range []string{"conntrack.maxPerCore in " + cfg, "iptables.masqueradeBit in " + cfg} {
-		if code != 2 || !strings.Contains(stderr, want) {
-			t.Errorf("exit %d, stderr %q; want exit 2 and %q", code, stderr, want)
+		if code != 1 || !strings.Contains(stderr, want) {
+			t.Errorf("exit %d, stderr %q; want exit 1 (kube-proxy's) and %q", code, stderr, want)
 		}
 	}
 }
@@ -202,5 +206,22 @@ func TestFlagLinesAtVerbosityOne(t *testing.T) {
 	}
 	if _, _, quiet := captureRun(t, "render", "--objects", "../../deploy/examples/services.yaml"); strings.Contains(quiet, "FLAG:") {
 		t.Errorf("FLAG lines at -v=0:\n%s", quiet)
+	}
+}
+
+// TestWriteConfigToValidatesFirst: --write-config-to writes nothing for an
+// invalid configuration and exits 1, as kube-proxy validates before it
+// writes.
+func TestWriteConfigToValidatesFirst(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "written.yaml")
+	code, _, stderr := captureRun(t, "--write-config-to", out, "--conntrack-max-per-core", "-1")
+	if _, err := os.Stat(out); code != 1 || err == nil || !strings.Contains(stderr, "-1 must be 0 or more") {
+		t.Errorf("exit %d, stderr %q, file written: %v; want exit 1, the error and no file", code, stderr, err == nil)
+	}
+	if code, _, stderr := captureRun(t, "--write-config-to", out); code != 0 {
+		t.Fatalf("a valid configuration: exit %d, %s", code, stderr)
+	}
+	if b, err := os.ReadFile(out); err != nil || !strings.Contains(string(b), "kind: KubeProxyConfiguration") {
+		t.Errorf("written: %q, %v", b, err)
 	}
 }
