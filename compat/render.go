@@ -332,6 +332,11 @@ func (b *builder) rule(table, chain string, r nftgen.Rule) {
 			} else {
 				out.dst, out.notDst = p, s.Negate
 			}
+		case nftgen.MatchIifname:
+			out.in, out.notIn = s.Name, s.Negate
+			if s.Prefix {
+				out.in += "+"
+			}
 		case nftgen.MatchProto:
 			proto = nftgen.ProtoName(s.Proto)
 		case nftgen.MatchDport:

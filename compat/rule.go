@@ -14,9 +14,12 @@ type iptRule struct {
 	src, dst string
 	notSrc   bool
 	notDst   bool
-	proto    string
-	matches  []string
-	target   string
+	// in is the input interface ("-i cbr0", "-i veth+"), notIn its "!".
+	in      string
+	notIn   bool
+	proto   string
+	matches []string
+	target  string
 }
 
 func (r *iptRule) match(m string) { r.matches = append(r.matches, m) }
@@ -45,7 +48,7 @@ func quote(s string) string {
 
 // String renders the rule without the "-A CHAIN" prefix.
 func (r *iptRule) String() string {
-	n := len(r.src) + len(r.dst) + len(r.proto) + len(r.target) + 16
+	n := len(r.src) + len(r.dst) + len(r.in) + len(r.proto) + len(r.target) + 16
 	for _, m := range r.matches {
 		n += len(m) + 1
 	}
@@ -70,6 +73,13 @@ func (r *iptRule) String() string {
 		}
 		word("-d")
 		word(r.dst)
+	}
+	if r.in != "" {
+		if r.notIn {
+			word("!")
+		}
+		word("-i")
+		word(r.in)
 	}
 	if r.proto != "" {
 		word("-p")

@@ -18,6 +18,12 @@ type Config struct {
 	// them is masqueraded, and pod traffic to an external destination of a
 	// Local-policy Service is short-circuited to all endpoints.
 	ClusterCIDRs []netip.Prefix
+	// PodInterface, when set and ClusterCIDRs is not, tells pod traffic
+	// by the interface it comes in on instead (--detect-local-mode
+	// BridgeInterface: that bridge; InterfaceNamePrefix, with
+	// PodInterfacePrefix: every interface whose name starts so).
+	PodInterface       string
+	PodInterfacePrefix bool
 	// MasqueradeAll masquerades all traffic to cluster IPs.
 	MasqueradeAll bool
 	// MasqueradeBit is the mark bit of KUBE-MARK-MASQ

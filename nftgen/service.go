@@ -186,11 +186,19 @@ func (b *svcBuild) masqueradeRule(vip netip.Addr) *Rule {
 		for _, c := range b.g.cfg.ClusterCIDRs {
 			stmts = append(stmts, MatchAddr{Dir: Saddr, Prefix: c, Negate: true})
 		}
+	case b.g.cfg.PodInterface != "":
+		stmts = append(stmts, b.g.podInterface(true))
 	default:
 		return nil
 	}
 	r := NewRule(b.name+" cluster IP", append(stmts, jump(ChainMarkMasq))...)
 	return &r
+}
+
+// podInterface matches pod traffic by its input interface, or with not
+// everything else.
+func (g *Generator) podInterface(not bool) MatchIifname {
+	return MatchIifname{Name: g.cfg.PodInterface, Prefix: g.cfg.PodInterfacePrefix, Negate: not}
 }
 
 // externalChain is KUBE-EXT-: masquerade and go to the cluster chain, or
@@ -202,6 +210,9 @@ func (b *svcBuild) externalChain(ext, svc, policy string, hasExternal bool) *Cha
 	} else {
 		for _, cidr := range b.g.cfg.ClusterCIDRs {
 			c.Rules = append(c.Rules, NewRule(fmt.Sprintf(commentPodExternal, b.name), MatchAddr{Dir: Saddr, Prefix: cidr}, jump(svc)))
+		}
+		if len(b.g.cfg.ClusterCIDRs) == 0 && b.g.cfg.PodInterface != "" {
+			c.Rules = append(c.Rules, NewRule(fmt.Sprintf(commentPodExternal, b.name), b.g.podInterface(false), jump(svc)))
 		}
 		c.Rules = append(c.Rules,
 			NewRule(fmt.Sprintf(commentMasqLocalExternal, b.name), MatchFibLocal{Dir: Saddr}, jump(ChainMarkMasq)),

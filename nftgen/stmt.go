@@ -55,6 +55,17 @@ type MatchAddr struct {
 	Negate bool
 }
 
+// MatchIifname matches the name of the interface a packet came in on
+// ("iifname "cbr0""), or with Prefix every name that starts with Name
+// ("iifname "veth*""); Negate matches the others. It is kube-proxy's
+// detection of pod traffic in the BridgeInterface and InterfaceNamePrefix
+// modes.
+type MatchIifname struct {
+	Name   string
+	Prefix bool
+	Negate bool
+}
+
 // MatchDport matches the transport destination port ("th dport 80").
 type MatchDport struct{ Port uint16 }
 
@@ -126,6 +137,17 @@ func (s MatchAddr) nft(f Family) string {
 }
 
 func (s MatchDport) nft(Family) string { return fmt.Sprintf("th dport %d", s.Port) }
+
+func (s MatchIifname) nft(Family) string {
+	op, name := "", s.Name
+	if s.Negate {
+		op = "!= "
+	}
+	if s.Prefix {
+		name += "*"
+	}
+	return fmt.Sprintf("iifname %s%q", op, name)
+}
 
 func (s MatchMark) nft(Family) string {
 	op := "!="

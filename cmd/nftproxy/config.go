@@ -24,6 +24,8 @@ type kubeProxyFlags struct {
 	kubeconfig, master              string
 	bindAddress, healthzBindAddress string
 	detectLocalMode                 string
+	podBridgeInterface              string
+	podInterfacePrefix              string
 	featureGates                    map[string]bool
 	version                         bool
 	configSyncPeriod                time.Duration
@@ -65,8 +67,6 @@ var noEffect = map[string]string{
 	"ipvs-tcp-timeout":                "IPVS mode does not exist here",
 	"ipvs-tcpfin-timeout":             "IPVS mode does not exist here",
 	"ipvs-udp-timeout":                "IPVS mode does not exist here",
-	"pod-bridge-interface":            "only --detect-local-mode ClusterCIDR and NodeCIDR are implemented",
-	"pod-interface-name-prefix":       "only --detect-local-mode ClusterCIDR and NodeCIDR are implemented",
 }
 
 func (o *options) addKubeProxyFlags(fs *pflag.FlagSet) {
@@ -94,9 +94,9 @@ func (o *options) addKubeProxyFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&k.ignored.d, "ipvs-tcp-timeout", 0, "Accepted for compatibility; no effect.")
 	fs.DurationVar(&k.ignored.d, "ipvs-tcpfin-timeout", 0, "Accepted for compatibility; no effect.")
 	fs.DurationVar(&k.ignored.d, "ipvs-udp-timeout", 0, "Accepted for compatibility; no effect.")
-	fs.StringVar(&k.detectLocalMode, "detect-local-mode", "", "Mode to use to detect local traffic: ClusterCIDR (default) or NodeCIDR.")
-	fs.StringVar(&k.ignored.s, "pod-bridge-interface", "", "Accepted for compatibility; no effect.")
-	fs.StringVar(&k.ignored.s, "pod-interface-name-prefix", "", "Accepted for compatibility; no effect.")
+	fs.StringVar(&k.detectLocalMode, "detect-local-mode", "", "Mode to use to detect local traffic: ClusterCIDR (default), NodeCIDR, BridgeInterface or InterfaceNamePrefix.")
+	fs.StringVar(&k.podBridgeInterface, "pod-bridge-interface", "", "With --detect-local-mode BridgeInterface, the bridge interface name: traffic in on it is pod traffic.")
+	fs.StringVar(&k.podInterfacePrefix, "pod-interface-name-prefix", "", "With --detect-local-mode InterfaceNamePrefix, the interface name prefix: traffic in on an interface whose name starts with it is pod traffic.")
 	fs.Int32Var(&k.oomScoreAdj, "oom-score-adj", -999, "The oom-score-adj value for the process, in [-1000, 1000], as kube-proxy sets it.")
 	fs.Int32Var(&k.conntrackMaxPerCore, "conntrack-max-per-core", 32768, "Maximum number of NAT connections to track per CPU core (0 to leave the limit as-is and ignore conntrack-min).")
 	fs.Int32Var(&k.conntrackMin, "conntrack-min", 131072, "Minimum number of conntrack entries to allocate, regardless of conntrack-max-per-core.")
@@ -182,6 +182,7 @@ func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
 	o.clusterCIDR = cfg.ClusterCIDR
 	o.nodePortAddresses = cfg.NodePortAddresses
 	k.detectLocalMode = string(cfg.DetectLocalMode)
+	k.podBridgeInterface, k.podInterfacePrefix = cfg.DetectLocal.BridgeInterface, cfg.DetectLocal.InterfaceNamePrefix
 	k.configSyncPeriod = cfg.ConfigSyncPeriod.Duration
 	if cfg.OOMScoreAdj != nil {
 		k.oomScoreAdj = *cfg.OOMScoreAdj
@@ -207,8 +208,7 @@ func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
 	k.conntrackTCPEstablished, k.conntrackTCPCloseWait = ct.TCPEstablishedTimeout.Duration, ct.TCPCloseWaitTimeout.Duration
 	k.conntrackUDPTimeout, k.conntrackUDPStream = ct.UDPTimeout.Duration, ct.UDPStreamTimeout.Duration
 	o.conntrackTCPLiberal = ct.TCPBeLiberal
-	for name, why := range map[string]bool{"IPVS": cfg.IPVS.Scheduler != "" || len(cfg.IPVS.ExcludeCIDRs) > 0,
-		"detectLocal.bridgeInterface": cfg.DetectLocal.BridgeInterface != "", "detectLocal.interfaceNamePrefix": cfg.DetectLocal.InterfaceNamePrefix != ""} {
+	for name, why := range map[string]bool{"IPVS": cfg.IPVS.Scheduler != "" || len(cfg.IPVS.ExcludeCIDRs) > 0} {
 		if why {
 			klog.InfoS("Warning: configuration field has no effect in nftproxy", "field", name)
 		}
@@ -347,6 +347,7 @@ func (o *options) effectiveConfig() *proxyv1alpha1.KubeProxyConfiguration {
 		ClusterCIDR:         o.clusterCIDR,
 		NodePortAddresses:   o.nodePortAddresses,
 		DetectLocalMode:     proxyv1alpha1.LocalMode(o.kp.detectLocalMode),
+		DetectLocal:         proxyv1alpha1.DetectLocalConfiguration{BridgeInterface: o.kp.podBridgeInterface, InterfaceNamePrefix: o.kp.podInterfacePrefix},
 		FeatureGates:        o.kp.featureGates,
 		ConfigSyncPeriod:    metav1.Duration{Duration: o.kp.configSyncPeriod},
 		OOMScoreAdj:         &o.kp.oomScoreAdj,

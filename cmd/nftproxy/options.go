@@ -204,10 +204,17 @@ func (o *options) generatorsFor(st *setup, nodeObj *v1.Node) ([]*nftgen.Generato
 			}
 		}
 	}
+	// As kube-proxy: the interface modes tell pod traffic by interface
+	// alone, whatever --cluster-cidr says.
+	iface, prefix := "", false
 	switch o.kp.detectLocalMode {
 	case "", "ClusterCIDR", "NodeCIDR":
+	case "BridgeInterface":
+		byFamily, iface = nil, o.kp.podBridgeInterface
+	case "InterfaceNamePrefix":
+		byFamily, iface, prefix = nil, o.kp.podInterfacePrefix, true
 	default:
-		return nil, usageError{fmt.Errorf("--detect-local-mode %q is not supported; use ClusterCIDR or NodeCIDR", o.kp.detectLocalMode)}
+		return nil, usageError{fmt.Errorf("--detect-local-mode %q is not supported; use ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix", o.kp.detectLocalMode)}
 	}
 	all = append(all, primary...)
 	st.nodeAddrs = all
@@ -225,7 +232,7 @@ func (o *options) generatorsFor(st *setup, nodeObj *v1.Node) ([]*nftgen.Generato
 		cfg := nftgen.Config{
 			Family: f, ClusterCIDRs: byFamily[f], MasqueradeAll: o.masqueradeAll, MasqueradeBit: &o.masqueradeBit,
 			Node: st.node, LocalhostNodePorts: o.localhostNodePorts && is4, ConntrackTCPLiberal: o.conntrackTCPLiberal,
-			RestrictNodePorts: !np.All, NodePortAddresses: np.Addrs,
+			RestrictNodePorts: !np.All, NodePortAddresses: np.Addrs, PodInterface: iface, PodInterfacePrefix: prefix,
 		}
 		for _, a := range primary {
 			if a.Is4() == is4 {

@@ -100,6 +100,19 @@ func (o *options) validate() error {
 	if o.kp.oomScoreAdj < -1000 || o.kp.oomScoreAdj > 1000 {
 		bad("--oom-score-adj", "oomScoreAdj", "%d must be within [-1000, 1000]", o.kp.oomScoreAdj)
 	}
+	for _, m := range []struct{ mode, flag, field, name string }{
+		{"BridgeInterface", "--pod-bridge-interface", "detectLocal.bridgeInterface", o.kp.podBridgeInterface},
+		{"InterfaceNamePrefix", "--pod-interface-name-prefix", "detectLocal.interfaceNamePrefix", o.kp.podInterfacePrefix},
+	} {
+		switch {
+		case o.kp.detectLocalMode != m.mode:
+		case m.name == "":
+			bad(m.flag, m.field, "must not be empty with --detect-local-mode %s", m.mode)
+		case len(m.name) > 15 || strings.ContainsAny(m.name, "/ \x00"):
+			// kube-proxy accepts it, and then every iptables-restore fails.
+			bad(m.flag, m.field, "%q is not an interface name (at most 15 bytes, no '/' or space)", m.name)
+		}
+	}
 	var unknown []string
 	for name := range o.kp.featureGates {
 		if !knownFeatureGates[name] {

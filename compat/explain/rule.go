@@ -99,6 +99,16 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 		return match(st.Prefix.Contains(a) != st.Negate)
 	case nftgen.MatchDport:
 		return match(s.dport == st.Port)
+	case nftgen.MatchIifname:
+		// A probe names addresses, not the interface a packet comes in
+		// on: the walk assumes an interface the match does not name (the
+		// source is not a local pod, in kube-proxy's interface modes).
+		name := st.Name
+		if st.Prefix {
+			name += "*"
+		}
+		b.actions = append(b.actions, fmt.Sprintf("assumed not in on %s (the input interface is not part of a probe)", name))
+		return match(st.Negate)
 	case nftgen.MatchMark:
 		return match((s.mark&st.Mask == 0) == st.Zero)
 	case nftgen.MatchFibLocal:

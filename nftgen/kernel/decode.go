@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"net/netip"
@@ -142,6 +143,16 @@ func decodeVerdict(e *expr.Verdict) (nftgen.Stmt, int) {
 
 func (d *exprDecoder) matchMeta(e *expr.Meta, at func(int) expr.Any) (nftgen.Stmt, int) {
 	switch {
+	case e.Key == expr.MetaKeyIIFNAME && !e.SourceRegister:
+		if c, ok := at(1).(*expr.Cmp); ok && (c.Op == expr.CmpOpEq || c.Op == expr.CmpOpNeq) && len(c.Data) > 0 && len(c.Data) <= ifnameSize {
+			name, pad, whole := bytes.Cut(c.Data, []byte{0})
+			if whole && len(c.Data) == ifnameSize && len(name) > 0 && len(bytes.Trim(pad, "\x00")) == 0 {
+				return nftgen.MatchIifname{Name: string(name), Negate: c.Op == expr.CmpOpNeq}, 2
+			}
+			if !whole {
+				return nftgen.MatchIifname{Name: string(c.Data), Prefix: true, Negate: c.Op == expr.CmpOpNeq}, 2
+			}
+		}
 	case e.Key == expr.MetaKeyL4PROTO && !e.SourceRegister:
 		if c, ok := at(1).(*expr.Cmp); ok && c.Op == expr.CmpOpEq && len(c.Data) == 1 {
 			return nftgen.MatchProto{Proto: c.Data[0]}, 2

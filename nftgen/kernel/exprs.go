@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"strings"
 
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
@@ -201,6 +202,8 @@ func (b *exprBuilder) stmtExprs(s nftgen.Stmt) ([]expr.Any, error) {
 			&expr.Numgen{Register: reg1, Modulus: s.Mod, Type: unix.NFT_NG_RANDOM},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: native32(0)},
 		}, nil
+	case nftgen.MatchIifname:
+		return iifnameExprs(s)
 	case nftgen.MarkOr:
 		return markSet(^s.Bits, s.Bits), nil
 	case nftgen.MarkXor:
@@ -226,6 +229,26 @@ func (b *exprBuilder) stmtExprs(s nftgen.Stmt) ([]expr.Any, error) {
 		return []expr.Any{verdictExpr(s)}, nil
 	}
 	return nil, fmt.Errorf("unknown statement %T", s)
+}
+
+// ifnameSize is IFNAMSIZ: an interface name compared whole is its bytes
+// padded with NULs to this length, as nft writes it; a prefix is compared
+// on its own bytes.
+const ifnameSize = 16
+
+func iifnameExprs(s nftgen.MatchIifname) ([]expr.Any, error) {
+	if s.Name == "" || len(s.Name) >= ifnameSize || strings.ContainsRune(s.Name, 0) {
+		return nil, fmt.Errorf("interface name %q: want 1 to %d bytes", s.Name, ifnameSize-1)
+	}
+	data := []byte(s.Name)
+	if !s.Prefix {
+		data = append(data, make([]byte, ifnameSize-len(data))...)
+	}
+	op := expr.CmpOpEq
+	if s.Negate {
+		op = expr.CmpOpNeq
+	}
+	return []expr.Any{&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: reg1}, &expr.Cmp{Op: op, Register: reg1, Data: data}}, nil
 }
 
 func markSet(mask, xor uint32) []expr.Any {

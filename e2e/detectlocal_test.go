@@ -1,0 +1,45 @@
+//go:build linux
+
+package e2e
+
+import (
+	"testing"
+
+	"github.com/nftproxy/nftproxy/e2e/testns"
+	"github.com/nftproxy/nftproxy/nftgen"
+)
+
+// TestDetectLocalByInterfacePrefix: with --detect-local-mode
+// InterfaceNamePrefix (pods' interfaces on the node are vp*, and no
+// cluster CIDR), a pod's connection to a cluster IP keeps its source, and
+// the node's and an outside host's are masqueraded, as with ClusterCIDR;
+// the hairpin pod sees the node, as always.
+func TestDetectLocalByInterfacePrefix(t *testing.T) {
+	c := newCluster(t, func(cfg *nftgen.Config) {
+		cfg.ClusterCIDRs, cfg.PodInterface, cfg.PodInterfacePrefix = nil, "vp", true
+	})
+	a := c.AddPod("a", PodIP(1), []int{8080}, nil)
+	b := c.AddPod("b", PodIP(2), []int{8080}, nil)
+	c.store.SetService(ClusterIPService("demo", "only-a", "10.96.0.11", httpPort))
+	c.store.SetEndpointSlice(Slice("demo", "only-a", "only-a-1", []PortSpec{httpPort}, a.IP.String()))
+	c.sync()
+	for _, tc := range []struct {
+		name       string
+		from       *testns.NS
+		wantSource string
+	}{
+		{"hairpin pod", a.NS, NodePodSideIP},
+		{"other pod (in on vp*)", b.NS, b.IP.String()},
+		{"node", c.Node, NodePodSideIP},
+		{"external host (not in on vp*)", c.External, NodePodSideIP},
+	} {
+		r, err := TCPRequest(tc.from, "10.96.0.11:80", timeout)
+		if err != nil {
+			t.Errorf("%s: %v", tc.name, err)
+			continue
+		}
+		if got := r.Source.Addr().String(); r.Server != "a" || got != tc.wantSource {
+			t.Errorf("%s: answered by %s, source %s; want a and %s", tc.name, r.Server, got, tc.wantSource)
+		}
+	}
+}
