@@ -78,6 +78,8 @@ func TestBadInputExitCodes(t *testing.T) {
 		{[]string{"--objects", "../../deploy/examples/services.yaml", "--feature-gates", "Bogus=true,NFTablesProxyMode=true"}, "--feature-gates: unrecognized feature gate: Bogus"},
 		{[]string{"--objects", "../../deploy/examples/services.yaml", "--feature-gates", "PreferSameTrafficDistribution=false"}, "cannot set feature gate PreferSameTrafficDistribution to false, feature is locked to true"},
 		{[]string{"--objects", "../../deploy/examples/services.yaml", "--proxy-mode", "ipvs", "--feature-gates", "KubeProxyIPVS=false"}, `--proxy-mode: "ipvs": must be iptables, nftables or blank`},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--detect-local-mode", "BridgeInterface"}, "--pod-bridge-interface: must not be empty with --detect-local-mode BridgeInterface"},
+		{[]string{"--objects", "../../deploy/examples/services.yaml", "--detect-local-mode", "InterfaceNamePrefix", "--pod-interface-name-prefix", "a-very-long-interface"}, "is not an interface name"},
 	}
 	for _, tt := range tests {
 		code, _, stderr := captureRun(t, tt.args...)
