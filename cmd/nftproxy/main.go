@@ -148,6 +148,7 @@ func run(args []string) int {
 		return bad
 	}
 	opts.applyDeprecatedPorts(fs)
+	opts.applyModeDefaults()
 	opts.defaultServerPorts()
 	if err := opts.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)

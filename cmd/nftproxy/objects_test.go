@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -164,5 +165,67 @@ items:
 	off := render("--feature-gates", "AllowServiceExternalIPs=false")
 	if strings.Contains(off, "198.51.100.40") || !strings.Contains(off, "10.96.0.40 . tcp . 80") {
 		t.Errorf("with AllowServiceExternalIPs=false:\n%s", off)
+	}
+}
+
+// TestNFTablesModeDefaults: mode nftables gets kube-proxy's nftables-mode
+// defaults: node ports only on the node's primary address and none on
+// localhost (iptables mode: every local address, 127.0.0.1 included).
+func TestNFTablesModeDefaults(t *testing.T) {
+	// render keeps the node port addresses that are this machine's.
+	var nodeIP string
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
+			nodeIP = n.IP.String()
+			break
+		}
+	}
+	if nodeIP == "" {
+		t.Skip("this machine has no IPv4 address but loopback to stand for the node's")
+	}
+	objects := filepath.Join(t.TempDir(), "objects.yaml")
+	os.WriteFile(objects, []byte(`apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: node-a}
+  status: {addresses: [{type: InternalIP, address: NODEIP}]}
+- apiVersion: v1
+  kind: Service
+  metadata: {name: web, namespace: demo}
+  spec:
+    type: NodePort
+    clusterIP: 10.96.0.40
+    clusterIPs: [10.96.0.40]
+    ports: [{name: http, port: 80, nodePort: 30080, protocol: TCP}]
+`), 0o644)
+	b, _ := os.ReadFile(objects)
+	os.WriteFile(objects, []byte(strings.Replace(string(b), "NODEIP", nodeIP, 1)), 0o644)
+	render := func(args ...string) string {
+		code, out, stderr := captureRun(t, append([]string{"render", "--objects", objects, "--hostname-override", "node-a", "--format", "iptables-save"}, args...)...)
+		if code != 0 {
+			t.Fatalf("render %v: exit %d: %s", args, code, stderr)
+		}
+		return out
+	}
+	nodePorts := func(out string) string {
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "-A KUBE-SERVICES") && strings.HasSuffix(l, "-j KUBE-NODEPORTS") {
+				return l
+			}
+		}
+		return ""
+	}
+	if l := nodePorts(render("--proxy-mode", "iptables")); !strings.Contains(l, "--dst-type LOCAL") || strings.Contains(l, "127.0.0.0/8") {
+		t.Errorf("iptables mode: %q; want every local address, localhost included", l)
+	}
+	nft := render("--proxy-mode", "nftables")
+	if l := nodePorts(nft); !strings.HasPrefix(l, "-A KUBE-SERVICES -d "+nodeIP+"/32 ") {
+		t.Errorf("nftables mode: %q; want the node's primary address only", l)
+	}
+	if override := nodePorts(render("--proxy-mode", "nftables", "--nodeport-addresses", "0.0.0.0/0")); !strings.Contains(override, "--dst-type LOCAL") {
+		t.Errorf("nftables mode with --nodeport-addresses 0.0.0.0/0: %q", override)
 	}
 }

@@ -334,3 +334,18 @@ func selected(objs *objfile.Objects) ([]*v1.Service, []*discovery.EndpointSlice)
 	}
 	return services, slices
 }
+
+// applyModeDefaults gives mode nftables kube-proxy's nftables-mode
+// defaults, which differ from iptables mode's: node ports only on the
+// node's primary addresses when nodePortAddresses is unset, and none on
+// localhost (kube-proxy's nftables mode serves them only with its alpha
+// gate KubeProxyNFTablesLocalhostNodePorts).
+func (o *options) applyModeDefaults() {
+	if o.proxyMode != "nftables" {
+		return
+	}
+	if len(o.nodePortAddresses) == 0 {
+		o.nodePortAddresses = []string{"primary"}
+	}
+	o.localhostNodePorts = o.kp.featureGates["KubeProxyNFTablesLocalhostNodePorts"]
+}
