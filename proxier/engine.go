@@ -55,6 +55,9 @@ type EngineConfig struct {
 	// OnProblem, if set, is told of each object, or part of one, that
 	// cannot be programmed, once per distinct problem, after it is logged.
 	OnProblem func(model.Problem)
+	// NodeWatch, if set, ends the process when the Node changes what
+	// kube-proxy reads only at start (see NodeWatch).
+	NodeWatch *NodeWatch
 	// Clock is the real clock when nil.
 	Clock clock.Clock
 }
@@ -80,6 +83,8 @@ type Engine struct {
 	mu sync.Mutex
 	// node is the last Node object seen.
 	node *v1.Node
+	// start is what NodeWatch compares the Node with.
+	start nodeStart
 	// needFull says why the next sync must rewrite the table ("" when no
 	// event asked for it).
 	needFull string
@@ -102,7 +107,7 @@ const FullSyncPeriod = time.Hour
 
 // newEngine returns an engine that syncs p's rules through dp.
 func newEngine(p *Proxier, dp nftgen.Dataplane, cfg EngineConfig) *Engine {
-	e := &Engine{p: p, dp: dp, cfg: cfg, clock: cfg.Clock, node: cfg.Node, reported: map[string]bool{}}
+	e := &Engine{p: p, dp: dp, cfg: cfg, clock: cfg.Clock, node: cfg.Node, start: startOf(cfg.Node), reported: map[string]bool{}}
 	if e.clock == nil {
 		e.clock = clock.RealClock{}
 	}
@@ -264,12 +269,14 @@ func (e *Engine) Replace(services []*v1.Service, slices []*discovery.EndpointSli
 	e.changed(true)
 }
 
-// SetNode implements source.Sink: node eligibility for /healthz, and new
-// generators (so a full sync) when the node's zone changes.
+// SetNode implements source.Sink: node eligibility for /healthz, the
+// NodeWatch, and new generators (so a full sync) when the node's zone
+// changes.
 func (e *Engine) SetNode(node *v1.Node) {
 	if e.cfg.Health != nil {
 		e.cfg.Health.SetNode(node)
 	}
+	e.watchNode(node)
 	if node == nil {
 		return
 	}

@@ -397,3 +397,36 @@ func TestOneFamilysFailureLeavesTheOtherHealthy(t *testing.T) {
 		t.Errorf("after IPv4 failed and IPv6 synced: %+v, want IPv4 unhealthy and IPv6 healthy", h)
 	}
 }
+
+// TestNodeWatchExitsAsKubeProxy: with a NodeWatch the process ends (exit
+// 1) when the node IPs change, when the pod CIDRs change (watched in
+// NodeCIDR mode only) and when the Node is deleted; a label change does
+// not end it.
+func TestNodeWatchExitsAsKubeProxy(t *testing.T) {
+	node := func(ip string, podCIDRs ...string) *v1.Node {
+		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": ip}}, Spec: v1.NodeSpec{PodCIDRs: podCIDRs},
+			Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: ip}}}}
+	}
+	for _, tt := range []struct {
+		name     string
+		podCIDRs bool
+		next     *v1.Node
+		exit     bool
+	}{
+		{"same IPs, new labels", false, func() *v1.Node { n := node("192.0.2.1", "10.244.1.0/24"); n.Labels["b"] = "c"; return n }(), false},
+		{"new node IP", false, node("192.0.2.9", "10.244.1.0/24"), true},
+		{"new pod CIDR, not watched", false, node("192.0.2.1", "10.244.7.0/24"), false},
+		{"new pod CIDR, watched", true, node("192.0.2.1", "10.244.7.0/24"), true},
+		{"deleted", false, nil, true},
+	} {
+		var code = -1
+		f := newEngineFixture(t, func(c *EngineConfig) {
+			c.Node = node("192.0.2.1", "10.244.1.0/24")
+			c.NodeWatch = &NodeWatch{PodCIDRs: tt.podCIDRs, Exit: func(c int) { code = c }}
+		})
+		f.e.SetNode(tt.next)
+		if (code == 1) != tt.exit || (code != -1 && code != 1) {
+			t.Errorf("%s: exit code %d, want exit %v", tt.name, code, tt.exit)
+		}
+	}
+}

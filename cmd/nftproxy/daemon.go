@@ -43,7 +43,7 @@ func runLoop(ctx context.Context, opts *options) error {
 		if client, err = newClient(opts, connErrors); err != nil {
 			return err
 		}
-		if node, err = waitForNode(ctx, client, opts.nodeName()); err != nil {
+		if node, err = waitForNode(ctx, client, opts.nodeName(), opts.kp.detectLocalMode == "NodeCIDR"); err != nil {
 			return err
 		}
 		objs := &objfile.Objects{}
@@ -68,6 +68,12 @@ func runLoop(ctx context.Context, opts *options) error {
 		// base chains were added last, so they run first at the same
 		// priority, and NAT keeps the first binding a packet gets.
 		FirstSynced: func() { removeLegacyRules(opts.netns) },
+	}
+	if client != nil {
+		// As kube-proxy: a new node IP, or pod CIDR in NodeCIDR mode, or
+		// the Node's deletion ends the process, and the DaemonSet starts
+		// it again with the new values.
+		cfg.NodeWatch = &proxier.NodeWatch{PodCIDRs: opts.kp.detectLocalMode == "NodeCIDR"}
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -212,23 +218,55 @@ func newClient(opts *options, connErrors chan struct{}) (kubernetes.Interface, e
 	return kubernetes.NewForConfig(cfg)
 }
 
-// waitForNode lists this node's Node until the API server answers; a
-// missing Node is not fatal (topology and primary IPs then come from the
-// local addresses).
-func waitForNode(ctx context.Context, client kubernetes.Interface, name string) (*v1.Node, error) {
+// waitForNode reads this node's Node once the API server answers, and
+// then, as kube-proxy's node manager does, waits up to 30 s for the Node
+// to exist with addresses (a missing Node is not fatal: topology and
+// primary IPs then come from the local addresses) and, in NodeCIDR mode,
+// up to 5 min more for its pod CIDRs, which is fatal.
+func waitForNode(ctx context.Context, client kubernetes.Interface, name string, podCIDRs bool) (*v1.Node, error) {
+	var node *v1.Node
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
-		node, err := source.NodeOf(ctx, client, name)
-		if err == nil {
-			if node == nil {
-				klog.InfoS("Warning: this node's Node object does not exist; node-local endpoints are matched by name only", "node", name)
-			}
-			return node, nil
+		var err error
+		if node, err = source.NodeOf(ctx, client, name); err == nil {
+			break
 		}
 		klog.ErrorS(err, "Waiting for the API server")
-		select {
-		case <-ctx.Done():
+		if !sleep(ctx, delay) {
 			return nil, ctx.Err()
-		case <-time.After(delay):
 		}
+	}
+	poll := func(limit time.Duration, done func(*v1.Node) bool) {
+		for deadline := time.Now().Add(limit); !done(node) && time.Now().Before(deadline) && sleep(ctx, time.Second); {
+			if n, err := source.NodeOf(ctx, client, name); err == nil {
+				node = n
+			}
+		}
+	}
+	poll(30*time.Second, func(n *v1.Node) bool { return len(proxier.NodeIPs(n)) > 0 })
+	if podCIDRs {
+		poll(5*time.Minute, func(n *v1.Node) bool { return n != nil && len(n.Spec.PodCIDRs) > 0 })
+		switch {
+		case node == nil:
+			return nil, fmt.Errorf("timeout waiting for node %q to exist", name)
+		case len(node.Spec.PodCIDRs) == 0:
+			return nil, fmt.Errorf("timeout waiting for PodCIDR allocation on node %q", name)
+		}
+	}
+	switch {
+	case node == nil:
+		klog.InfoS("Warning: this node's Node object does not exist; node-local endpoints are matched by name only", "node", name)
+	case len(proxier.NodeIPs(node)) == 0:
+		klog.ErrorS(nil, "Timed out waiting for node to be assigned IPs", "node", klog.KRef("", name))
+	}
+	return node, nil
+}
+
+// sleep waits d, or less when ctx ends; it reports whether ctx is live.
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
 	}
 }
