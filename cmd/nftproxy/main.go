@@ -154,18 +154,18 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
 		return bad
 	}
+	if err := opts.applyLogging(); err != nil {
+		fmt.Fprintln(os.Stderr, "nftproxy:", err)
+		return bad
+	}
 	if opts.kp.writeConfigTo != "" {
 		// The configuration in effect, flags and file applied, once it
-		// validates, as kube-proxy writes it.
+		// and the logging configuration validate, as kube-proxy writes it.
 		if err := opts.writeConfig(opts.kp.writeConfigTo); err != nil {
 			fmt.Fprintln(os.Stderr, "nftproxy:", err)
 			return 1
 		}
 		return 0
-	}
-	if err := opts.applyLogging(); err != nil {
-		fmt.Fprintln(os.Stderr, "nftproxy:", err)
-		return bad
 	}
 	if cmd != "render" && cmd != "explain" {
 		opts.logStartup(commandName(cmd, opts))

@@ -77,9 +77,8 @@ func (o *options) validate() error {
 			bad(d.flag, d.field, "%v must be 0 or more", d.value)
 		}
 	}
-	if o.kp.kubeAPIQPS < 0 {
-		bad("--kube-api-qps", "clientConnection.qps", "%v must be 0 or more", o.kp.kubeAPIQPS)
-	}
+	// A negative --kube-api-qps is accepted, as kube-proxy does: client-go
+	// then does not limit the rate.
 	if o.kp.kubeAPIBurst < 0 {
 		bad("--kube-api-burst", "clientConnection.burst", "%d must be 0 or more", o.kp.kubeAPIBurst)
 	}
@@ -99,6 +98,16 @@ func (o *options) validate() error {
 	}
 	if o.kp.oomScoreAdj < -1000 || o.kp.oomScoreAdj > 1000 {
 		bad("--oom-score-adj", "oomScoreAdj", "%d must be within [-1000, 1000]", o.kp.oomScoreAdj)
+	}
+	switch o.kp.detectLocalMode {
+	case "", "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix":
+	default:
+		bad("--detect-local-mode", "detectLocalMode", "unsupported value %q: supported values: \"ClusterCIDR\", \"NodeCIDR\", \"BridgeInterface\", \"InterfaceNamePrefix\", \"\"", o.kp.detectLocalMode)
+	}
+	for i, a := range o.nodePortAddresses {
+		if _, err := netip.ParsePrefix(a); err != nil && a != "primary" && a != "localhost" && a != "all" {
+			bad("--nodeport-addresses", fmt.Sprintf("nodePortAddresses[%d]", i), "%q must be a valid CIDR or one of the keywords 'primary', 'localhost', 'all'", a)
+		}
 	}
 	for _, m := range []struct{ mode, flag, field, name string }{
 		{"BridgeInterface", "--pod-bridge-interface", "detectLocal.bridgeInterface", o.kp.podBridgeInterface},
