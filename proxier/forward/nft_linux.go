@@ -1,0 +1,146 @@
+//go:build linux
+
+package forward
+
+import (
+	"fmt"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/xt"
+
+	"github.com/nftproxy/nftproxy/nftgen/kernel"
+)
+
+// EnsureNFT writes kube-proxy's KUBE-FORWARD chain and its jump into the
+// iptables-nft filter table of each family whose FORWARD chain can drop
+// (see needed), in one transaction per family, in the current network
+// namespace. A table without a FORWARD chain is left alone: nothing of
+// iptables-nft filters forwarded traffic there. markBit is the
+// masquerade mark (KUBE-MARK-MASQ's bit as a mask).
+func EnsureNFT(markBit uint32) (Result, error) {
+	c, err := kernel.NewConn()
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.CloseLasting()
+	var res Result
+	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+		wrote, err := ensureNFTFamily(c, fam, markBit)
+		if err != nil {
+			return res, fmt.Errorf("iptables-nft %s filter: %w", familyName(fam), err)
+		}
+		if wrote {
+			res.Written = append(res.Written, "nft "+familyName(fam))
+		}
+	}
+	return res, nil
+}
+
+func familyName(fam nftables.TableFamily) string {
+	if fam == nftables.TableFamilyIPv6 {
+		return "ip6"
+	}
+	return "ip"
+}
+
+func ensureNFTFamily(c *nftables.Conn, fam nftables.TableFamily, markBit uint32) (bool, error) {
+	chains, err := c.ListChainsOfTableFamily(fam)
+	if err != nil {
+		return false, fmt.Errorf("list chains: %w", err)
+	}
+	var fwd, ours *nftables.Chain
+	for _, ch := range chains {
+		if ch.Table.Name != "filter" {
+			continue
+		}
+		switch ch.Name {
+		case "FORWARD":
+			fwd = ch
+		case Chain:
+			ours = ch
+		}
+	}
+	if fwd == nil || fwd.Hooknum == nil || *fwd.Hooknum != *nftables.ChainHookForward {
+		return false, nil
+	}
+	rules, err := c.GetRules(fwd.Table, fwd)
+	if err != nil {
+		return false, fmt.Errorf("list FORWARD: %w", err)
+	}
+	jumps, others := 0, 0
+	for _, r := range rules {
+		if jumpsTo(r, Chain) {
+			jumps++
+		} else {
+			others++
+		}
+	}
+	policyDrop := fwd.Policy != nil && *fwd.Policy == nftables.ChainPolicyDrop
+	if !needed(policyDrop, others) {
+		return false, nil
+	}
+	t := fwd.Table
+	if ours == nil {
+		ours = c.AddChain(&nftables.Chain{Name: Chain, Table: t})
+	} else {
+		c.FlushChain(ours)
+	}
+	accept, err := nftRule(t, ours, AcceptComment, []expr.Any{
+		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(markBit), Xor: native32(0)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: native32(markBit)},
+	}, &expr.Verdict{Kind: expr.VerdictAccept})
+	if err != nil {
+		return false, err
+	}
+	established, err := nftRule(t, ours, ConntrackComment, []expr.Any{
+		&expr.Match{Name: "conntrack", Rev: 3, Info: ptr(xt.Unknown(conntrackInfo()))},
+	}, &expr.Verdict{Kind: expr.VerdictAccept})
+	if err != nil {
+		return false, err
+	}
+	c.AddRule(accept)
+	c.AddRule(established)
+	if jumps == 0 {
+		jump, err := nftRule(t, fwd, JumpComment, nil, &expr.Verdict{Kind: expr.VerdictJump, Chain: Chain})
+		if err != nil {
+			return false, err
+		}
+		c.InsertRule(jump) // at the head, as kube-proxy prepends it
+	}
+	if err := c.Flush(); err != nil {
+		return false, fmt.Errorf("write %s: %w", Chain, err)
+	}
+	return true, nil
+}
+
+// nftRule is one iptables-nft rule as iptables-nft writes kube-proxy's:
+// the comment match, the matches, a counter and the verdict.
+func nftRule(t *nftables.Table, ch *nftables.Chain, comment string, matches []expr.Any, v *expr.Verdict) (*nftables.Rule, error) {
+	info, err := commentInfo(comment)
+	if err != nil {
+		return nil, err
+	}
+	exprs := append(append([]expr.Any{&expr.Match{Name: "comment", Rev: 0, Info: ptr(xt.Unknown(info))}}, matches...),
+		&expr.Counter{}, v)
+	return &nftables.Rule{Table: t, Chain: ch, Exprs: exprs}, nil
+}
+
+// jumpsTo reports whether r ends in a jump or goto to chain.
+func jumpsTo(r *nftables.Rule, chain string) bool {
+	for _, e := range r.Exprs {
+		if v, ok := e.(*expr.Verdict); ok && (v.Kind == expr.VerdictJump || v.Kind == expr.VerdictGoto) && v.Chain == chain {
+			return true
+		}
+	}
+	return false
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func native32(v uint32) []byte {
+	b := make([]byte, 4)
+	putU32(b, v)
+	return b
+}

@@ -1,0 +1,59 @@
+//go:build linux
+
+package forward
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/nftproxy/nftproxy/e2e/testns"
+	"github.com/nftproxy/nftproxy/proxier/netns"
+)
+
+// kubeProxyLines are kube-proxy's forwarding rules as iptables-save
+// prints them (mark bit 14).
+var kubeProxyLines = []string{
+	`-A FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD`,
+	`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding rules" -m mark --mark 0x4000/0x4000 -j ACCEPT`,
+	`-A KUBE-FORWARD -m comment --comment "kubernetes forwarding conntrack rule" -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
+}
+
+// TestEnsureNFTWritesKubeProxysForwardRules: on a FORWARD chain whose
+// policy is DROP (iptables-nft, both families) EnsureNFT writes exactly
+// the rules kube-proxy's iptables mode writes, once (a second call adds
+// no second jump); where iptables-nft has no FORWARD chain, nothing.
+func TestEnsureNFTWritesKubeProxysForwardRules(t *testing.T) {
+	testns.RequireRoot(t)
+	ns := testns.New(t, "nfp-fwd")
+	if res, err := inNS(ns, 1<<14); err != nil || len(res.Written) != 0 {
+		t.Fatalf("without iptables-nft tables: wrote %v, %v", res.Written, err)
+	}
+	ns.MustRun(t, "iptables-nft", "-P", "FORWARD", "DROP")
+	ns.MustRun(t, "ip6tables-nft", "-P", "FORWARD", "DROP")
+	for range 2 {
+		res, err := inNS(ns, 1<<14)
+		if err != nil || strings.Join(res.Written, ",") != "nft ip,nft ip6" {
+			t.Fatalf("wrote %v, %v", res.Written, err)
+		}
+	}
+	for _, save := range []string{"iptables-nft-save", "ip6tables-nft-save"} {
+		out := ns.MustRun(t, save, "-t", "filter")
+		if strings.Contains(out, "incompatible") {
+			t.Fatalf("%s cannot read the table:\n%s", save, out)
+		}
+		var got []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "-A ") {
+				got = append(got, l)
+			}
+		}
+		if strings.Join(got, "\n") != strings.Join(kubeProxyLines, "\n") {
+			t.Errorf("%s:\n%s\nwant:\n%s", save, strings.Join(got, "\n"), strings.Join(kubeProxyLines, "\n"))
+		}
+	}
+}
+
+func inNS(ns *testns.NS, bit uint32) (res Result, err error) {
+	err = netns.Do(ns.Path(), func() error { res, err = EnsureNFT(bit); return err })
+	return res, err
+}
