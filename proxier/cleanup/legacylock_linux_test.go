@@ -11,39 +11,9 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// TestXtablesLockWaitsForTheHolder: while another holder has the lock,
-// taking it waits; once released, it is taken; a holder that never lets go
-// makes it fail after the wait.
-func TestXtablesLockWaitsForTheHolder(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "xtables.lock")
-	release, err := lockXtables(path, time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := lockXtables(path, 100*time.Millisecond); err == nil {
-		t.Fatal("took a lock that is held")
-	}
-	got := make(chan error, 1)
-	go func() {
-		r, err := lockXtables(path, 5*time.Second)
-		if err == nil {
-			r()
-		}
-		got <- err
-	}()
-	time.Sleep(200 * time.Millisecond)
-	select {
-	case <-got:
-		t.Fatal("did not wait for the holder")
-	default:
-	}
-	release()
-	if err := <-got; err != nil {
-		t.Errorf("after the release: %v", err)
-	}
-}
+	"github.com/nftproxy/nftproxy/proxier/xtables"
+)
 
 // TestLegacyCleanupNeverSkipsTheLock: while another program holds the
 // x_tables lock past the wait, the legacy cleanup changes nothing and says
@@ -54,7 +24,7 @@ func TestLegacyCleanupNeverSkipsTheLock(t *testing.T) {
 		t.Skip("needs root for a network namespace (CI runs as root)")
 	}
 	path := filepath.Join(t.TempDir(), "xtables.lock")
-	release, err := lockXtables(path, time.Second)
+	release, err := xtables.Lock(path, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

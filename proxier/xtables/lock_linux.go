@@ -1,6 +1,6 @@
 //go:build linux
 
-package cleanup
+package xtables
 
 import (
 	"fmt"
@@ -10,17 +10,18 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// XtablesLock is the lock file every x_tables user takes (iptables-legacy,
+// LockPath is the lock file every x_tables user takes (iptables-legacy,
 // kube-proxy, CNI plugins), so that two programs never replace a table
 // from the same snapshot.
-const XtablesLock = "/run/xtables.lock"
+const LockPath = "/run/xtables.lock"
 
-// xtablesLockWait bounds the wait for the lock, as iptables' --wait does.
-const xtablesLockWait = 5 * time.Second
+// LockWait bounds the wait for the lock, as iptables' --wait does.
+const LockWait = 5 * time.Second
 
-// lockXtables takes the x_tables lock at path, waiting up to wait, and
-// returns its release.
-func lockXtables(path string, wait time.Duration) (func(), error) {
+// Lock takes the x_tables lock at path, waiting up to wait, and returns
+// its release. Replacing a table without it could undo another program's
+// concurrent change.
+func Lock(path string, wait time.Duration) (func(), error) {
 	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", path, err)
