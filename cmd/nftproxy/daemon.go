@@ -67,7 +67,12 @@ func runLoop(ctx context.Context, opts *options) error {
 		// nftproxy's own are in place. Until then both exist; nftproxy's
 		// base chains were added last, so they run first at the same
 		// priority, and NAT keeps the first binding a packet gets.
-		FirstSynced: func() { removeLegacyRules(opts.netns) },
+		// Then kube-proxy's forwarding accepts, where the host's
+		// iptables FORWARD drops, kept in place every sync period.
+		FirstSynced: func() {
+			removeLegacyRules(opts.netns)
+			go keepForwardRules(ctx, opts.netns, uint32(1)<<opts.masqueradeBit, opts.syncPeriod)
+		},
 	}
 	if client != nil {
 		// As kube-proxy: a new node IP, or pod CIDR in NodeCIDR mode, or

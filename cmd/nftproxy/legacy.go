@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
+	"time"
+
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/proxier/cleanup"
+	"github.com/nftproxy/nftproxy/proxier/forward"
 	"github.com/nftproxy/nftproxy/proxier/netns"
 )
 
@@ -35,4 +39,30 @@ func removeLegacyRules(nsPath string) {
 		}
 		return nil
 	})
+}
+
+// keepForwardRules writes kube-proxy's KUBE-FORWARD accepts into the
+// filter table of each iptables backend whose FORWARD chain can drop
+// (Docker's policy DROP, say), now and every period, until ctx ends; a
+// check finds them in place and writes nothing.
+func keepForwardRules(ctx context.Context, nsPath string, markBit uint32, period time.Duration) {
+	for {
+		_ = netns.Do(nsPath, func() error {
+			for _, ensure := range []func(uint32) (forward.Result, error){forward.EnsureNFT, forward.EnsureLegacy} {
+				res, err := ensure(markBit)
+				if err != nil {
+					klog.ErrorS(err, "Could not write the forwarding rules; forwarded Service traffic may be dropped by the host's FORWARD chain")
+				}
+				if len(res.Written) > 0 {
+					klog.InfoS("Wrote kube-proxy's forwarding rules: the host's iptables FORWARD chain would drop forwarded Service traffic", "where", res.Written)
+				}
+			}
+			return nil
+		})
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(period):
+		}
+	}
 }

@@ -3,11 +3,14 @@
 package forward
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/xt"
+	"golang.org/x/sys/unix"
 
 	"github.com/nftproxy/nftproxy/nftgen/kernel"
 )
@@ -45,26 +48,30 @@ func familyName(fam nftables.TableFamily) string {
 }
 
 func ensureNFTFamily(c *nftables.Conn, fam nftables.TableFamily, markBit uint32) (bool, error) {
-	chains, err := c.ListChainsOfTableFamily(fam)
-	if err != nil {
-		return false, fmt.Errorf("list chains: %w", err)
-	}
-	var fwd, ours *nftables.Chain
-	for _, ch := range chains {
-		if ch.Table.Name != "filter" {
-			continue
-		}
-		switch ch.Name {
-		case "FORWARD":
-			fwd = ch
-		case Chain:
-			ours = ch
-		}
-	}
-	if fwd == nil || fwd.Hooknum == nil || *fwd.Hooknum != *nftables.ChainHookForward {
+	// Two chains by name, not a listing of every chain of the family:
+	// nftproxy's own table holds hundreds of thousands at scale.
+	t := &nftables.Table{Name: "filter", Family: fam}
+	fwd, err := c.ListChain(t, "FORWARD")
+	if errors.Is(err, unix.ENOENT) {
 		return false, nil
 	}
-	rules, err := c.GetRules(fwd.Table, fwd)
+	if err != nil {
+		return false, fmt.Errorf("look up FORWARD: %w", err)
+	}
+	if fwd.Hooknum == nil || *fwd.Hooknum != *nftables.ChainHookForward {
+		return false, nil
+	}
+	fwd.Table = t
+	ours, err := c.ListChain(t, Chain)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		ours = nil
+	case err != nil:
+		return false, fmt.Errorf("look up %s: %w", Chain, err)
+	default:
+		ours.Table = t
+	}
+	rules, err := c.GetRules(t, fwd)
 	if err != nil {
 		return false, fmt.Errorf("list FORWARD: %w", err)
 	}
@@ -80,7 +87,11 @@ func ensureNFTFamily(c *nftables.Conn, fam nftables.TableFamily, markBit uint32)
 	if !needed(policyDrop, others) {
 		return false, nil
 	}
-	t := fwd.Table
+	if ours != nil && jumps == 1 && jumpsTo(rules[0], Chain) {
+		if current, err := c.GetRules(t, ours); err == nil && inPlace(current, markBit) {
+			return false, nil
+		}
+	}
 	if ours == nil {
 		ours = c.AddChain(&nftables.Chain{Name: Chain, Table: t})
 	} else {
@@ -102,7 +113,14 @@ func ensureNFTFamily(c *nftables.Conn, fam nftables.TableFamily, markBit uint32)
 	}
 	c.AddRule(accept)
 	c.AddRule(established)
-	if jumps == 0 {
+	if jumps == 0 || !jumpsTo(rules[0], Chain) {
+		for _, r := range rules {
+			if jumpsTo(r, Chain) {
+				if err := c.DelRule(r); err != nil {
+					return false, err
+				}
+			}
+		}
 		jump, err := nftRule(t, fwd, JumpComment, nil, &expr.Verdict{Kind: expr.VerdictJump, Chain: Chain})
 		if err != nil {
 			return false, err
@@ -125,6 +143,40 @@ func nftRule(t *nftables.Table, ch *nftables.Chain, comment string, matches []ex
 	exprs := append(append([]expr.Any{&expr.Match{Name: "comment", Rev: 0, Info: ptr(xt.Unknown(info))}}, matches...),
 		&expr.Counter{}, v)
 	return &nftables.Rule{Table: t, Chain: ch, Exprs: exprs}, nil
+}
+
+// inPlace reports whether KUBE-FORWARD's rules are the two EnsureNFT
+// writes, for this mark bit.
+func inPlace(rules []*nftables.Rule, markBit uint32) bool {
+	if len(rules) != 2 {
+		return false
+	}
+	want := []struct {
+		comment string
+		match   func(expr.Any) bool
+	}{
+		{AcceptComment, func(e expr.Any) bool { c, ok := e.(*expr.Cmp); return ok && bytes.Equal(c.Data, native32(markBit)) }},
+		{ConntrackComment, func(e expr.Any) bool { m, ok := e.(*expr.Match); return ok && m.Name == "conntrack" }},
+	}
+	for i, r := range rules {
+		info, _ := commentInfo(want[i].comment)
+		hasComment, hasMatch := false, false
+		for _, e := range r.Exprs {
+			if m, ok := e.(*expr.Match); ok && m.Name == "comment" {
+				if u, ok := m.Info.(*xt.Unknown); ok && bytes.Equal(*u, info) {
+					hasComment = true
+				}
+				if c, ok := m.Info.(*xt.Comment); ok && string(*c) == want[i].comment {
+					hasComment = true
+				}
+			}
+			hasMatch = hasMatch || want[i].match(e)
+		}
+		if !hasComment || !hasMatch {
+			return false
+		}
+	}
+	return true
 }
 
 // jumpsTo reports whether r ends in a jump or goto to chain.
