@@ -56,7 +56,7 @@ e2e-binaries: deps
 # node and control-plane programs beside e2e-binaries, built from
 # k8s.io/kubernetes v1.37.2, plus the e2e suite for `make conformance`.
 # Not part of `make test`: cold, about 25 minutes and 4 GB on 2 cores.
-CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static netcat-openbsd openssl curl bc
+CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static netcat-openbsd openssl curl wget bc
 cluster-deps:
 	@missing=""; for p in $(CLUSTER_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "cluster-deps: apt-get install$$missing"; \

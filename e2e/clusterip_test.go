@@ -89,11 +89,7 @@ func TestClusterIPSourceAddresses(t *testing.T) {
 	c.store.SetEndpointSlice(Slice("demo", "only-a", "only-a-1", []PortSpec{httpPort}, a.IP.String()))
 	c.sync()
 
-	cases := []struct {
-		name       string
-		from       *testns.NS
-		wantSource string
-	}{
+	checkSources(t, "10.96.0.11:80", "a", []sourceCase{
 		// Hairpin: a pod that reaches itself through its Service sees the node.
 		{"hairpin pod", a.NS, NodePodSideIP},
 		// Inside the cluster CIDR the pod's own address is kept.
@@ -102,18 +98,29 @@ func TestClusterIPSourceAddresses(t *testing.T) {
 		// are masqueraded.
 		{"node", c.Node, NodePodSideIP},
 		{"external host", c.External, NodePodSideIP},
-	}
+	})
+}
+
+// sourceCase is a client of a Service and the source its server should
+// see.
+type sourceCase struct {
+	name       string
+	from       *testns.NS
+	wantSource string
+}
+
+// checkSources connects from each case's client to addr and checks that
+// server answers and sees the case's source.
+func checkSources(t *testing.T, addr, server string, cases []sourceCase) {
+	t.Helper()
 	for _, tc := range cases {
-		r, err := TCPRequest(tc.from, "10.96.0.11:80", timeout)
+		r, err := TCPRequest(tc.from, addr, timeout)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
 		}
-		if r.Server != "a" {
-			t.Errorf("%s: answered by %s, want a", tc.name, r.Server)
-		}
-		if got := r.Source.Addr().String(); got != tc.wantSource {
-			t.Errorf("%s: server saw source %s, want %s", tc.name, got, tc.wantSource)
+		if got := r.Source.Addr().String(); r.Server != server || got != tc.wantSource {
+			t.Errorf("%s: answered by %s, source %s; want %s and %s", tc.name, r.Server, got, server, tc.wantSource)
 		}
 	}
 }

@@ -5,7 +5,6 @@ package e2e
 import (
 	"testing"
 
-	"github.com/nftproxy/nftproxy/e2e/testns"
 	"github.com/nftproxy/nftproxy/nftgen"
 )
 
@@ -23,23 +22,10 @@ func TestDetectLocalByInterfacePrefix(t *testing.T) {
 	c.store.SetService(ClusterIPService("demo", "only-a", "10.96.0.11", httpPort))
 	c.store.SetEndpointSlice(Slice("demo", "only-a", "only-a-1", []PortSpec{httpPort}, a.IP.String()))
 	c.sync()
-	for _, tc := range []struct {
-		name       string
-		from       *testns.NS
-		wantSource string
-	}{
+	checkSources(t, "10.96.0.11:80", "a", []sourceCase{
 		{"hairpin pod", a.NS, NodePodSideIP},
 		{"other pod (in on vp*)", b.NS, b.IP.String()},
 		{"node", c.Node, NodePodSideIP},
 		{"external host (not in on vp*)", c.External, NodePodSideIP},
-	} {
-		r, err := TCPRequest(tc.from, "10.96.0.11:80", timeout)
-		if err != nil {
-			t.Errorf("%s: %v", tc.name, err)
-			continue
-		}
-		if got := r.Source.Addr().String(); r.Server != "a" || got != tc.wantSource {
-			t.Errorf("%s: answered by %s, source %s; want a and %s", tc.name, r.Server, got, tc.wantSource)
-		}
-	}
+	})
 }

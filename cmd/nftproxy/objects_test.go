@@ -139,8 +139,7 @@ func TestFileWatchWaitsForTheWriterToClose(t *testing.T) {
 // (kube-proxy's switch for the deprecated, user-writable externalIPs) no
 // external IP is programmed; the cluster IP still is.
 func TestAllowServiceExternalIPsGateOff(t *testing.T) {
-	objects := filepath.Join(t.TempDir(), "objects.yaml")
-	os.WriteFile(objects, []byte(`apiVersion: v1
+	render := renderer(t, `apiVersion: v1
 kind: List
 items:
 - apiVersion: v1
@@ -151,14 +150,7 @@ items:
     clusterIPs: [10.96.0.40]
     externalIPs: [198.51.100.40]
     ports: [{name: http, port: 80, protocol: TCP}]
-`), 0o644)
-	render := func(args ...string) string {
-		code, out, stderr := captureRun(t, append([]string{"render", "--objects", objects}, args...)...)
-		if code != 0 {
-			t.Fatalf("render %v: exit %d: %s", args, code, stderr)
-		}
-		return out
-	}
+`)
 	if on := render(); !strings.Contains(on, "198.51.100.40 . tcp . 80") {
 		t.Fatalf("by default the external IP is programmed:\n%s", on)
 	}
@@ -184,8 +176,7 @@ func TestNFTablesModeDefaults(t *testing.T) {
 	if nodeIP == "" {
 		t.Skip("this machine has no IPv4 address but loopback to stand for the node's")
 	}
-	objects := filepath.Join(t.TempDir(), "objects.yaml")
-	os.WriteFile(objects, []byte(`apiVersion: v1
+	nftRender := renderer(t, strings.Replace(`apiVersion: v1
 kind: List
 items:
 - apiVersion: v1
@@ -200,15 +191,9 @@ items:
     clusterIP: 10.96.0.40
     clusterIPs: [10.96.0.40]
     ports: [{name: http, port: 80, nodePort: 30080, protocol: TCP}]
-`), 0o644)
-	b, _ := os.ReadFile(objects)
-	os.WriteFile(objects, []byte(strings.Replace(string(b), "NODEIP", nodeIP, 1)), 0o644)
+`, "NODEIP", nodeIP, 1))
 	render := func(args ...string) string {
-		code, out, stderr := captureRun(t, append([]string{"render", "--objects", objects, "--hostname-override", "node-a", "--format", "iptables-save"}, args...)...)
-		if code != 0 {
-			t.Fatalf("render %v: exit %d: %s", args, code, stderr)
-		}
-		return out
+		return nftRender(append([]string{"--hostname-override", "node-a", "--format", "iptables-save"}, args...)...)
 	}
 	nodePorts := func(out string) string {
 		for _, l := range strings.Split(out, "\n") {
@@ -227,5 +212,22 @@ items:
 	}
 	if override := nodePorts(render("--proxy-mode", "nftables", "--nodeport-addresses", "0.0.0.0/0")); !strings.Contains(override, "--dst-type LOCAL") {
 		t.Errorf("nftables mode with --nodeport-addresses 0.0.0.0/0: %q", override)
+	}
+}
+
+// renderer writes objects to a file and returns a function that runs
+// `nftproxy render` of it with more arguments, failing the test unless it
+// exits 0.
+func renderer(t *testing.T, objects string) func(args ...string) string {
+	path := filepath.Join(t.TempDir(), "objects.yaml")
+	if err := os.WriteFile(path, []byte(objects), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return func(args ...string) string {
+		code, out, stderr := captureRun(t, append([]string{"render", "--objects", path}, args...)...)
+		if code != 0 {
+			t.Fatalf("render %v: exit %d: %s", args, code, stderr)
+		}
+		return out
 	}
 }

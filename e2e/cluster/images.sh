@@ -76,7 +76,7 @@ for a in $(/bin/busybox --list); do [ -e "$r/bin/$a" ] || ln -s busybox "$r/bin/
 cp -a "$r" "$work/agnhost"
 pack "$r" registry.k8s.io/e2e-test-images/busybox:1.37.0-2 /bin/sh busybox.tar
 
-# agnhost, on the busybox tree plus curl (the suite execs curl in it)
+# agnhost, on the busybox tree plus curl and wget (the suite execs them in it)
 r=$work/agnhost
 install -D -m 0755 "$bin/agnhost" "$r/agnhost"
 copy_exe "$r" /usr/bin/curl /bin/nc.openbsd /bin/dash
@@ -85,6 +85,10 @@ copy_exe "$r" /usr/bin/curl /bin/nc.openbsd /bin/dash
 ln -sf dash "$r/bin/sh"
 rm -f "$r/bin/nc"
 ln -sf /bin/nc.openbsd "$r/usr/bin/nc"
+# GNU wget: Debian's static busybox 1.35 segfaults on "wget -T", which
+# the suite's service checks run ("wget -q -T 1 -O -").
+rm -f "$r/bin/wget"
+copy_exe "$r" /usr/bin/wget
 mkdir -p "$r/etc/ssl/certs"
 pack "$r" registry.k8s.io/e2e-test-images/agnhost:2.66.1 /agnhost agnhost.tar
 
