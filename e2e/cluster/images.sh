@@ -89,7 +89,11 @@ ln -sf /bin/nc.openbsd "$r/usr/bin/nc"
 # the suite's service checks run ("wget -q -T 1 -O -").
 rm -f "$r/bin/wget"
 copy_exe "$r" /usr/bin/wget
-mkdir -p "$r/etc/ssl/certs"
+mkdir -p "$r/etc/ssl/certs" "$r/uploads"
+# porter's TLS certificate and key, where agnhost's Dockerfile puts them
+# (the suite's proxy tests serve https through it).
+install -m 0644 "$(go env GOMODCACHE)/k8s.io/kubernetes@v1.37.2/test/images/agnhost/porter/localhost.crt" \
+	"$(go env GOMODCACHE)/k8s.io/kubernetes@v1.37.2/test/images/agnhost/porter/localhost.key" "$r/"
 pack "$r" registry.k8s.io/e2e-test-images/agnhost:2.66.1 /agnhost agnhost.tar
 
 # CoreDNS, the cluster's DNS add-on
