@@ -25,17 +25,18 @@ func (e *Engine) handOver(ctx context.Context) {
 		return
 	}
 	logger := klog.FromContext(ctx)
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-	defer cancel()
 	for _, f := range e.p.Syncer.Families() {
+		start := time.Now()
 		spec := e.p.Syncer.handoverSpec(f, HandoverTTL)
+		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		n, err := e.dp.WriteHandover(wctx, f, spec)
+		cancel()
 		if err != nil {
 			logger.Error(err, "Could not leave the handover table; a kube-proxy started next may refuse connections until its first sync", "family", f)
 			continue
 		}
 		logger.Info("Left the handover table: until the next proxy's first sync, new connections to Services are served from nftproxy's last endpoints or held, not refused",
-			"family", f, "destinations", n, "served", spec.Destinations(), "ttl", HandoverTTL)
+			"family", f, "destinations", n, "served", spec.Destinations(), "ttl", HandoverTTL, "elapsed", time.Since(start).Round(time.Millisecond))
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/nftproxy/nftproxy/nftgen"
@@ -31,13 +32,14 @@ const (
 	handoverDstNATPrio    = nftgen.PriorityDstNAT + 1
 	handoverSrcNATPrio    = nftgen.PrioritySrcNAT + 1
 	elementsPerMessage    = 1000
+	elementsPerCommit     = 50000
+	handoverWriteBuffer   = 16 << 20
 	handoverDataReg32     = reg32Base + 8 // the DNAT map's value: address . port
-	handoverBucketBytes   = 4
 )
 
-// WriteHandover implements nftgen.Dataplane: in one transaction, the
-// family's handover table (nftgen.HandoverTableName), replacing any earlier
-// one. It copies the destinations of nftproxy's table (the keys of its
+// WriteHandover implements nftgen.Dataplane: the family's handover table
+// (nftgen.HandoverTableName), replacing any earlier one, in one
+// transaction up to 50,000 elements and in several beyond. It copies the destinations of nftproxy's table (the keys of its
 // service-ips and service-nodeports maps) into two sets that hold a new,
 // un-DNATed connection, and the endpoints spec gives for them into two DNAT
 // maps keyed by destination and random bucket; every element expires after
@@ -47,7 +49,16 @@ func (n *Netlink) WriteHandover(ctx context.Context, f nftgen.Family, spec *nftg
 		return 0, err
 	}
 	var count int
-	err := n.withConn(func(c *nftables.Conn) error {
+	// A connection of its own, with a send buffer that takes a commit of
+	// elementsPerCommit elements in one message.
+	c, err := NewConn(append(n.connOptions(), nftables.WithSockOptions(func(nc *netlink.Conn) error {
+		return nc.SetWriteBuffer(handoverWriteBuffer)
+	}))...)
+	if err != nil {
+		return 0, fmt.Errorf("open netlink: %w", err)
+	}
+	defer c.CloseLasting()
+	err = func() error {
 		main, err := findTable(c, f)
 		if main == nil || err != nil {
 			return err
@@ -75,7 +86,7 @@ func (n *Netlink) WriteHandover(ctx context.Context, f nftgen.Family, spec *nftg
 			return fmt.Errorf("write table %s %s: %w", f, nftgen.HandoverTableName, err)
 		}
 		return nil
-	})
+	}()
 	return count, err
 }
 
@@ -116,6 +127,8 @@ type handoverWriter struct {
 	f    nftgen.Family
 	b    *exprBuilder
 	spec *nftgen.HandoverSpec
+	// queued counts the elements queued since the last commit.
+	queued int
 }
 
 func (w *handoverWriter) addrType() nftables.SetDatatype {
@@ -125,14 +138,25 @@ func (w *handoverWriter) addrType() nftables.SetDatatype {
 	return nftables.TypeIPAddr
 }
 
-// addElements adds els to s, at most elementsPerMessage per message.
+// addElements adds els to s, at most elementsPerMessage per message, and
+// commits what is queued every elementsPerCommit elements: one batch of
+// 480,000 elements (30,000 Services, 29 MB) is larger than the netlink
+// socket takes in one message ("message too long"). The handover serves what is
+// committed; nftproxy's own table still serves everything meanwhile.
 func (w *handoverWriter) addElements(s *nftables.Set, els []nftables.SetElement) error {
 	if err := w.c.AddSet(s, nil); err != nil {
 		return err
 	}
 	for i := 0; i < len(els); i += elementsPerMessage {
-		if err := w.c.SetAddElements(s, els[i:min(i+elementsPerMessage, len(els))]); err != nil {
+		chunk := els[i:min(i+elementsPerMessage, len(els))]
+		if err := w.c.SetAddElements(s, chunk); err != nil {
 			return err
+		}
+		if w.queued += len(chunk); w.queued >= elementsPerCommit {
+			if err := w.c.Flush(); err != nil {
+				return fmt.Errorf("write table %s %s: %w", w.f, nftgen.HandoverTableName, err)
+			}
+			w.queued = 0
 		}
 	}
 	return nil
