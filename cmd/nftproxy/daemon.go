@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"path/filepath"
+	"runtime"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -215,7 +217,7 @@ func newClient(opts *options, connErrors chan struct{}) (kubernetes.Interface, e
 	cfg.QPS, cfg.Burst = opts.kp.kubeAPIQPS, int(opts.kp.kubeAPIBurst)
 	cfg.ContentType = opts.kp.kubeAPIContentType
 	cfg.AcceptContentTypes = opts.kp.kubeAPIAcceptContentTypes
-	cfg.UserAgent = "nftproxy"
+	cfg.UserAgent = userAgent(os.Args[0])
 	if opts.netns != "" {
 		cfg.Dial = netnsDialer(opts.netns)
 	}
@@ -274,4 +276,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-time.After(d):
 		return true
 	}
+}
+
+// userAgent is client-go's default form, as kube-proxy sends it, for the
+// name the binary was started as (kube-proxy, the DaemonSet's path):
+// "kube-proxy/v1.37.2+nftproxy.VERSION (linux/amd64) nftproxy", so that
+// audit and priority rules that match kube-proxy's agent keep matching.
+func userAgent(argv0 string) string {
+	return fmt.Sprintf("%s/%s (%s/%s) nftproxy", filepath.Base(argv0), metrics.BuildInfoVersion(version), runtime.GOOS, runtime.GOARCH)
 }

@@ -53,3 +53,11 @@ func TestZPagesAsKubeProxy(t *testing.T) {
 		t.Errorf("/statusz for JSON only: %d, want 406", code)
 	}
 }
+
+// TestUserAgentAsKubeProxys: started as kube-proxy (the DaemonSet's
+// path), the API client's agent starts as kube-proxy's does.
+func TestUserAgentAsKubeProxys(t *testing.T) {
+	if got := userAgent("/usr/local/bin/kube-proxy"); !strings.HasPrefix(got, "kube-proxy/v1.37.2+nftproxy.") || !strings.HasSuffix(got, ") nftproxy") {
+		t.Errorf("user agent %q", got)
+	}
+}
