@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"html"
 	"math/rand/v2"
+	"mime"
 	"net/http"
 	"runtime"
 	"slices"
@@ -28,8 +30,8 @@ func zpageHeader(page string) string {
 // installZPages adds /flagz (every flag of fs with its value) and /statusz
 // (start time, uptime, Go and binary version, the mux's paths) to mux, in
 // the text form kube-proxy serves them (ComponentFlagz and
-// ComponentStatusz, on by default in v1.37). The structured (JSON) forms
-// are not served: a request that accepts only those gets 406.
+// ComponentStatusz, on by default in v1.37), and the structured forms
+// (see zpage).
 func installZPages(mux *http.ServeMux, fs *pflag.FlagSet, started time.Time, paths []string) {
 	delim := zpageDelimiters[rand.IntN(len(zpageDelimiters))]
 	var flagz strings.Builder
@@ -47,26 +49,60 @@ func installZPages(mux *http.ServeMux, fs *pflag.FlagSet, started time.Time, pat
 		}
 	}
 	flagzText := flagz.String()
-	mux.HandleFunc("/flagz", plainText(func() string { return flagzText }))
+	mux.HandleFunc("/flagz", zpage("Flagz", func() string { return flagzText }, func() map[string]any {
+		return map[string]any{"flags": flagValues(fs)}
+	}))
 	paths = slices.Sorted(slices.Values(append(slices.Clone(paths), "/flagz", "/statusz")))
-	mux.HandleFunc("/statusz", plainText(func() string {
+	mux.HandleFunc("/statusz", zpage("Statusz", func() string {
 		up := int64(time.Since(started).Seconds())
 		d := html.EscapeString(delim)
 		return zpageHeader("statusz") + fmt.Sprintf("\nStarted%[1]s %[2]s\nUp%[1]s %[3]s\nGo version%[1]s %[4]s\nBinary version%[1]s %[5]s\n\nPaths%[1]s %[6]s\n",
 			d, started.Format(time.UnixDate), fmt.Sprintf("%d hr %02d min %02d sec", up/3600, (up/60)%60, up%60),
 			runtime.Version(), html.EscapeString(metrics.BuildInfoVersion(version)), strings.Join(paths, " "))
+	}, func() map[string]any {
+		return map[string]any{"startTime": started.UTC().Format(time.RFC3339), "uptimeSeconds": int64(time.Since(started).Seconds()),
+			"goVersion": runtime.Version(), "binaryVersion": metrics.BuildInfoVersion(version), "paths": paths}
 	}))
 }
 
-// plainText serves body's text to a request that accepts text/plain (or
-// says nothing), and 406 to one that accepts only other types.
-func plainText(body func() string) http.HandlerFunc {
+func flagValues(fs *pflag.FlagSet) map[string]string {
+	out := map[string]string{}
+	if fs != nil {
+		fs.VisitAll(func(f *pflag.Flag) { out[f.Name] = f.Value.String() })
+	}
+	return out
+}
+
+// zpage serves the text form to a request that accepts text/plain (or
+// says nothing), the structured form (kind, in config.k8s.io v1beta1 or
+// v1alpha1) to one that asks for it as kube-proxy's clients do
+// ("application/json;as=Flagz;g=config.k8s.io;v=v1beta1"), and 406 to
+// any other.
+func zpage(kind string, text func() string, fields func() map[string]any) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if a := r.Header.Get("Accept"); a != "" && !strings.Contains(a, "text/plain") && !strings.Contains(a, "*/*") && !strings.Contains(a, "text/*") {
-			http.Error(w, "only text/plain is served", http.StatusNotAcceptable)
-			return
+		accept := r.Header.Get("Accept")
+		if strings.TrimSpace(accept) == "" {
+			accept = "text/plain"
 		}
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprint(w, body())
+		for _, part := range strings.Split(accept, ",") {
+			mt, params, err := mime.ParseMediaType(strings.TrimSpace(part))
+			if err != nil {
+				continue
+			}
+			switch {
+			case (mt == "text/plain" || mt == "text/*" || mt == "*/*") && params["as"] == "":
+				w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+				fmt.Fprint(w, text())
+				return
+			case mt == "application/json" && params["as"] == kind && params["g"] == "config.k8s.io" && (params["v"] == "v1beta1" || params["v"] == "v1alpha1"):
+				obj := fields()
+				obj["kind"], obj["apiVersion"] = kind, "config.k8s.io/"+params["v"]
+				obj["metadata"] = map[string]string{"name": "kube-proxy"}
+				w.Header().Set("Content-Type", fmt.Sprintf("application/json;as=%s;g=config.k8s.io;v=%s", kind, params["v"]))
+				_ = json.NewEncoder(w).Encode(obj)
+				return
+			}
+		}
+		http.Error(w, "only text/plain and application/json;as="+kind+";g=config.k8s.io;v=v1beta1 are served", http.StatusNotAcceptable)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -14,7 +15,7 @@ import (
 
 // TestZPagesAsKubeProxy: /flagz lists every flag with its value and
 // /statusz the start, uptime, versions and paths, under component-base's
-// header, in text; a client that accepts only JSON gets 406.
+// header, in text, and as kube-proxy's structured kinds when asked so.
 func TestZPagesAsKubeProxy(t *testing.T) {
 	opts := newOptions()
 	fs := pflag.NewFlagSet("nftproxy", pflag.ContinueOnError)
@@ -50,7 +51,24 @@ func TestZPagesAsKubeProxy(t *testing.T) {
 		}
 	}
 	if code, _ := get("/statusz", "application/json"); code != http.StatusNotAcceptable {
-		t.Errorf("/statusz for JSON only: %d, want 406", code)
+		t.Errorf("/statusz for plain JSON: %d, want 406 (kube-proxy serves only its kinds)", code)
+	}
+	var flagz struct {
+		Kind, APIVersion string
+		Flags            map[string]string
+	}
+	code, body = get("/flagz", "application/json;as=Flagz;g=config.k8s.io;v=v1beta1")
+	if err := json.Unmarshal([]byte(body), &flagz); code != 200 || err != nil || flagz.Kind != "Flagz" || flagz.APIVersion != "config.k8s.io/v1beta1" || flagz.Flags["hostname-override"] != "node-a" {
+		t.Errorf("/flagz as JSON: %d %v %+v", code, err, flagz)
+	}
+	var statusz struct {
+		Kind          string
+		UptimeSeconds int64
+		Paths         []string
+	}
+	code, body = get("/statusz", "application/json;as=Statusz;g=config.k8s.io;v=v1beta1")
+	if err := json.Unmarshal([]byte(body), &statusz); code != 200 || err != nil || statusz.Kind != "Statusz" || statusz.UptimeSeconds < 3723 || len(statusz.Paths) != 4 {
+		t.Errorf("/statusz as JSON: %d %v %+v", code, err, statusz)
 	}
 }
 
