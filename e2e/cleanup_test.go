@@ -45,6 +45,16 @@ func TestStartupRemovesLegacyKubeProxyRules(t *testing.T) {
 		}
 		return nil
 	})
+	// The removal follows the first sync (make before break): wait for it
+	// to end, then check everything.
+	eventually(t, "the previous kube-proxy's rules removed", 10*time.Second, func() error {
+		for _, saveCmd := range []string{"iptables-legacy-save", "iptables-nft-save"} {
+			if strings.Contains(ns.MustRun(t, saveCmd), "KUBE-SVC-") {
+				return errorf("%s still shows KUBE-SVC-", saveCmd)
+			}
+		}
+		return nil
+	})
 
 	for _, saveCmd := range []string{"iptables-legacy-save", "iptables-nft-save"} {
 		after := ns.MustRun(t, saveCmd)

@@ -26,10 +26,10 @@ type Result struct {
 	Written []string
 }
 
-// needed reports whether a FORWARD chain with this policy and these
-// rules (ours not counted) can drop forwarded traffic: its policy is DROP
-// or it has a rule of another program, which may drop or reject.
-func needed(policyDrop bool, otherRules int) bool { return policyDrop || otherRules > 0 }
+// needed reports whether a FORWARD chain can drop forwarded traffic: its
+// policy is DROP, or a rule of its own (not one behind a jump, such as a
+// CNI's chain) drops or rejects.
+func needed(policyDrop bool, dropRules int) bool { return policyDrop || dropRules > 0 }
 
 // conntrackInfo is struct xt_conntrack_mtinfo3 (revision 3, 168 bytes with
 // its alignment) matching --ctstate RELATED,ESTABLISHED, as iptables

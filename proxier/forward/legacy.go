@@ -96,16 +96,20 @@ func withForwardRules(blob []byte, info xtables.Info, l xtables.Layout, markBit 
 			oldStart = entries[oldHead+1].Off
 		}
 	}
-	others := 0
+	others, drops := 0, 0
 	for i := fwdStart; i < fwdEnd; i++ {
-		if e := entries[i]; oldHead >= 0 && e.Target == "" && e.Verdict >= 0 && uint32(e.Verdict) == oldStart {
+		e := entries[i]
+		switch {
+		case oldHead >= 0 && e.Target == "" && e.Verdict >= 0 && uint32(e.Verdict) == oldStart:
 			remove[i] = true
-		} else {
-			others++
+			continue
+		case e.Target == "REJECT", e.Target == "" && e.Verdict == verdictDrop:
+			drops++
 		}
+		others++
 	}
 	policy := entries[fwdEnd]
-	if !needed(policy.Target == "" && policy.Verdict == verdictDrop, others) {
+	if !needed(policy.Target == "" && policy.Verdict == verdictDrop, drops) {
 		return nil, info, nil
 	}
 	comment := func(c string) []byte { b, _ := commentInfo(c); return xtMatch("comment", 0, b) }

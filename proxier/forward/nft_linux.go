@@ -75,16 +75,17 @@ func ensureNFTFamily(c *nftables.Conn, fam nftables.TableFamily, markBit uint32)
 	if err != nil {
 		return false, fmt.Errorf("list FORWARD: %w", err)
 	}
-	jumps, others := 0, 0
+	jumps, drops := 0, 0
 	for _, r := range rules {
-		if jumpsTo(r, Chain) {
+		switch {
+		case jumpsTo(r, Chain):
 			jumps++
-		} else {
-			others++
+		case dropsOrRejects(r):
+			drops++
 		}
 	}
 	policyDrop := fwd.Policy != nil && *fwd.Policy == nftables.ChainPolicyDrop
-	if !needed(policyDrop, others) {
+	if !needed(policyDrop, drops) {
 		return false, nil
 	}
 	if ours != nil && jumps == 1 && jumpsTo(rules[0], Chain) {
@@ -177,6 +178,26 @@ func inPlace(rules []*nftables.Rule, markBit uint32) bool {
 		}
 	}
 	return true
+}
+
+// dropsOrRejects reports whether r ends in a drop or a reject (nft's, or
+// iptables-nft's REJECT target).
+func dropsOrRejects(r *nftables.Rule) bool {
+	for _, e := range r.Exprs {
+		switch e := e.(type) {
+		case *expr.Verdict:
+			if e.Kind == expr.VerdictDrop {
+				return true
+			}
+		case *expr.Reject:
+			return true
+		case *expr.Target:
+			if e.Name == "REJECT" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // jumpsTo reports whether r ends in a jump or goto to chain.

@@ -57,3 +57,20 @@ func inNS(ns *testns.NS, bit uint32) (res Result, err error) {
 	err = netns.Do(ns.Path(), func() error { res, err = EnsureNFT(bit); return err })
 	return res, err
 }
+
+// TestEnsureNFTOnlyWhereForwardDrops: a FORWARD chain that accepts and
+// only jumps to another program's chain (a CNI's) gets nothing; one whose
+// own rule rejects gets the rules, policy ACCEPT or not.
+func TestEnsureNFTOnlyWhereForwardDrops(t *testing.T) {
+	testns.RequireRoot(t)
+	ns := testns.New(t, "nfp-fwdr")
+	ns.MustRun(t, "iptables-nft", "-N", "CNI-FORWARD")
+	ns.MustRun(t, "iptables-nft", "-A", "FORWARD", "-j", "CNI-FORWARD")
+	if res, err := inNS(ns, 1<<14); err != nil || len(res.Written) != 0 {
+		t.Fatalf("FORWARD that only jumps to a CNI chain: wrote %v, %v", res.Written, err)
+	}
+	ns.MustRun(t, "iptables-nft", "-A", "FORWARD", "-j", "REJECT")
+	if res, err := inNS(ns, 1<<14); err != nil || strings.Join(res.Written, ",") != "nft ip" {
+		t.Fatalf("FORWARD with a REJECT rule: wrote %v, %v; want nft ip", res.Written, err)
+	}
+}
