@@ -1,13 +1,15 @@
 package main
 
 import (
-	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 const labelledObjects = `apiVersion: v1
@@ -164,25 +166,14 @@ items:
 // defaults: node ports only on the node's primary address and none on
 // localhost (iptables mode: every local address, 127.0.0.1 included).
 func TestNFTablesModeDefaults(t *testing.T) {
-	// render keeps the node port addresses that are this machine's.
-	var nodeIP string
-	addrs, _ := net.InterfaceAddrs()
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() {
-			nodeIP = n.IP.String()
-			break
-		}
-	}
-	if nodeIP == "" {
-		t.Skip("this machine has no IPv4 address but loopback to stand for the node's")
-	}
-	nftRender := renderer(t, strings.Replace(`apiVersion: v1
+	path := filepath.Join(t.TempDir(), "objects.yaml")
+	os.WriteFile(path, []byte(`apiVersion: v1
 kind: List
 items:
 - apiVersion: v1
   kind: Node
   metadata: {name: node-a}
-  status: {addresses: [{type: InternalIP, address: NODEIP}]}
+  status: {addresses: [{type: InternalIP, address: 192.0.2.10}]}
 - apiVersion: v1
   kind: Service
   metadata: {name: web, namespace: demo}
@@ -191,9 +182,32 @@ items:
     clusterIP: 10.96.0.40
     clusterIPs: [10.96.0.40]
     ports: [{name: http, port: 80, nodePort: 30080, protocol: TCP}]
-`, "NODEIP", nodeIP, 1))
+`), 0o644)
+	// render's path (flags, then the mode's defaults, then the setup) on a
+	// node whose local addresses are the Node's and loopback, whatever
+	// this machine's are.
 	render := func(args ...string) string {
-		return nftRender(append([]string{"--hostname-override", "node-a", "--format", "iptables-save"}, args...)...)
+		t.Helper()
+		opts := newOptions()
+		fs := pflag.NewFlagSet("nftproxy", pflag.ContinueOnError)
+		opts.addFlags(fs)
+		if err := fs.Parse(append([]string{"--objects", path, "--hostname-override", "node-a"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		opts.applyModeDefaults()
+		objs, err := loadObjects(opts.objects)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, err := opts.newSetup(objs, []netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("127.0.0.1")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		if err := renderSave(st, false, &out); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
 	}
 	nodePorts := func(out string) string {
 		for _, l := range strings.Split(out, "\n") {
@@ -207,7 +221,7 @@ items:
 		t.Errorf("iptables mode: %q; want every local address, localhost included", l)
 	}
 	nft := render("--proxy-mode", "nftables")
-	if l := nodePorts(nft); !strings.HasPrefix(l, "-A KUBE-SERVICES -d "+nodeIP+"/32 ") {
+	if l := nodePorts(nft); !strings.HasPrefix(l, "-A KUBE-SERVICES -d 192.0.2.10/32 ") {
 		t.Errorf("nftables mode: %q; want the node's primary address only", l)
 	}
 	if override := nodePorts(render("--proxy-mode", "nftables", "--nodeport-addresses", "0.0.0.0/0")); !strings.Contains(override, "--dst-type LOCAL") {
