@@ -13,9 +13,8 @@ import (
 // them in turn. Each endpoint is chosen with probability within 1/16 of 1/n
 // (exactly 1/n when n divides 16); a destination with more than 16
 // endpoints uses its first 16. The handover serves for the seconds until
-// the next proxy's first sync, where one map and one rule per hook, written
-// in one quick transaction at 100,000 Services, matter more than exact
-// shares.
+// the next proxy's first sync, where one map and one rule per hook, quick
+// to write at scale (no chain per Service), matter more than exact shares.
 const HandoverBuckets = 16
 
 // HandoverSpec is what a stopping nftproxy leaves in its handover table

@@ -25,18 +25,18 @@ func (e *Engine) handOver(ctx context.Context) {
 		return
 	}
 	logger := klog.FromContext(ctx)
+	start := time.Now()
+	specs := e.p.Syncer.handoverSpecs(HandoverTTL)
 	for _, f := range e.p.Syncer.Families() {
-		start := time.Now()
-		spec := e.p.Syncer.handoverSpec(f, HandoverTTL)
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		n, err := e.dp.WriteHandover(wctx, f, spec)
+		n, err := e.dp.WriteHandover(wctx, f, specs[f])
 		cancel()
 		if err != nil {
 			logger.Error(err, "Could not leave the handover table; a kube-proxy started next may refuse connections until its first sync", "family", f)
 			continue
 		}
 		logger.Info("Left the handover table: until the next proxy's first sync, new connections to Services are served from nftproxy's last endpoints or held, not refused",
-			"family", f, "destinations", n, "served", spec.Destinations(), "ttl", HandoverTTL, "elapsed", time.Since(start).Round(time.Millisecond))
+			"family", f, "destinations", n, "served", specs[f].Destinations(), "ttl", HandoverTTL, "elapsed", time.Since(start).Round(time.Millisecond))
 	}
 }
 
@@ -50,17 +50,34 @@ func (e *Engine) takeOver(ctx context.Context) {
 	}
 }
 
-// handoverSpec returns the handover of family f: the fragments of every
-// Service, generated again from the store as the last sync programmed
-// them (problems were reported then), with their endpoints.
-func (s *Syncer) handoverSpec(f nftgen.Family, ttl time.Duration) *nftgen.HandoverSpec {
-	fs := s.families[f]
-	spec := nftgen.NewHandoverSpec(fs.gen, ttl)
+// handoverSpecs returns the handover of each family: the fragments of
+// every Service, generated again from the store as the last sync
+// programmed them (problems were reported then), with their endpoints.
+// Each Service's state is read once for all families; a family whose
+// table holds no Service destination is not generated at all.
+func (s *Syncer) handoverSpecs(ttl time.Duration) map[nftgen.Family]*nftgen.HandoverSpec {
+	specs := map[nftgen.Family]*nftgen.HandoverSpec{}
+	var gens []*nftgen.Generator
+	for _, f := range s.Families() {
+		fs := s.families[f]
+		specs[f] = nftgen.NewHandoverSpec(fs.gen, ttl)
+		if fs.applied != nil {
+			if c := fs.applied.ElementCounts(); c[nftgen.MapServiceIPs]+c[nftgen.MapServiceNodePorts] == 0 {
+				continue
+			}
+		}
+		gens = append(gens, fs.gen)
+	}
+	if len(gens) == 0 {
+		return specs
+	}
 	for _, nn := range s.store.ServiceNames() {
 		states, _ := s.store.State(nn)
 		for i := range states {
-			spec.Add(fs.gen.Service(&states[i]))
+			for _, g := range gens {
+				specs[g.Family()].Add(g.Service(&states[i]))
+			}
 		}
 	}
-	return spec
+	return specs
 }

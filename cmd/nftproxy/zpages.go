@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"html"
+	"maps"
 	"math/rand/v2"
 	"mime"
 	"net/http"
@@ -36,21 +37,13 @@ func installZPages(mux *http.ServeMux, fs *pflag.FlagSet, started time.Time, pat
 	delim := zpageDelimiters[rand.IntN(len(zpageDelimiters))]
 	var flagz strings.Builder
 	flagz.WriteString(zpageHeader("flagz"))
-	if fs != nil {
-		var names []string
-		values := map[string]string{}
-		fs.VisitAll(func(f *pflag.Flag) {
-			names = append(names, f.Name)
-			values[f.Name] = f.Value.String()
-		})
-		slices.Sort(names)
-		for _, n := range names {
-			fmt.Fprintf(&flagz, "%s%s%s\n", n, delim, values[n])
-		}
+	flags := flagValues(fs)
+	for _, n := range slices.Sorted(maps.Keys(flags)) {
+		fmt.Fprintf(&flagz, "%s%s%s\n", n, delim, flags[n])
 	}
 	flagzText := flagz.String()
 	mux.HandleFunc("/flagz", zpage("Flagz", func() string { return flagzText }, func() map[string]any {
-		return map[string]any{"flags": flagValues(fs)}
+		return map[string]any{"flags": flags}
 	}))
 	paths = slices.Sorted(slices.Values(append(slices.Clone(paths), "/flagz", "/statusz")))
 	mux.HandleFunc("/statusz", zpage("Statusz", func() string {
@@ -65,6 +58,7 @@ func installZPages(mux *http.ServeMux, fs *pflag.FlagSet, started time.Time, pat
 	}))
 }
 
+// flagValues returns every flag of fs (nil: none) with its value.
 func flagValues(fs *pflag.FlagSet) map[string]string {
 	out := map[string]string{}
 	if fs != nil {

@@ -276,10 +276,8 @@ func (w *handoverWriter) chains() error {
 		w.c.AddRule(&nftables.Rule{Table: w.t, Chain: ch, Exprs: toService})
 		w.c.AddRule(&nftables.Rule{Table: w.t, Chain: ch, Exprs: toNodePort})
 	}
-	if bit != 0 {
-		post := base("nat-postrouting", nftables.ChainTypeNAT, nftgen.HookPostrouting, handoverSrcNATPrio)
-		w.c.AddRule(&nftables.Rule{Table: w.t, Chain: post, Exprs: masquerade})
-	}
+	post := base("nat-postrouting", nftables.ChainTypeNAT, nftgen.HookPostrouting, handoverSrcNATPrio)
+	w.c.AddRule(&nftables.Rule{Table: w.t, Chain: post, Exprs: masquerade})
 	return w.holdChains()
 }
 
