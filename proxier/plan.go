@@ -18,12 +18,23 @@ import (
 // order, records each one's claims in owners, and calls visit with it; it
 // stops when visit returns false or ctx ends (the error). A candidate's
 // elements are final only once every claim is in owners (see settle).
-func (s *Syncer) eachCandidate(ctx context.Context, fs *familyState, owners map[destination]claim, visit func(*candidate) bool) error {
-	for i, nn := range s.store.ServiceNames() {
-		if i%1024 == 0 && ctx.Err() != nil {
-			return fmt.Errorf("stopped while building the ruleset: %w", ctx.Err())
-		}
-		for _, c := range s.candidates(fs, nn) {
+//
+// It also counts the family's endpoints anew, which decide kube-proxy's
+// large cluster mode and so every endpoint rule's comment. The total is
+// known only at the end, but it only grows: until it passes the threshold
+// the Services read are held (with so few endpoints they are small) and
+// generated once the mode is decided.
+func (s *Syncer) eachCandidate(ctx context.Context, fs *familyState, snap *snapshot, owners map[destination]claim, visit func(*candidate) bool) error {
+	type read struct {
+		nn     types.NamespacedName
+		states []model.ServicePortState
+	}
+	clear(fs.endpoints)
+	fs.total = 0
+	var held []read
+	decided := false
+	emit := func(r read) bool {
+		for _, c := range s.candidates(fs, r.nn, r.states) {
 			for _, k := range destinations(c.frag) {
 				cl := c.claimOn(k)
 				if cur, ok := owners[k]; !ok || cl.beats(cur) {
@@ -31,9 +42,44 @@ func (s *Syncer) eachCandidate(ctx context.Context, fs *familyState, owners map[
 				}
 			}
 			if !visit(c) {
+				return false
+			}
+		}
+		return true
+	}
+	emitHeld := func() bool {
+		for _, r := range held {
+			if !emit(r) {
+				return false
+			}
+		}
+		held = nil
+		return true
+	}
+	for i, nn := range s.store.ServiceNames() {
+		if i%1024 == 0 && ctx.Err() != nil {
+			return fmt.Errorf("stopped while building the ruleset: %w", ctx.Err())
+		}
+		r := read{nn: nn, states: snap.get(nn, false)}
+		fs.setEndpoints(nn, familyEndpoints(fs, r.states))
+		if decided {
+			if !emit(r) {
+				return nil
+			}
+			continue
+		}
+		held = append(held, r)
+		if largeCluster(fs.total) {
+			decided = true
+			fs.setLargeCluster(true)
+			if !emitHeld() {
 				return nil
 			}
 		}
+	}
+	if !decided {
+		fs.setLargeCluster(false)
+		emitHeld()
 	}
 	return nil
 }
@@ -50,11 +96,11 @@ func (s *Syncer) settle(c *candidate, owners map[destination]claim) *nftgen.Frag
 // a destination decided (see claim). It is what a full sync of a live table
 // programs and what render prints; a cold sync builds the same through
 // planCold, a Service at a time.
-func (s *Syncer) desired(ctx context.Context, fs *familyState) (*nftgen.Ruleset, map[types.NamespacedName][]string, map[destination]claim, error) {
+func (s *Syncer) desired(ctx context.Context, fs *familyState, snap *snapshot) (*nftgen.Ruleset, map[types.NamespacedName][]string, map[destination]claim, error) {
 	rs := &nftgen.Ruleset{Family: fs.gen.Family(), Maps: fs.gen.Maps(), Top: fs.gen.Top(), Services: map[string]*nftgen.Fragment{}}
 	var cands []*candidate
 	owners := map[destination]claim{}
-	if err := s.eachCandidate(ctx, fs, owners, func(c *candidate) bool {
+	if err := s.eachCandidate(ctx, fs, snap, owners, func(c *candidate) bool {
 		cands = append(cands, c)
 		return true
 	}); err != nil {
@@ -77,8 +123,9 @@ func (s *Syncer) DesiredRuleset(f nftgen.Family) *nftgen.Ruleset {
 	if fs == nil {
 		return nil
 	}
-	s.countEndpoints(fs, nil)
-	rs, _, _, _ := s.desired(context.Background(), fs)
+	snap := s.newSnapshot()
+	snap.onRead = nil // not a sync: nothing follows it
+	rs, _, _, _ := s.desired(context.Background(), fs, snap)
 	return rs
 }
 
@@ -120,7 +167,7 @@ func fullSyncOf(rs *nftgen.Ruleset, counter nftgen.RuleCounter, keys map[types.N
 
 // planFull returns the transactions that install the whole ruleset over
 // whatever the table holds, and what to record once they are applied.
-func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error, err error) {
+func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error, err error) {
 	fam := fs.gen.Family()
 	// The table as it is: read once, it tells whether the table is live
 	// and what differs. Only if it cannot be read are its objects listed
@@ -134,7 +181,7 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*n
 		inv = live.Inventory()
 	} else {
 		klog.FromContext(ctx).Error(err, "Reading the table failed; listing it to rewrite it", "family", fam)
-		if rs, keys, owners, err = s.desired(ctx, fs); err != nil {
+		if rs, keys, owners, err = s.desired(ctx, fs, snap); err != nil {
 			return nil, false, nil, err
 		}
 		if inv, err = s.dp.Inventory(ctx, fam, rs.ChainNames()); err != nil {
@@ -153,14 +200,14 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*n
 		if chunk <= 0 {
 			chunk = nftgen.ChunkOps
 		}
-		txs, r := s.planCold(ctx, fs, chunk)
+		txs, r := s.planCold(ctx, fs, snap, chunk)
 		return txs, true, func() error { return r.commit(fs) }, nil
 	}
 	// A live table is patched where it differs from the desired rules, in
 	// one transaction: packets see the old rules or the new ones, never a
 	// table in between, and a table nothing touched costs no commit.
 	if rs == nil {
-		if rs, keys, owners, err = s.desired(ctx, fs); err != nil {
+		if rs, keys, owners, err = s.desired(ctx, fs, snap); err != nil {
 			return nil, false, nil, err
 		}
 	}
@@ -176,21 +223,30 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState) (txs iter.Seq[*n
 // after the last Service. Only a summary of each fragment is kept, so that
 // the whole ruleset never exists in memory at once. The result is complete
 // once every transaction was taken; its err says why not otherwise.
-func (s *Syncer) planCold(ctx context.Context, fs *familyState, chunk int) (iter.Seq[*nftgen.Transaction], *fullSync) {
-	fam, top := fs.gen.Family(), fs.gen.Top()
+func (s *Syncer) planCold(ctx context.Context, fs *familyState, snap *snapshot, chunk int) (iter.Seq[*nftgen.Transaction], *fullSync) {
+	fam := fs.gen.Family()
 	r := &fullSync{
-		applied:    nftgen.NewApplied(fam, fs.gen.Maps(), top),
 		keys:       map[types.NamespacedName][]string{},
 		owners:     map[destination]claim{},
 		fragCounts: map[string]nftgen.FragmentRuleCounts{},
 		err:        errors.New("the streamed sync did not finish"),
 	}
-	counter := fs.ruleCounter()
 	txs := func(yield func(*nftgen.Transaction) bool) {
-		b := nftgen.NewColdBuilder(fam, r.applied.Maps, top, chunk)
+		// The generator (its large cluster mode) is final once the first
+		// candidate is visited.
+		var b *nftgen.ColdBuilder
+		var counter nftgen.RuleCounter
+		start := func() {
+			top := fs.gen.Top()
+			r.applied = nftgen.NewApplied(fam, fs.gen.Maps(), top)
+			b, counter = nftgen.NewColdBuilder(fam, r.applied.Maps, top, chunk), fs.ruleCounter()
+		}
 		var pending []*candidate
 		stopped := false
-		err := s.eachCandidate(ctx, fs, r.owners, func(c *candidate) bool {
+		err := s.eachCandidate(ctx, fs, snap, r.owners, func(c *candidate) bool {
+			if b == nil {
+				start()
+			}
 			chains := &nftgen.Fragment{Chains: c.frag.Chains, Sets: c.frag.Sets}
 			if tx := b.Add(chains); tx != nil && !yield(tx) {
 				stopped = true
@@ -209,6 +265,9 @@ func (s *Syncer) planCold(ctx context.Context, fs *familyState, chunk int) (iter
 		}
 		if stopped {
 			return
+		}
+		if b == nil { // no Service
+			start()
 		}
 		for _, c := range pending {
 			f, key := s.settle(c, r.owners), c.claim.frag
@@ -256,7 +315,7 @@ func (s *Syncer) reconcile(ctx context.Context, rs *nftgen.Ruleset, live *nftgen
 // transaction that replaces only those. A changed Service that wins a
 // destination from another Service makes that one recomputed too, so the
 // result is the same as a full sync's.
-func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*nftgen.Transaction, func()) {
+func (s *Syncer) planUpdate(fs *familyState, snap *snapshot, changed []types.NamespacedName) (*nftgen.Transaction, func()) {
 	updates := map[string]*nftgen.Fragment{}
 	newKeys := map[types.NamespacedName][]string{}
 	// The owner index is updated in place: if the transaction fails, the
@@ -285,7 +344,7 @@ func (s *Syncer) planUpdate(fs *familyState, changed []types.NamespacedName) (*n
 		nn := work[0]
 		work = work[1:]
 		queued[nn] = false
-		cands := s.candidates(fs, nn)
+		cands := s.candidates(fs, nn, snap.get(nn, true))
 		for _, c := range cands {
 			for _, k := range destinations(c.frag) {
 				cl := c.claimOn(k)
@@ -348,29 +407,29 @@ func (s *Syncer) reportLost(c *candidate, lost []lostDestination) {
 }
 
 // candidates computes the fragments of one Service's ports in one family,
-// before conflicts with other Services are decided.
-func (s *Syncer) candidates(fs *familyState, nn types.NamespacedName) []*candidate {
-	states, problems := s.store.State(nn)
-	s.report(problems)
+// from what the sync read of it, before conflicts with other Services are
+// decided.
+func (s *Syncer) candidates(fs *familyState, nn types.NamespacedName, states []model.ServicePortState) []*candidate {
 	var out []*candidate
 	nodeIPs := fs.gen.Config().NodeIPs
 	for i := range states {
+		st := states[i] // the snapshot's states are shared by every family
 		// An external IP that is this node's own address would capture
 		// the node's port for every client: skip that address.
 		if len(nodeIPs) > 0 {
-			kept := states[i].ExternalIPs[:0:0]
-			for j, ip := range states[i].ExternalIPs {
+			kept := st.ExternalIPs[:0:0]
+			for j, ip := range st.ExternalIPs {
 				if slices.Contains(nodeIPs, ip) {
 					s.report([]model.Problem{{Kind: "Service", Object: nn, Field: fmt.Sprintf("spec.externalIPs[%d]", j),
-						Reason: fmt.Sprintf("%s is this node's own address; not programmed, it would capture the node's port %d", ip, states[i].Port)}})
+						Reason: fmt.Sprintf("%s is this node's own address; not programmed, it would capture the node's port %d", ip, st.Port)}})
 					continue
 				}
 				kept = append(kept, ip)
 			}
-			states[i].ExternalIPs = kept
+			st.ExternalIPs = kept
 		}
-		if f := fs.gen.Service(&states[i]); f != nil {
-			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(states[i].Name), svc: nn}, frag: f, clusterIPs: states[i].ClusterIPs, lbIPs: states[i].LoadBalancerIPs})
+		if f := fs.gen.Service(&st); f != nil {
+			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(st.Name), svc: nn}, frag: f, clusterIPs: st.ClusterIPs, lbIPs: st.LoadBalancerIPs})
 		}
 	}
 	return out

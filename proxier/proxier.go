@@ -2,8 +2,10 @@ package proxier
 
 import (
 	"context"
+	"maps"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -38,6 +40,10 @@ type Proxier struct {
 	Metrics   *metrics.Metrics
 
 	info map[types.NamespacedName]serviceInfo
+	// read holds the serviceInfo of each Service the running sync read
+	// (the Syncer's OnRead); it replaces info's entries once the sync is
+	// done.
+	read map[types.NamespacedName]serviceInfo
 	// retryUDP holds, per family, the UDP Services whose last conntrack
 	// cleanup failed in part; the next sync cleans them again (before the
 	// changed ones, whose newer endpoints win).
@@ -58,13 +64,21 @@ type serviceInfo struct {
 
 // newProxier returns a Proxier over store and syncer for node.
 func newProxier(store *model.Store, syncer *Syncer, node model.Node) *Proxier {
-	return &Proxier{Store: store, Syncer: syncer, Node: node, info: map[types.NamespacedName]serviceInfo{}, retryUDP: map[nftgen.Family][]conntrack.UDPService{}}
+	p := &Proxier{Store: store, Syncer: syncer, Node: node, info: map[types.NamespacedName]serviceInfo{}, retryUDP: map[nftgen.Family][]conntrack.UDPService{}}
+	syncer.OnRead = func(nn types.NamespacedName, states []model.ServicePortState) {
+		if p.read != nil { // in p.Sync
+			p.read[nn] = p.serviceInfo(states)
+		}
+	}
+	return p
 }
 
 // Sync programs the rules (the whole table with full, see Syncer.Sync),
 // then updates health checks and conntrack.
 func (p *Proxier) Sync(ctx context.Context, full bool) (SyncResult, error) {
 	start := time.Now()
+	p.read = map[types.NamespacedName]serviceInfo{}
+	defer func() { p.read = nil }()
 	res, err := p.Syncer.Sync(ctx, full)
 	if err != nil && len(res.Failed) >= len(p.Syncer.Families()) {
 		p.record(res, start)
@@ -88,8 +102,8 @@ func (p *Proxier) Sync(ctx context.Context, full bool) (SyncResult, error) {
 		clear(p.info)
 	}
 	var udp []conntrack.UDPService
-	for _, nn := range res.Changed {
-		info := p.serviceInfo(nn)
+	for _, nn := range slices.SortedFunc(maps.Keys(p.read), compareNames) {
+		info := p.read[nn]
 		if info.hcPort == 0 && len(info.udp) == 0 && len(info.noLocal) == 0 {
 			delete(p.info, nn)
 		} else {
@@ -214,6 +228,14 @@ func (p *Proxier) record(res SyncResult, start time.Time) {
 	}
 }
 
+// compareNames orders Services by namespace, then name.
+func compareNames(a, b types.NamespacedName) int {
+	if a.Namespace != b.Namespace {
+		return strings.Compare(a.Namespace, b.Namespace)
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
 func familyLabel(f nftgen.Family) string {
 	if f == nftgen.FamilyIPv6 {
 		return "IPv6"
@@ -222,9 +244,9 @@ func familyLabel(f nftgen.Family) string {
 }
 
 // serviceInfo computes the health check port, the number of local ready
-// endpoints and the UDP destinations of one Service.
-func (p *Proxier) serviceInfo(nn types.NamespacedName) serviceInfo {
-	states, _ := p.Store.State(nn)
+// endpoints and the UDP destinations of one Service from its service
+// ports.
+func (p *Proxier) serviceInfo(states []model.ServicePortState) serviceInfo {
 	var info serviceInfo
 	local := map[netip.Addr]bool{}
 	for _, st := range states {

@@ -32,6 +32,13 @@ type Syncer struct {
 	// OnProblem is called for each object, or part of one, that cannot be
 	// programmed. It may be nil.
 	OnProblem func(model.Problem)
+	// OnRead is called with what a sync read of each Service it looked
+	// at (nil for a deleted one), once per sync and Service, once per
+	// family on a dual-stack full sync (see snapshot). It may be nil.
+	OnRead func(types.NamespacedName, []model.ServicePortState)
+	// readState reads one Service from the store (Store.State unless a
+	// test counts the reads).
+	readState func(types.NamespacedName) ([]model.ServicePortState, []model.Problem)
 	// ChunkOps is the size of the transactions of a streamed cold sync
 	// (nftgen.ChunkOps unless set).
 	ChunkOps int
@@ -143,10 +150,14 @@ func (s *Syncer) Sync(ctx context.Context, full bool) (SyncResult, error) {
 	}
 	clear(s.retry)
 	res := SyncResult{FamilyOps: map[nftgen.Family]int{}}
+	snap := s.newSnapshot()
 	var firstErr error
 	for _, g := range s.generators {
 		fs := s.families[g.Family()]
-		s.countEndpoints(fs, changed)
+		if fs.applied != nil && s.countChanged(fs, snap, changed) {
+			// Every service's comments change: rewrite all of them.
+			fs.applied = nil
+		}
 		var txs iter.Seq[*nftgen.Transaction]
 		var streamed bool
 		var commit func() error
@@ -155,7 +166,7 @@ func (s *Syncer) Sync(ctx context.Context, full bool) (SyncResult, error) {
 			res.Changed = s.store.ServiceNames()
 			res.Services = len(res.Changed)
 			var err error
-			txs, streamed, commit, err = s.planFull(ctx, fs)
+			txs, streamed, commit, err = s.planFull(ctx, fs, snap)
 			if err != nil {
 				if firstErr == nil {
 					firstErr = fmt.Errorf("plan the %s table: %w", g.Family(), err)
@@ -169,7 +180,7 @@ func (s *Syncer) Sync(ctx context.Context, full bool) (SyncResult, error) {
 			}
 			var tx *nftgen.Transaction
 			var update func()
-			tx, update = s.planUpdate(fs, changed)
+			tx, update = s.planUpdate(fs, snap, changed)
 			txs = slices.Values([]*nftgen.Transaction{tx})
 			commit = func() error { update(); return nil }
 		}
@@ -308,43 +319,15 @@ func (s *Syncer) Families() []nftgen.Family {
 	return out
 }
 
-// countEndpoints updates the family's endpoint count for the changed
-// Services (all of them before a full sync) and switches the generator's
-// large cluster mode, which rewrites every service, when the total crosses
-// kube-proxy's threshold.
-func (s *Syncer) countEndpoints(fs *familyState, changed []types.NamespacedName) {
-	if fs.applied == nil {
-		changed = s.store.ServiceNames()
-		clear(fs.endpoints)
-		fs.total = 0
-	}
+// countChanged updates the family's endpoint counts for the changed
+// Services and reports whether the total crossed kube-proxy's large cluster
+// threshold, which switches the generator's mode and changes every
+// Service's rules. (A full sync counts as it goes: see eachCandidate.)
+func (s *Syncer) countChanged(fs *familyState, snap *snapshot, changed []types.NamespacedName) bool {
 	for _, nn := range changed {
-		n := 0
-		states, _ := s.store.State(nn)
-		for _, st := range states {
-			if _, ok := st.ClusterIP(modelFamily(fs.gen.Family())); !ok {
-				continue
-			}
-			for _, e := range st.Endpoints {
-				if model.FamilyOf(e.Addr) == modelFamily(fs.gen.Family()) {
-					n++
-				}
-			}
-		}
-		fs.total += n - fs.endpoints[nn]
-		if n == 0 {
-			delete(fs.endpoints, nn)
-		} else {
-			fs.endpoints[nn] = n
-		}
+		fs.setEndpoints(nn, familyEndpoints(fs, snap.get(nn, true)))
 	}
-	if large := fs.total > nftgen.LargeClusterEndpoints; large != fs.gen.Config().LargeCluster {
-		fs.gen = fs.gen.WithLargeCluster(large)
-		if fs.applied != nil {
-			// Every service's comments change: rewrite all of them.
-			fs.applied = nil
-		}
-	}
+	return fs.setLargeCluster(largeCluster(fs.total))
 }
 
 // ruleCounter returns the compat rule counter of the family's generator.

@@ -47,6 +47,33 @@ type Step struct {
 	// the endpoint count across kube-proxy's large-cluster threshold,
 	// which changes every Service's comments.
 	Full bool `json:"full"`
+	// UserSeconds and SystemSeconds are the CPU time the process spent
+	// in the step, in user space and in the kernel (netlink commits run
+	// in the sending thread, so the kernel's validation and commit count
+	// here).
+	UserSeconds   float64 `json:"user_seconds"`
+	SystemSeconds float64 `json:"system_seconds"`
+}
+
+// add adds st divided by n to s.
+func (s *Step) add(st Step, n int) {
+	f := float64(n)
+	s.Seconds += st.Seconds / f
+	s.UserSeconds += st.UserSeconds / f
+	s.SystemSeconds += st.SystemSeconds / f
+	s.Ops += st.Ops / n
+	s.Messages += st.Messages / n
+	s.Bytes += st.Bytes / n
+}
+
+// cpuTimes returns the process's user and system CPU time so far.
+func cpuTimes() (user, system float64) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, 0
+	}
+	sec := func(tv syscall.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
+	return sec(ru.Utime), sec(ru.Stime)
 }
 
 // Report is what scaleprobe prints.
@@ -57,6 +84,9 @@ type Report struct {
 	Add       Step `json:"add"`
 	Change    Step `json:"change"`
 	Delete    Step `json:"delete"`
+	// Changes is the mean of changeRounds one-Service endpoint changes in
+	// a row (a single step's CPU time is below the clock's resolution).
+	Changes Step `json:"changes"`
 	// FloorAdd and FloorDelete are the kernel's own floor for a commit to
 	// the loaded table: one jump rule added to a scratch chain, and that
 	// rule deleted (the median of floorRounds each).
@@ -67,6 +97,9 @@ type Report struct {
 
 // inuseProfile is -inuseprofile.
 var inuseProfile string
+
+// changeRounds is how many one-Service changes Changes averages.
+const changeRounds = 20
 
 // floorRounds is how many times the kernel floor is measured.
 const floorRounds = 5
@@ -210,7 +243,9 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (
 	endpointsBefore := 0
 	sync := func(what string, endpointsAfter int) (Step, error) {
 		msgs0, bytes0 := dp.Sent()
+		user0, sys0 := cpuTimes()
 		res, err := engine.Sync(ctx, runner.Requested)
+		user, sys := cpuTimes()
 		msgs, bytes := dp.Sent()
 		if err != nil {
 			return Step{}, fmt.Errorf("%s at %d Services: %w", what, n, err)
@@ -221,7 +256,8 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (
 		if res.Full != wantFull || (!wantFull && res.Services != 1) {
 			return Step{}, fmt.Errorf("%s at %d Services: full=%v, %d Services recomputed; want full=%v", what, n, res.Full, res.Services, wantFull)
 		}
-		return Step{Seconds: res.Duration.Seconds(), Ops: res.Ops, Messages: msgs - msgs0, Bytes: bytes - bytes0, Full: res.Full}, nil
+		return Step{Seconds: res.Duration.Seconds(), Ops: res.Ops, Messages: msgs - msgs0, Bytes: bytes - bytes0, Full: res.Full,
+			UserSeconds: user - user0, SystemSeconds: sys - sys0}, nil
 	}
 	if rep.Cold, err = sync("cold full sync", n*endpoints); err != nil {
 		return nil, err
@@ -250,6 +286,17 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (
 	store.SetEndpointSlice(extraSlice)
 	if rep.Change, err = sync("change one Service's endpoints", (n+1)*endpoints-1); err != nil {
 		return nil, err
+	}
+	full := extraSlice.Endpoints
+	for i := range changeRounds {
+		// 8 and 9 endpoints in turn (the change step left 9).
+		extraSlice.Endpoints = full[:len(full)-1+i%2]
+		store.SetEndpointSlice(extraSlice)
+		st, err := sync("repeated one-Service change", (n+1)*endpoints-2+i%2)
+		if err != nil {
+			return nil, err
+		}
+		rep.Changes.add(st, changeRounds)
 	}
 	store.DeleteEndpointSlice(extraSlice.Namespace, extraSlice.Name)
 	store.DeleteService(types.NamespacedName{Namespace: extra.Namespace, Name: extra.Name})
