@@ -159,8 +159,11 @@ func TestMetricNamesMatchKubeProxy(t *testing.T) {
 	var body string
 	eventually(t, "metrics served", 10*time.Second, func() error {
 		code, b, err := httpGetStatus(ns, "http://127.0.0.1:10249/metrics")
-		if err == nil && (code != 200 || !strings.Contains(b, "kubeproxy_sync_proxy_rules_last_timestamp_seconds{")) {
-			err = errorf("status %d, no last sync timestamp", code)
+		// The series exists from the start with 0; a value says the first
+		// sync is done, and with it the packet counters kube-proxy also
+		// creates in its first sync.
+		if err == nil && (code != 200 || !synced(b)) {
+			err = errorf("status %d, no sync done yet", code)
 		}
 		body = b
 		return err
@@ -205,4 +208,14 @@ func TestMetricNamesMatchKubeProxy(t *testing.T) {
 		}
 	}
 	t.Logf("%d kube-proxy iptables-mode metrics checked", len(want))
+}
+
+// synced reports whether a /metrics body has a nonzero last sync timestamp.
+func synced(body string) bool {
+	for _, l := range strings.Split(body, "\n") {
+		if strings.HasPrefix(l, "kubeproxy_sync_proxy_rules_last_timestamp_seconds{") && !strings.HasSuffix(l, " 0") {
+			return true
+		}
+	}
+	return false
 }
