@@ -21,8 +21,9 @@ type batchWriter struct {
 	// first.
 	emit  func(netlink.Message)
 	dirty bool
-	// scratch is reused to build rule messages.
+	// scratch is reused to build rule messages, which are kept in arena.
 	scratch []byte
+	arena   *arena
 	table   *nftables.Table
 	family  nftgen.Family
 	n       *Netlink
@@ -210,7 +211,7 @@ func (w *batchWriter) addRule(op nftgen.Op) error {
 	if op.Rule.Comment != "" {
 		userData = appendComment(nil, op.Rule.Comment)
 	}
-	msg, err := ruleMessage(w.table.Family, w.table.Name, op.Name, exprs, userData, &w.scratch)
+	msg, err := ruleMessage(w.table.Family, w.table.Name, op.Name, exprs, userData, &w.scratch, w.arena)
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,8 @@ type Netlink struct {
 	endpointMaps map[nftgen.Family]map[string]string
 	// epMu guards endpointMaps.
 	epMu sync.Mutex
+	// blocks are the free blocks of the batches' arenas.
+	blocks blockPool
 	// batchSeq numbers the messages of the batches sendBatch sends.
 	batchSeq uint32
 	// endpointMapSeq makes endpoint map names unique across commits and
@@ -171,7 +173,7 @@ func (n *Netlink) Apply(ctx context.Context, tx *nftgen.Transaction) error {
 // instead of their sum.
 func (n *Netlink) ApplyStream(ctx context.Context, txs iter.Seq[*nftgen.Transaction], after func(ops int) error) error {
 	// The send buffer grew to the largest chunk; it is not kept after.
-	defer func() { n.mu.Lock(); n.sendBuf = nil; n.mu.Unlock() }()
+	defer func() { n.mu.Lock(); n.sendBuf = nil; n.mu.Unlock(); n.blocks.drop() }()
 	// Unbuffered: one batch is sent while the next is encoded and waits,
 	// so no more than two chunks are held at a time.
 	ready := make(chan *prepared)
@@ -222,6 +224,8 @@ type prepared struct {
 	family nftgen.Family
 	ops    int
 	batch  []netlink.Message
+	// arena holds the batch's rule messages.
+	arena *arena
 	// commit records what the batch did to the endpoint maps once the
 	// kernel took it.
 	commit func()
@@ -229,7 +233,7 @@ type prepared struct {
 
 // prepare encodes tx.
 func (n *Netlink) prepare(tx *nftgen.Transaction) (*prepared, error) {
-	p := &prepared{family: tx.Family, ops: len(tx.Ops), batch: make([]netlink.Message, 0, len(tx.Ops)+2)}
+	p := &prepared{family: tx.Family, ops: len(tx.Ops), batch: make([]netlink.Message, 0, len(tx.Ops)+2), arena: &arena{pool: &n.blocks}}
 	// The library's messages come out at each Flush (with a batch begin
 	// and end of their own); the rules the writer encodes itself go in
 	// between, in order. One begin and end wrap the whole.
@@ -249,7 +253,8 @@ func (n *Netlink) prepare(tx *nftgen.Transaction) (*prepared, error) {
 		return nil, fmt.Errorf("open encoding connection: %w", err)
 	}
 	defer c.CloseLasting()
-	if p.commit, err = n.encode(c, tx, func(m netlink.Message) { p.batch = append(p.batch, m) }); err != nil {
+	if p.commit, err = n.encode(c, tx, p.arena, func(m netlink.Message) { p.batch = append(p.batch, m) }); err != nil {
+		p.arena.release()
 		return nil, err
 	}
 	p.batch = append(p.batch, batchMessage(unix.NFNL_MSG_BATCH_END))
@@ -261,21 +266,25 @@ func (n *Netlink) send(p *prepared) error {
 	resume := n.quiet()
 	err := n.sendBatch(p.batch)
 	resume(err == nil)
+	msgs, size := len(p.batch)-2, batchBytes(p.batch)
+	// The kernel copied the batch: its messages' blocks serve the next.
+	p.batch = nil
+	p.arena.release()
 	if err != nil {
 		return fmt.Errorf("commit %d operations to table %s %s: %w", p.ops, p.family, nftgen.TableName, err)
 	}
 	p.commit()
-	n.sentMessages += len(p.batch) - 2
-	n.sentBytes += batchBytes(p.batch)
+	n.sentMessages += msgs
+	n.sentBytes += size
 	return nil
 }
 
 // encode writes tx on c as one batch and flushes it; c captures the batch
 // (see Apply). commit records what the batch did to the endpoint maps, once
 // the kernel has taken it.
-func (n *Netlink) encode(c *nftables.Conn, tx *nftgen.Transaction, emit func(netlink.Message)) (commit func(), err error) {
+func (n *Netlink) encode(c *nftables.Conn, tx *nftgen.Transaction, a *arena, emit func(netlink.Message)) (commit func(), err error) {
 	table := &nftables.Table{Name: nftgen.TableName, Family: tableFamily(tx.Family)}
-	w := &batchWriter{conn: c, emit: emit, table: table, family: tx.Family, n: n, created: map[string]string{}, unbound: map[string]bool{}}
+	w := &batchWriter{conn: c, emit: emit, arena: a, table: table, family: tx.Family, n: n, created: map[string]string{}, unbound: map[string]bool{}}
 	// A replacing transaction deletes every set it does not want, old
 	// endpoint maps included; a patch deletes the endpoint maps of the
 	// chains it flushes or deletes, by the names the transaction read

@@ -145,7 +145,7 @@ func TestRuleMessageMatchesTheLibrary(t *testing.T) {
 				if ch.Rules[i].Comment != "" {
 					ud = appendComment(nil, ch.Rules[i].Comment)
 				}
-				m, err := ruleMessage(table.Family, nftgen.TableName, ch.Name, exprs, ud, nil)
+				m, err := ruleMessage(table.Family, nftgen.TableName, ch.Name, exprs, ud, nil, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -45,8 +45,8 @@ func appendString(b []byte, typ uint16, s string) []byte {
 // ruleMessage encodes a NEWRULE that appends exprs (and the comment in
 // userData) to chain. scratch, if not nil, is a buffer to build it in
 // (reused from one rule to the next); the message holds an exact-size copy,
-// since a batch holds tens of thousands of them.
-func ruleMessage(fam nftables.TableFamily, table, chain string, exprs []expr.Any, userData []byte, scratch *[]byte) (netlink.Message, error) {
+// since a batch holds tens of thousands of them, made in a if not nil.
+func ruleMessage(fam nftables.TableFamily, table, chain string, exprs []expr.Any, userData []byte, scratch *[]byte, a *arena) (netlink.Message, error) {
 	var b []byte
 	if scratch != nil {
 		b = (*scratch)[:0]
@@ -71,7 +71,7 @@ func ruleMessage(fam nftables.TableFamily, table, chain string, exprs []expr.Any
 	}
 	return netlink.Message{
 		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE), Flags: netlink.Request | netlink.Create | netlink.Append},
-		Data:   append([]byte(nil), b...),
+		Data:   a.copyOf(b),
 	}, nil
 }
 
