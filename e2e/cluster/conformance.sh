@@ -6,6 +6,8 @@
 #
 #   CONFORMANCE_FOCUS  the tests (default: sig-network's conformance tests and
 #                      its Services tests)
+#   CONFORMANCE_RESULTS  the table (default e2e/results/conformance.md); each
+#                      run's summary goes beside it as <table>-<proxy>.log
 #   CONFORMANCE_SKIP   what a two-node cluster without a cloud, DNS add-on
 #                      or IPv6 cannot run (default below, each with its reason
 #                      in the README)
@@ -79,7 +81,7 @@ for name in kube-proxy nftproxy; do
 		echo
 		echo "First reachability failure:"
 		grep -m1 -A10 "Service reachability failing" "$dir/e2e-$name/e2e.log" || echo none
-	} >"$(dirname "$out")/conformance-$name.log"
+	} >"${out%.md}-$name.log"
 done
 head -5 "$out" | tail -1
 sed -n '/tests ran/p' "$out"
