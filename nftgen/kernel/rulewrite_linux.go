@@ -58,11 +58,10 @@ func ruleMessage(fam nftables.TableFamily, table, chain string, exprs []expr.Any
 	start := len(b)
 	b = append(b, 0, 0, 0, 0)
 	for _, e := range exprs {
-		data, err := expr.Marshal(byte(fam), e)
-		if err != nil {
+		var err error
+		if b, err = appendExpr(b, byte(fam), e); err != nil {
 			return netlink.Message{}, fmt.Errorf("expression %T: %w", e, err)
 		}
-		b = appendAttr(b, unix.NLA_F_NESTED|unix.NFTA_LIST_ELEM, data)
 	}
 	binary.NativeEndian.PutUint16(b[start:], uint16(len(b)-start))
 	binary.NativeEndian.PutUint16(b[start+2:], unix.NLA_F_NESTED|unix.NFTA_RULE_EXPRESSIONS)
