@@ -1,6 +1,8 @@
 package nftgen
 
 import (
+	"crypto/sha256"
+	"encoding/base32"
 	"flag"
 	"os"
 	"strings"
@@ -23,6 +25,20 @@ func TestChainNamesMatchKubeProxy(t *testing.T) {
 	}
 	if got := EndpointChainName(n, "10.180.0.1:80"); !strings.HasPrefix(got, "KUBE-SEP-") || len(got) != len("KUBE-SEP-")+16 {
 		t.Errorf("EndpointChainName = %s", got)
+	}
+	// The formula written out, for a short name and for one longer than
+	// hashedName's stack buffer.
+	long := model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("s", 253)}, Port: "p", Protocol: v1.ProtocolSCTP}
+	for _, n := range []model.ServicePortName{n, long} {
+		sum := sha256.Sum256([]byte(n.String() + n.LowerProtocol() + "[fd00::1]:8080"))
+		want := "KUBE-SEP-" + base32.StdEncoding.EncodeToString(sum[:])[:16]
+		if got := EndpointChainName(n, "[fd00::1]:8080"); got != want {
+			t.Errorf("EndpointChainName(%s) = %s, want %s", n, got, want)
+		}
+		svc, svl, ext, fw := portChainNames(n)
+		if svc != ServiceChainName(n) || svl != LocalChainName(n) || ext != ExternalChainName(n) || fw != FirewallChainName(n) {
+			t.Errorf("portChainNames(%s) = %s %s %s %s, not the four names", n, svc, svl, ext, fw)
+		}
 	}
 }
 

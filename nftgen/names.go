@@ -78,37 +78,65 @@ const (
 	PrefixAffinity = "affinity-"
 )
 
-// portProtoHash is kube-proxy's hash for per-service chain names:
-// the first 16 characters of base32(sha256(s)).
-func portProtoHash(s string) string {
-	sum := sha256.Sum256([]byte(s))
-	return base32.StdEncoding.EncodeToString(sum[:])[:16]
+// hashedName is prefix followed by kube-proxy's hash for per-service chain
+// names, the first 16 characters of base32(sha256(s)), where s is the
+// concatenation of parts. It builds s and the hash on the stack, so that
+// the name is the one allocation (a cold sync names a million chains).
+func hashedName(prefix string, parts ...string) string {
+	var in [256]byte
+	s := in[:0]
+	for _, p := range parts {
+		s = append(s, p...)
+	}
+	sum := sha256.Sum256(s)
+	var enc [56]byte
+	base32.StdEncoding.Encode(enc[:], sum[:])
+	var out [64]byte
+	return string(append(append(out[:0], prefix...), enc[:16]...))
+}
+
+// portName is a service port's name and protocol as kube-proxy hashes them.
+func portName(n model.ServicePortName) (string, string) {
+	return n.String(), n.LowerProtocol()
 }
 
 // ServiceChainName returns the KUBE-SVC- chain of a service port.
 func ServiceChainName(n model.ServicePortName) string {
-	return PrefixService + portProtoHash(n.String()+n.LowerProtocol())
+	name, proto := portName(n)
+	return hashedName(PrefixService, name, proto)
 }
 
 // LocalChainName returns the KUBE-SVL- chain (Local traffic policy).
 func LocalChainName(n model.ServicePortName) string {
-	return PrefixLocal + portProtoHash(n.String()+n.LowerProtocol())
+	name, proto := portName(n)
+	return hashedName(PrefixLocal, name, proto)
 }
 
 // ExternalChainName returns the KUBE-EXT- chain (external destinations).
 func ExternalChainName(n model.ServicePortName) string {
-	return PrefixExternal + portProtoHash(n.String()+n.LowerProtocol())
+	name, proto := portName(n)
+	return hashedName(PrefixExternal, name, proto)
 }
 
 // FirewallChainName returns the KUBE-FW- chain (loadBalancerSourceRanges).
 func FirewallChainName(n model.ServicePortName) string {
-	return PrefixFirewall + portProtoHash(n.String()+n.LowerProtocol())
+	name, proto := portName(n)
+	return hashedName(PrefixFirewall, name, proto)
 }
 
-// EndpointChainName returns the KUBE-SEP- chain of one endpoint of a service
-// port; endpoint is "IP:port".
+// portChainNames returns the KUBE-SVC-, KUBE-SVL-, KUBE-EXT- and KUBE-FW-
+// chains of a service port, which share one hash.
+func portChainNames(n model.ServicePortName) (svc, svl, ext, fw string) {
+	name, proto := portName(n)
+	h := hashedName("", name, proto)
+	return PrefixService + h, PrefixLocal + h, PrefixExternal + h, PrefixFirewall + h
+}
+
+// EndpointChainName returns the KUBE-SEP- chain of an endpoint (ip:port) of
+// a service port.
 func EndpointChainName(n model.ServicePortName, endpoint string) string {
-	return PrefixEndpoint + portProtoHash(n.String()+n.LowerProtocol()+endpoint)
+	name, proto := portName(n)
+	return hashedName(PrefixEndpoint, name, proto, endpoint)
 }
 
 // ServiceKey is the key of a service port's fragment in a Ruleset.

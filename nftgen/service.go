@@ -20,6 +20,23 @@ type svcBuild struct {
 	// keyed "client . endpoint", not one set per endpoint (see
 	// affinitySet).
 	sharedAffinity bool
+	// sepNames holds the KUBE-SEP- chain name of each endpoint, hashed
+	// once for the rules that pick it and the chain itself.
+	sepNames map[netip.AddrPort]string
+}
+
+// sepName returns the KUBE-SEP- chain of endpoint e.
+func (b *svcBuild) sepName(e model.Endpoint) string {
+	ap := netip.AddrPortFrom(e.Addr, e.Port)
+	if name, ok := b.sepNames[ap]; ok {
+		return name
+	}
+	if b.sepNames == nil {
+		b.sepNames = map[netip.AddrPort]string{}
+	}
+	name := EndpointChainName(b.sp.Name, ap.String())
+	b.sepNames[ap] = name
+	return name
 }
 
 type elementKey struct {
@@ -71,7 +88,7 @@ func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
 	cat := model.Categorize(&sp.ServicePort, eps, g.cfg.Node)
 	b.sharedAffinity = sp.AffinityTimeoutSeconds > 0 && len(cat.Reachable) > CascadeMaxEndpoints
 	n := sp.Name
-	svcChain, svlChain, extChain, fwChain := ServiceChainName(n), LocalChainName(n), ExternalChainName(n), FirewallChainName(n)
+	svcChain, svlChain, extChain, fwChain := portChainNames(n)
 	externalIPs, lbIPs := sp.ExternalIPs, sp.LoadBalancerIPs
 	ranges, closed := g.sourceRanges(sp)
 
@@ -300,7 +317,7 @@ func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
 	var rules []Rule
 	targets := make([]string, len(eps))
 	for i, e := range eps {
-		targets[i] = EndpointChainName(b.sp.Name, e.String())
+		targets[i] = b.sepName(e)
 	}
 	if b.sp.AffinityTimeoutSeconds > 0 {
 		for i, e := range eps {
@@ -332,7 +349,7 @@ func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
 // endpointChain is KUBE-SEP-: hairpin masquerade, then DNAT (recording the
 // client for affinity).
 func (b *svcBuild) endpointChain(e model.Endpoint) *Chain {
-	name := EndpointChainName(b.sp.Name, e.String())
+	name := b.sepName(e)
 	dnat := []Stmt{MatchProto{Proto: b.proto}}
 	if b.sp.AffinityTimeoutSeconds > 0 {
 		set, key := b.affinitySet(name, e)

@@ -17,6 +17,9 @@ const ChunkOps = 16384
 // more peak memory; at 30,000 Services the two are within the noise.
 const chunkGrowth = 48
 
+// presizeMaxOps bounds the operations a new chunk makes room for ahead.
+const presizeMaxOps = 1 << 18
+
 // ColdBuilder cuts the operations that build a new table into transactions
 // of about maxOps operations (more as the table grows), from fragments
 // given one at a time, so that
@@ -65,7 +68,10 @@ func (b *ColdBuilder) Add(f *Fragment) *Transaction {
 	var full *Transaction
 	if len(b.cur.Ops) >= max(b.maxOps, b.sent/chunkGrowth) {
 		b.sent += len(b.cur.Ops)
-		full, b.cur = b.cur, &Transaction{Family: b.cur.Family}
+		// Sized for the chunk it becomes (and a fragment past it), so
+		// that its operations are not copied as it grows.
+		size := min(max(b.maxOps, b.sent/chunkGrowth), presizeMaxOps)
+		full, b.cur = b.cur, &Transaction{Family: b.cur.Family, Ops: make([]Op, 0, size+size/16)}
 	}
 	addFragment(b.cur, b.maps, f)
 	return full
