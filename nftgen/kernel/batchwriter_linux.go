@@ -24,9 +24,18 @@ type batchWriter struct {
 	// scratch is reused to build rule messages, which are kept in arena.
 	scratch []byte
 	arena   *arena
-	table   *nftables.Table
-	family  nftgen.Family
-	n       *Netlink
+	// exprs turns a rule's statements into expressions, into exprBuf;
+	// userData holds its comment. All three are reused from rule to rule
+	// (ruleMessage copies what it keeps); ruleChain and anonErr are the
+	// chain of the rule being added and an error of its endpoint map.
+	exprs     *exprBuilder
+	exprBuf   []expr.Any
+	userData  []byte
+	ruleChain string
+	anonErr   error
+	table     *nftables.Table
+	family    nftgen.Family
+	n         *Netlink
 	// created maps chains to the endpoint maps created for them in this
 	// batch; unbound holds the chains flushed or deleted, whose previous
 	// endpoint maps are gone.
@@ -87,6 +96,9 @@ var hooks = map[nftgen.Hook]*nftables.ChainHook{
 // follow it, as one message) and returns the index of the next op.
 func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 	op := ops[i]
+	if op.Kind == nftgen.OpAddChain && op.Base == nil {
+		return i + 1, w.addRegularChain(op.Name)
+	}
 	if op.Kind != nftgen.OpAddRule {
 		w.dirty = true
 	}
@@ -172,56 +184,83 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 	return i + 1, nil
 }
 
+// addEndpointMap declares the numgen map of the rule being added to
+// w.ruleChain in the batch and returns its name and ID (exprBuilder's
+// addAnon); an error is left in w.anonErr.
+func (w *batchWriter) addEndpointMap(m anonVmap) (string, uint32) {
+	w.dirty = true
+	if prev, ok := w.created[w.ruleChain]; ok {
+		w.anonErr = fmt.Errorf("chain %s has a second numgen rule (endpoint map %s)", w.ruleChain, prev)
+	}
+	w.n.endpointMapSeq++
+	set := &nftables.Set{
+		Table:    w.table,
+		Name:     endpointMapName(w.n.endpointMapSeq),
+		IsMap:    true,
+		KeyType:  nftables.TypeMark,
+		DataType: nftables.TypeVerdict,
+	}
+	w.created[w.ruleChain] = set.Name
+	elems := make([]nftables.SetElement, len(m.Targets))
+	for i, t := range m.Targets {
+		elems[i] = nftables.SetElement{Key: native32(uint32(i)), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: t}}
+		if i < len(m.Comments) {
+			elems[i].Comment = m.Comments[i]
+		}
+	}
+	if err := w.conn.AddSet(set, elems); err != nil {
+		w.anonErr = err
+	}
+	return set.Name, set.ID
+}
+
+// addRegularChain adds a chain without a hook, encoded by nftproxy as its
+// rules are (a cold sync adds a million of them).
+func (w *batchWriter) addRegularChain(name string) error {
+	if err := w.flushLibrary(); err != nil {
+		return err
+	}
+	w.emit(chainMessage(w.table.Family, w.table.Name, name, &w.scratch, w.arena))
+	return nil
+}
+
+// flushLibrary sends what the library holds (a chain, a set the rule names,
+// an earlier flush of a chain) before a message nftproxy encodes itself.
+func (w *batchWriter) flushLibrary() error {
+	if !w.dirty {
+		return nil
+	}
+	if err := w.conn.Flush(); err != nil {
+		return err
+	}
+	w.dirty = false
+	return nil
+}
+
 func (w *batchWriter) addRule(op nftgen.Op) error {
-	var anonErr error
-	b := &exprBuilder{family: w.family, addAnon: func(m anonVmap) (string, uint32) {
-		w.dirty = true
-		if prev, ok := w.created[op.Name]; ok {
-			anonErr = fmt.Errorf("chain %s has a second numgen rule (endpoint map %s)", op.Name, prev)
-		}
-		w.n.endpointMapSeq++
-		set := &nftables.Set{
-			Table:    w.table,
-			Name:     endpointMapName(w.n.endpointMapSeq),
-			IsMap:    true,
-			KeyType:  nftables.TypeMark,
-			DataType: nftables.TypeVerdict,
-		}
-		w.created[op.Name] = set.Name
-		elems := make([]nftables.SetElement, len(m.Targets))
-		for i, t := range m.Targets {
-			elems[i] = nftables.SetElement{Key: native32(uint32(i)), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: t}}
-			if i < len(m.Comments) {
-				elems[i].Comment = m.Comments[i]
-			}
-		}
-		if err := w.conn.AddSet(set, elems); err != nil {
-			anonErr = err
-		}
-		return set.Name, set.ID
-	}}
-	exprs, err := b.ruleExprs(op.Rule)
+	if w.exprs == nil {
+		w.exprs = &exprBuilder{family: w.family, addAnon: w.addEndpointMap}
+	}
+	w.ruleChain, w.anonErr = op.Name, nil
+	exprs, err := w.exprs.appendRuleExprs(w.exprBuf[:0], op.Rule)
 	if err != nil {
 		return err
 	}
-	if anonErr != nil {
-		return anonErr
+	w.exprBuf = exprs
+	if w.anonErr != nil {
+		return w.anonErr
 	}
 	var userData []byte
 	if op.Rule.Comment != "" {
-		userData = appendComment(nil, op.Rule.Comment)
+		w.userData = appendComment(w.userData[:0], op.Rule.Comment)
+		userData = w.userData
 	}
 	msg, err := ruleMessage(w.table.Family, w.table.Name, op.Name, exprs, userData, &w.scratch, w.arena)
 	if err != nil {
 		return err
 	}
-	if w.dirty {
-		// The chain, a set the rule names, or an earlier flush of this
-		// chain are still in the library: send them first.
-		if err := w.conn.Flush(); err != nil {
-			return err
-		}
-		w.dirty = false
+	if err := w.flushLibrary(); err != nil {
+		return err
 	}
 	w.emit(msg)
 	return nil

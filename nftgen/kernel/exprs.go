@@ -42,11 +42,15 @@ type exprBuilder struct {
 
 // ruleExprs returns the netlink expressions of a rule.
 func (b *exprBuilder) ruleExprs(r *nftgen.Rule) ([]expr.Any, error) {
-	var out []expr.Any
+	return b.appendRuleExprs(nil, r)
+}
+
+// appendRuleExprs appends the netlink expressions of a rule to out.
+func (b *exprBuilder) appendRuleExprs(out []expr.Any, r *nftgen.Rule) ([]expr.Any, error) {
 	for _, s := range r.Stmts {
 		es, err := b.stmtExprs(s)
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		out = append(out, es...)
 	}

@@ -3,6 +3,7 @@
 package kernel
 
 import (
+	"bytes"
 	"reflect"
 	"testing"
 
@@ -180,6 +181,45 @@ func TestRuleMessageMatchesTheLibrary(t *testing.T) {
 			delete(l, unix.NFTA_RULE_ID)
 			if len(o) != len(l) {
 				t.Errorf("%s rule %d: attributes %d, library %d (besides its rule ID)", fam, i, len(o), len(l))
+			}
+		}
+	}
+}
+
+// TestChainMessageMatchesTheLibrary: the message of a regular chain that
+// nftproxy writes itself is google/nftables' AddChain message byte for
+// byte, header flags included.
+func TestChainMessageMatchesTheLibrary(t *testing.T) {
+	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
+		for _, name := range []string{"KUBE-SEP-ABCDEFGHIJKLMNOP", "odd", "abcd"} {
+			table := &nftables.Table{Name: nftgen.TableName, Family: fam}
+			var lib []netlink.Message
+			c, err := nftables.New(nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
+				for _, m := range reqs {
+					if m.Header.Type == netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWCHAIN) {
+						lib = append(lib, m)
+					}
+				}
+				return nil, nil
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.AddChain(&nftables.Chain{Table: table, Name: name})
+			if err := c.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			var scratch []byte
+			own := chainMessage(fam, nftgen.TableName, name, &scratch, nil)
+			if len(lib) != 1 {
+				t.Fatalf("library wrote %d chain messages", len(lib))
+			}
+			// The library also asks for an acknowledgement when it flushes.
+			if lf := lib[0].Header.Flags &^ netlink.Acknowledge; own.Header.Type != lib[0].Header.Type || own.Header.Flags != lf {
+				t.Errorf("%s: header %+v, library %+v", name, own.Header, lib[0].Header)
+			}
+			if !bytes.Equal(own.Data, lib[0].Data) {
+				t.Errorf("%s: data %x, library %x", name, own.Data, lib[0].Data)
 			}
 		}
 	}
