@@ -62,6 +62,23 @@ func (g *Generator) familyAddrs(in []netip.Addr) []netip.Addr {
 	return out
 }
 
+// familyEndpoints returns the endpoints of this family: in, when they all
+// are (as the snapshot's are), else a copy of those that are.
+func (g *Generator) familyEndpoints(in []model.Endpoint) []model.Endpoint {
+	fam := g.modelFamily()
+	i := slices.IndexFunc(in, func(e model.Endpoint) bool { return model.FamilyOf(e.Addr) != fam })
+	if i < 0 {
+		return in
+	}
+	out := slices.Clone(in[:i])
+	for _, e := range in[i:] {
+		if model.FamilyOf(e.Addr) == fam {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Service returns the fragment of one service port in this family: its
 // chains, affinity sets and map elements. It follows the structure of
 // kube-proxy's iptables mode rule for rule; see the README for the mapping.
@@ -79,12 +96,7 @@ func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
 	sp = &own
 	b := &svcBuild{g: g, sp: sp, name: sp.Name.String(), proto: protoNumber(sp.Name.Protocol),
 		frag: &Fragment{Elements: map[string][]MapElement{}}, seen: map[elementKey]bool{}}
-	var eps []model.Endpoint
-	for _, e := range sp.Endpoints {
-		if model.FamilyOf(e.Addr) == g.modelFamily() {
-			eps = append(eps, e)
-		}
-	}
+	eps := g.familyEndpoints(sp.Endpoints)
 	cat := model.Categorize(&sp.ServicePort, eps, g.cfg.Node)
 	b.sharedAffinity = sp.AffinityTimeoutSeconds > 0 && len(cat.Reachable) > CascadeMaxEndpoints
 	n := sp.Name
@@ -314,7 +326,14 @@ const CascadeMaxEndpoints = 100
 // endpointRules picks one of eps: first the affinity checks, then a random
 // choice.
 func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
-	var rules []Rule
+	n := 1 // the numgen map
+	if len(eps) <= CascadeMaxEndpoints {
+		n = len(eps)
+	}
+	if b.sp.AffinityTimeoutSeconds > 0 {
+		n += len(eps)
+	}
+	rules := make([]Rule, 0, n)
 	targets := make([]string, len(eps))
 	for i, e := range eps {
 		targets[i] = b.sepName(e)
@@ -329,7 +348,7 @@ func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
 		// One rule per endpoint, as iptables mode: numgen random mod
 		// (N-i) == 0 picks endpoint i, the last rule takes what is left.
 		for i, e := range eps {
-			var stmts []Stmt
+			stmts := make([]Stmt, 0, 2)
 			if n := len(eps) - i; n > 1 {
 				stmts = append(stmts, MatchRandom{Mod: uint32(n)})
 			}

@@ -48,11 +48,10 @@ func (b *exprBuilder) ruleExprs(r *nftgen.Rule) ([]expr.Any, error) {
 // appendRuleExprs appends the netlink expressions of a rule to out.
 func (b *exprBuilder) appendRuleExprs(out []expr.Any, r *nftgen.Rule) ([]expr.Any, error) {
 	for _, s := range r.Stmts {
-		es, err := b.stmtExprs(s)
-		if err != nil {
+		var err error
+		if out, err = b.appendStmt(out, s); err != nil {
 			return out, err
 		}
-		out = append(out, es...)
 	}
 	return out, nil
 }
@@ -89,13 +88,14 @@ func (b *exprBuilder) nfproto() uint32 {
 	return unix.NFPROTO_IPV4
 }
 
-func (b *exprBuilder) stmtExprs(s nftgen.Stmt) ([]expr.Any, error) {
+// appendStmt appends the netlink expressions of one statement to out.
+func (b *exprBuilder) appendStmt(out []expr.Any, s nftgen.Stmt) ([]expr.Any, error) {
 	switch s := s.(type) {
 	case nftgen.MatchProto:
-		return []expr.Any{
+		return append(out,
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{s.Proto}},
-		}, nil
+		), nil
 	case nftgen.MatchAddr:
 		saddr, daddr, length := b.addrOffsets()
 		off := daddr
@@ -104,13 +104,13 @@ func (b *exprBuilder) stmtExprs(s nftgen.Stmt) ([]expr.Any, error) {
 		}
 		addr := s.Prefix.Masked().Addr()
 		if (addr.Is4()) != (b.family == nftgen.FamilyIPv4) {
-			return nil, fmt.Errorf("address %s does not belong to family %s", s.Prefix, b.family)
+			return out, fmt.Errorf("address %s does not belong to family %s", s.Prefix, b.family)
 		}
 		op := expr.CmpOpEq
 		if s.Negate {
 			op = expr.CmpOpNeq
 		}
-		out := []expr.Any{&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: length}}
+		out = append(out, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: length})
 		if bits := s.Prefix.Bits(); bits < int(length*8) {
 			mask := make([]byte, length)
 			for i := 0; i < bits; i++ {
@@ -120,54 +120,54 @@ func (b *exprBuilder) stmtExprs(s nftgen.Stmt) ([]expr.Any, error) {
 		}
 		return append(out, &expr.Cmp{Op: op, Register: reg1, Data: addr.AsSlice()}), nil
 	case nftgen.MatchDport:
-		return []expr.Any{
+		return append(out,
 			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binary.BigEndian.AppendUint16(nil, s.Port)},
-		}, nil
+		), nil
 	case nftgen.MatchCtState:
 		op := expr.CmpOpNeq
 		if s.None {
 			op = expr.CmpOpEq
 		}
-		return []expr.Any{
+		return append(out,
 			&expr.Ct{Register: reg1, Key: expr.CtKeySTATE},
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(s.Mask), Xor: native32(0)},
 			&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
-		}, nil
+		), nil
 	case nftgen.MatchCtStatusDNAT:
 		op := expr.CmpOpNeq
 		if s.Not {
 			op = expr.CmpOpEq
 		}
-		return []expr.Any{
+		return append(out,
 			&expr.Ct{Register: reg1, Key: expr.CtKeySTATUS},
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(ctStatusDNAT), Xor: native32(0)},
 			&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
-		}, nil
+		), nil
 	case nftgen.MatchFibLocal:
 		f := &expr.Fib{Register: reg1, ResultADDRTYPE: true, FlagDADDR: s.Dir == nftgen.Daddr, FlagSADDR: s.Dir == nftgen.Saddr}
-		return []expr.Any{f, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: native32(unix.RTN_LOCAL)}}, nil
+		return append(out, f, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: native32(unix.RTN_LOCAL)}), nil
 	case nftgen.ProtoPortIn:
-		return []expr.Any{
+		return append(out,
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
 			&expr.Payload{DestRegister: reg32Base + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Lookup{SourceRegister: reg1, SetName: s.Map},
-		}, nil
+		), nil
 	case nftgen.CounterRef:
-		return []expr.Any{&expr.Objref{Type: unix.NFT_OBJECT_COUNTER, Name: s.Name}}, nil
+		return append(out, &expr.Objref{Type: unix.NFT_OBJECT_COUNTER, Name: s.Name}), nil
 	case nftgen.ProtoPortMap:
-		return []expr.Any{
+		return append(out,
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: reg1},
 			&expr.Payload{DestRegister: reg32Base + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Lookup{SourceRegister: reg1, SetName: s.Map, DestRegister: regVerdict, IsDestRegSet: true},
-		}, nil
+		), nil
 	case nftgen.AffinityCheck:
-		return append(b.affinityKey(s.Endpoint),
+		return append(append(out, b.affinityKey(s.Endpoint)...),
 			&expr.Lookup{SourceRegister: reg32Base, SetName: s.Set},
 			verdictExpr(nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: s.Chain}),
 		), nil
 	case nftgen.AffinityUpdate:
-		return append(b.affinityKey(s.Endpoint),
+		return append(append(out, b.affinityKey(s.Endpoint)...),
 			&expr.Dynset{SrcRegKey: reg32Base, SetName: s.Set, Operation: unix.NFT_DYNSET_OP_UPDATE},
 		), nil
 	case nftgen.MatchMark:
@@ -175,64 +175,65 @@ func (b *exprBuilder) stmtExprs(s nftgen.Stmt) ([]expr.Any, error) {
 		if s.Zero {
 			op = expr.CmpOpEq
 		}
-		return []expr.Any{
+		return append(out,
 			&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
 			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(s.Mask), Xor: native32(0)},
 			&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
-		}, nil
+		), nil
 	case nftgen.DispatchMap:
 		_, daddr, length := b.addrOffsets()
 		protoReg := uint32(reg32Base + length/4)
-		return []expr.Any{
+		return append(out,
 			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: length},
 			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: protoReg},
 			&expr.Payload{DestRegister: protoReg + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Lookup{SourceRegister: reg1, SetName: s.Map, DestRegister: regVerdict, IsDestRegSet: true},
-		}, nil
+		), nil
 	case nftgen.NumgenVmap:
 		if len(s.Targets) == 0 {
-			return nil, fmt.Errorf("numgen vmap with no targets")
+			return out, fmt.Errorf("numgen vmap with no targets")
 		}
 		name, id := b.addAnon(anonVmap{Targets: s.Targets, Comments: s.Comments})
-		return []expr.Any{
+		return append(out,
 			&expr.Numgen{Register: reg1, Modulus: uint32(len(s.Targets)), Type: unix.NFT_NG_RANDOM},
 			&expr.Lookup{SourceRegister: reg1, SetName: name, SetID: id, DestRegister: regVerdict, IsDestRegSet: true},
-		}, nil
+		), nil
 	case nftgen.MatchRandom:
 		if s.Mod < 2 {
-			return nil, fmt.Errorf("numgen random mod %d: want at least 2", s.Mod)
+			return out, fmt.Errorf("numgen random mod %d: want at least 2", s.Mod)
 		}
-		return []expr.Any{
+		return append(out,
 			&expr.Numgen{Register: reg1, Modulus: s.Mod, Type: unix.NFT_NG_RANDOM},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: native32(0)},
-		}, nil
+		), nil
 	case nftgen.MatchIifname:
-		return iifnameExprs(s)
+		es, err := iifnameExprs(s)
+		return append(out, es...), err
 	case nftgen.MarkOr:
-		return markSet(^s.Bits, s.Bits), nil
+		return append(out, markSet(^s.Bits, s.Bits)...), nil
 	case nftgen.MarkXor:
-		return markSet(0xffffffff, s.Bits), nil
+		return append(out, markSet(0xffffffff, s.Bits)...), nil
 	case nftgen.DNAT:
 		if s.Addr.Is4() != (b.family == nftgen.FamilyIPv4) {
-			return nil, fmt.Errorf("dnat address %s does not belong to family %s", s.Addr, b.family)
+			return out, fmt.Errorf("dnat address %s does not belong to family %s", s.Addr, b.family)
 		}
-		return []expr.Any{
+		return append(out,
 			&expr.Immediate{Register: reg1, Data: s.Addr.AsSlice()},
 			&expr.Immediate{Register: reg2, Data: binary.BigEndian.AppendUint16(nil, s.Port)},
 			&expr.NAT{Type: expr.NATTypeDestNAT, Family: b.nfproto(), RegAddrMin: reg1, RegProtoMin: reg2},
-		}, nil
+		), nil
 	case nftgen.Masquerade:
-		return []expr.Any{&expr.Masq{FullyRandom: s.FullyRandom}}, nil
+		return append(out, &expr.Masq{FullyRandom: s.FullyRandom}), nil
 	case nftgen.Reject:
 		code := uint8(3) // ICMP_PORT_UNREACH
 		if b.family == nftgen.FamilyIPv6 {
 			code = 4 // ICMPV6_PORT_UNREACH
 		}
-		return []expr.Any{&expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: code}}, nil
+		return append(out, &expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: code}), nil
 	case nftgen.Verdict:
-		return []expr.Any{verdictExpr(s)}, nil
+		return append(out, verdictExpr(s)), nil
 	}
-	return nil, fmt.Errorf("unknown statement %T", s)
+	return out, fmt.Errorf("unknown statement %T", s)
 }
 
 // ifnameSize is IFNAMSIZ: an interface name compared whole is its bytes
@@ -264,14 +265,20 @@ func markSet(mask, xor uint32) []expr.Any {
 }
 
 func verdictExpr(v nftgen.Verdict) *expr.Verdict {
-	kinds := map[nftgen.VerdictKind]expr.VerdictKind{
-		nftgen.VerdictAccept: expr.VerdictAccept,
-		nftgen.VerdictDrop:   expr.VerdictDrop,
-		nftgen.VerdictReturn: expr.VerdictReturn,
-		nftgen.VerdictJump:   expr.VerdictJump,
-		nftgen.VerdictGoto:   expr.VerdictGoto,
+	var kind expr.VerdictKind
+	switch v.Kind {
+	case nftgen.VerdictAccept:
+		kind = expr.VerdictAccept
+	case nftgen.VerdictDrop:
+		kind = expr.VerdictDrop
+	case nftgen.VerdictReturn:
+		kind = expr.VerdictReturn
+	case nftgen.VerdictJump:
+		kind = expr.VerdictJump
+	case nftgen.VerdictGoto:
+		kind = expr.VerdictGoto
 	}
-	return &expr.Verdict{Kind: kinds[v.Kind], Chain: v.Chain}
+	return &expr.Verdict{Kind: kind, Chain: v.Chain}
 }
 
 // native32 encodes v in host byte order, as marks, ct state and numgen
