@@ -193,7 +193,8 @@ func sortEndpoints(list []Endpoint) {
 	for i := range list {
 		keys[i] = list[i].String()
 	}
-	sort.Sort(byKey{keys, list})
+	// Stable: endpoints of the same key stay in the slices' order.
+	sort.Stable(byKey{keys, list})
 }
 
 // byKey sorts endpoints by their precomputed "IP:port" strings.

@@ -175,6 +175,19 @@ func TestEndpoints(t *testing.T) {
 			t.Errorf("got %+v, want 2 ready endpoints", got)
 		}
 	})
+	t.Run("duplicates both ready: the first slice's copy wins", func(t *testing.T) {
+		a := slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"}, epSpec{ip: "10.0.0.3"})
+		b := slice("b", "p80", 8080, epSpec{ip: "10.0.0.3"}, epSpec{ip: "10.0.0.1"})
+		a.Endpoints[0].NodeName, a.Endpoints[1].NodeName = ptr("node-a"), ptr("node-a")
+		b.Endpoints[0].NodeName, b.Endpoints[1].NodeName = ptr("node-b"), ptr("node-b")
+		for _, order := range [][]*discovery.EndpointSlice{{a, b}, {b, a}} {
+			eps, _ := Endpoints(svc1, order)
+			got := eps[p80]
+			if len(got) != 2 || got[0].NodeName != "node-a" || got[1].NodeName != "node-a" {
+				t.Errorf("got %+v, want the copies of slice a", got)
+			}
+		}
+	})
 	t.Run("order is kube-proxy's string order", func(t *testing.T) {
 		eps, _ := Endpoints(svc1, []*discovery.EndpointSlice{slice("a", "p80", 80,
 			epSpec{ip: "10.0.0.2"}, epSpec{ip: "10.0.0.10"}, epSpec{ip: "10.0.0.1"})})

@@ -145,7 +145,7 @@ func endpointsOf(svc types.NamespacedName, slices []*storedSlice) (map[ServicePo
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
 
 	var problems []Problem
-	byPort := map[ServicePortName]map[netip.AddrPort]Endpoint{}
+	byPort := map[ServicePortName][]Endpoint{}
 	for _, slice := range sorted {
 		sliceName := types.NamespacedName{Namespace: svc.Namespace, Name: slice.name}
 		report := func(field, format string, args ...any) {
@@ -178,8 +178,7 @@ func endpointsOf(svc types.NamespacedName, slices []*storedSlice) (map[ServicePo
 			key := ServicePortName{NamespacedName: svc, Port: *port.Name, Protocol: proto}
 			eps := byPort[key]
 			if eps == nil {
-				eps = make(map[netip.AddrPort]Endpoint, len(slice.endpoints))
-				byPort[key] = eps
+				eps = make([]Endpoint, 0, len(slice.endpoints))
 			}
 			for ei := range slice.endpoints {
 				se := &slice.endpoints[ei]
@@ -197,26 +196,33 @@ func endpointsOf(svc types.NamespacedName, slices []*storedSlice) (map[ServicePo
 					}
 					continue
 				}
-				e := se.endpoint(uint16(*port.Port))
-				ap := netip.AddrPortFrom(se.addr, e.Port)
-				if old, dup := eps[ap]; dup && (old.Ready || !e.Ready) {
-					continue
-				}
-				eps[ap] = e
+				eps = append(eps, se.endpoint(uint16(*port.Port)))
+			}
+			byPort[key] = eps
+		}
+	}
+	for name, eps := range byPort {
+		byPort[name] = uniqueEndpoints(eps)
+	}
+	return byPort, problems
+}
+
+// uniqueEndpoints sorts eps by "IP:port" and keeps one endpoint of each:
+// the first ready one in the slices' order, else the first one.
+func uniqueEndpoints(eps []Endpoint) []Endpoint {
+	sortEndpoints(eps)
+	out := eps[:0]
+	for i := 0; i < len(eps); {
+		j, pick := i+1, i
+		for ; j < len(eps) && eps[j].Addr == eps[i].Addr && eps[j].Port == eps[i].Port; j++ {
+			if !eps[pick].Ready && eps[j].Ready {
+				pick = j
 			}
 		}
+		out = append(out, eps[pick])
+		i = j
 	}
-
-	out := make(map[ServicePortName][]Endpoint, len(byPort))
-	for name, eps := range byPort {
-		list := make([]Endpoint, 0, len(eps))
-		for _, e := range eps {
-			list = append(list, e)
-		}
-		sortEndpoints(list)
-		out[name] = list
-	}
-	return out, problems
+	return out
 }
 
 // endpoint returns the model's endpoint for one port of se.
