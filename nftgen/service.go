@@ -21,21 +21,47 @@ type svcBuild struct {
 	// affinitySet).
 	sharedAffinity bool
 	// sepNames holds the KUBE-SEP- chain name of each endpoint, hashed
-	// once for the rules that pick it and the chain itself.
-	sepNames map[netip.AddrPort]string
+	// once for the rules that pick it and the chain itself; sepIndex
+	// finds them once there are many.
+	sepNames []sepName
+	sepIndex map[netip.AddrPort]string
 }
+
+// sepName is an endpoint's KUBE-SEP- chain.
+type sepName struct {
+	ep    netip.AddrPort
+	chain string
+}
+
+// sepIndexMin is the number of endpoints from which sepName looks names up
+// in a map rather than in the list.
+const sepIndexMin = 32
 
 // sepName returns the KUBE-SEP- chain of endpoint e.
 func (b *svcBuild) sepName(e model.Endpoint) string {
 	ap := netip.AddrPortFrom(e.Addr, e.Port)
-	if name, ok := b.sepNames[ap]; ok {
-		return name
-	}
-	if b.sepNames == nil {
-		b.sepNames = map[netip.AddrPort]string{}
+	if b.sepIndex != nil {
+		if name, ok := b.sepIndex[ap]; ok {
+			return name
+		}
+	} else {
+		for _, n := range b.sepNames {
+			if n.ep == ap {
+				return n.chain
+			}
+		}
 	}
 	name := EndpointChainName(b.sp.Name, ap.String())
-	b.sepNames[ap] = name
+	b.sepNames = append(b.sepNames, sepName{ap, name})
+	switch {
+	case b.sepIndex != nil:
+		b.sepIndex[ap] = name
+	case len(b.sepNames) >= sepIndexMin:
+		b.sepIndex = make(map[netip.AddrPort]string, 2*len(b.sepNames))
+		for _, n := range b.sepNames {
+			b.sepIndex[n.ep] = n.chain
+		}
+	}
 	return name
 }
 
@@ -99,6 +125,7 @@ func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
 	eps := g.familyEndpoints(sp.Endpoints)
 	cat := model.Categorize(&sp.ServicePort, eps, g.cfg.Node)
 	b.sharedAffinity = sp.AffinityTimeoutSeconds > 0 && len(cat.Reachable) > CascadeMaxEndpoints
+	b.sepNames = make([]sepName, 0, min(len(cat.Reachable), sepIndexMin))
 	n := sp.Name
 	svcChain, svlChain, extChain, fwChain := portChainNames(n)
 	externalIPs, lbIPs := sp.ExternalIPs, sp.LoadBalancerIPs
@@ -306,6 +333,15 @@ func (b *svcBuild) affinitySet(sepChain string, e model.Endpoint) (string, netip
 	return PrefixAffinity + sepChain, netip.AddrPort{}
 }
 
+// pickComment is the comment of the rule that picks endpoint e, which
+// large clusters go without (and do not build).
+func (b *svcBuild) pickComment(e model.Endpoint) string {
+	if b.g.cfg.LargeCluster {
+		return ""
+	}
+	return b.name + " -> " + e.String()
+}
+
 // epComment is a per-endpoint comment, which large clusters go without.
 func (b *svcBuild) epComment(s string) string {
 	if b.g.cfg.LargeCluster {
@@ -341,7 +377,7 @@ func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
 	if b.sp.AffinityTimeoutSeconds > 0 {
 		for i, e := range eps {
 			set, key := b.affinitySet(targets[i], e)
-			rules = append(rules, NewRule(b.epComment(b.name+" -> "+e.String()), AffinityCheck{Set: set, Chain: targets[i], Endpoint: key}))
+			rules = append(rules, NewRule(b.pickComment(e), AffinityCheck{Set: set, Chain: targets[i], Endpoint: key}))
 		}
 	}
 	if len(eps) <= CascadeMaxEndpoints {
@@ -352,7 +388,7 @@ func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
 			if n := len(eps) - i; n > 1 {
 				stmts = append(stmts, MatchRandom{Mod: uint32(n)})
 			}
-			rules = append(rules, NewRule(b.epComment(b.name+" -> "+e.String()), append(stmts, gotoV(targets[i]))...))
+			rules = append(rules, NewRule(b.pickComment(e), append(stmts, gotoV(targets[i]))...))
 		}
 		return rules
 	}

@@ -95,8 +95,8 @@ type Report struct {
 	PeakRSSMiB  float64 `json:"peak_rss_mib"`
 }
 
-// inuseProfile is -inuseprofile.
-var inuseProfile string
+// inuseProfile is -inuseprofile; changeProfile is -changeprofile.
+var inuseProfile, changeProfile string
 
 // changeRounds is how many one-Service changes Changes averages.
 const changeRounds = 20
@@ -149,6 +149,7 @@ func main() {
 	memProfile := flag.String("memprofile", "", "write a heap profile (allocations) to this file at the end")
 	watch := flag.Bool("watch", false, "run the drift monitor during the syncs, as the daemon does")
 	inuse := flag.String("inuseprofile", "", "write a heap profile (in use) to this file right after the cold sync")
+	changeProf := flag.String("changeprofile", "", "write a CPU profile of the repeated one-Service changes only to this file")
 	chunk := flag.Int("chunk", 0, "operations per transaction of the streamed cold sync (nftproxy's default if 0)")
 	flag.Parse()
 	if *nsPath == "" || *n < 1 || *endpoints < 2 {
@@ -167,6 +168,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	inuseProfile = *inuse
+	changeProfile = *changeProf
 	rep, err := probe(*n, *endpoints, *chunk, *nsPath, *nftOut, *iptOut, *watch)
 	if err == nil && *memProfile != "" {
 		err = writeHeapProfile(*memProfile)
@@ -288,6 +290,16 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (
 		return nil, err
 	}
 	full := extraSlice.Endpoints
+	if changeProfile != "" {
+		f, err := os.Create(changeProfile)
+		if err != nil {
+			return nil, fmt.Errorf("change profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, fmt.Errorf("change profile: %w", err)
+		}
+	}
 	for i := range changeRounds {
 		// 8 and 9 endpoints in turn (the change step left 9).
 		extraSlice.Endpoints = full[:len(full)-1+i%2]
@@ -297,6 +309,9 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (
 			return nil, err
 		}
 		rep.Changes.add(st, changeRounds)
+	}
+	if changeProfile != "" {
+		pprof.StopCPUProfile()
 	}
 	store.DeleteEndpointSlice(extraSlice.Namespace, extraSlice.Name)
 	store.DeleteService(types.NamespacedName{Namespace: extra.Namespace, Name: extra.Name})
