@@ -56,17 +56,17 @@ e2e-binaries: deps
 # node and control-plane programs beside e2e-binaries, built from
 # k8s.io/kubernetes v1.37.2, plus the e2e suite for `make conformance`.
 # Not part of `make test`: cold, about 25 minutes and 4 GB on 2 cores.
-CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static netcat-openbsd openssl curl wget bc
+CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static netcat-openbsd openssl curl wget bc conntrack
 cluster-deps:
 	@missing=""; for p in $(CLUSTER_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "cluster-deps: apt-get install$$missing"; \
 	  DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
 
 cluster-binaries: e2e-binaries cluster-deps
-	@echo "cluster-binaries: kubelet, kube-controller-manager, kube-scheduler, agnhost, coredns, ginkgo"
+	@echo "cluster-binaries: kubelet, kube-controller-manager, kube-scheduler, agnhost, regression-issue-74839, coredns, ginkgo"
 	cd e2e/legacy && for c in kubelet kube-controller-manager kube-scheduler; do \
 	  timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/$$c k8s.io/kubernetes/cmd/$$c || exit 1; done
-	cd e2e/legacy && CGO_ENABLED=0 timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/agnhost k8s.io/kubernetes/test/images/agnhost
+	cd e2e/legacy && for i in agnhost regression-issue-74839; do CGO_ENABLED=0 timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/$$i k8s.io/kubernetes/test/images/$$i || exit 1; done
 	cd e2e/coredns && timeout $(DOWNLOAD_TIMEOUT) $(GO) mod download && CGO_ENABLED=0 timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/coredns github.com/coredns/coredns
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/ginkgo github.com/onsi/ginkgo/v2/ginkgo
 

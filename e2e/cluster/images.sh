@@ -7,6 +7,12 @@
 #   pause       registry.k8s.io/pause:3.10.2 (build/pause/linux/pause.c, gcc -static)
 #   agnhost     registry.k8s.io/e2e-test-images/agnhost:2.66.1 (test/images/agnhost)
 #   busybox     registry.k8s.io/e2e-test-images/busybox:1.37.0-2 (Debian's busybox-static)
+#   distroless-iptables  registry.k8s.io/build-image/distroless-iptables:v0.9.9
+#               (the busybox tree with Debian's conntrack: the suite reads
+#               the node's conntrack table through it)
+#   regression-issue-74839  registry.k8s.io/e2e-test-images/regression-issue-74839:1.5
+#               (test/images/regression-issue-74839, the invalid conntrack
+#               state test's server)
 #   coredns     docker.io/npc/coredns:dev (CoreDNS, built from its module)
 #   tools       docker.io/npc/tools:dev (the harness's dial loop)
 # Usage: images.sh OUTDIR
@@ -74,7 +80,17 @@ base_files "$r"
 install -D -m 0755 /bin/busybox "$r/bin/busybox"
 for a in $(/bin/busybox --list); do [ -e "$r/bin/$a" ] || ln -s busybox "$r/bin/$a"; done
 cp -a "$r" "$work/agnhost"
+cp -a "$r" "$work/distroless-iptables"
 pack "$r" registry.k8s.io/e2e-test-images/busybox:1.37.0-2 /bin/sh busybox.tar
+
+r=$work/distroless-iptables
+copy_exe "$r" /usr/sbin/conntrack
+pack "$r" registry.k8s.io/build-image/distroless-iptables:v0.9.9 /bin/sh distroless-iptables.tar
+
+r=$work/regression-issue-74839
+base_files "$r"
+install -D -m 0755 "$bin/regression-issue-74839" "$r/regression-issue-74839"
+pack "$r" registry.k8s.io/e2e-test-images/regression-issue-74839:1.5 /regression-issue-74839 regression-issue-74839.tar
 
 # agnhost, on the busybox tree plus curl and wget (the suite execs them in it)
 r=$work/agnhost
