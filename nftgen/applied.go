@@ -109,8 +109,21 @@ func (a *Applied) Matches(s *FragmentSummary, f *Fragment) bool {
 // fragment removes that service. It returns the keys whose fragments
 // changed.
 func (a *Applied) Commit(updates map[string]*Fragment) (changed []string) {
+	sums := make(map[string]*FragmentSummary, len(updates))
 	for key, f := range updates {
-		sum := a.Summarize(f)
+		sums[key] = a.Summarize(f)
+	}
+	return a.record(sums)
+}
+
+// Commit records u in the Applied it was planned on, as Applied.Commit
+// does, from the summaries made when it was planned.
+func (u *Update) Commit() (changed []string) { return u.applied.record(u.summaries) }
+
+// record replaces the summaries of the fragments in sums (nil deletes one)
+// and returns the keys whose summary changed.
+func (a *Applied) record(sums map[string]*FragmentSummary) (changed []string) {
+	for key, sum := range sums {
 		if !a.Services[key].equal(sum) {
 			changed = append(changed, key)
 		}

@@ -223,7 +223,26 @@ func addRules(tx *Transaction, c *Chain) {
 // on the number of other services. A chain is rewritten when its rules'
 // digest differs from the applied one's.
 func PlanUpdate(applied *Applied, updates map[string]*Fragment) *Transaction {
+	return applied.PlanUpdate(updates).Tx
+}
+
+// Update is a planned change of an Applied: the transaction, and the
+// summary of each updated fragment it was planned from, which Commit
+// records once the transaction is in the kernel, without digesting the
+// fragments again.
+type Update struct {
+	// Tx is the transaction that makes the change.
+	Tx        *Transaction
+	applied   *Applied
+	summaries map[string]*FragmentSummary
+}
+
+// PlanUpdate plans the replacement of the service fragments in updates, as
+// the package's PlanUpdate does, and returns it with the summaries that
+// Update.Commit records.
+func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 	tx := &Transaction{Family: applied.Family}
+	u := &Update{Tx: tx, applied: applied, summaries: make(map[string]*FragmentSummary, len(updates))}
 	var addChains, flushChains, deleteChains []string
 	var rulesOf []*Chain
 	var delElems, addElems []Op
@@ -238,6 +257,7 @@ func PlanUpdate(applied *Applied, updates map[string]*Fragment) *Transaction {
 	for _, key := range keys {
 		oldF, newF := applied.Services[key], updates[key]
 		newS := applied.Summarize(newF)
+		u.summaries[key] = newS
 		if oldF.equal(newS) {
 			continue
 		}
@@ -329,7 +349,7 @@ func PlanUpdate(applied *Applied, updates map[string]*Fragment) *Transaction {
 	for _, name := range deleteSets {
 		tx.Ops = append(tx.Ops, Op{Kind: OpDeleteSet, Name: name})
 	}
-	return tx
+	return u
 }
 
 // usesAnySet reports whether a rule of c refers to one of sets.

@@ -2,6 +2,7 @@ package nftgen
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,5 +128,42 @@ func TestFakeChecksLikeTheKernel(t *testing.T) {
 		if fake.Dump(FamilyIPv4) != before {
 			t.Errorf("%s: failed transaction changed the table", name)
 		}
+	}
+}
+
+// TestPlannedUpdateCommitsWhatItPlanned checks that committing a planned
+// update records its fragments' summaries and changes the same keys as
+// committing the fragments, and that
+// the next plan of the same fragments is then empty.
+func TestPlannedUpdateCommitsWhatItPlanned(t *testing.T) {
+	g := testGenerator("10.244.0.0/16")
+	ports := nftgentest.ManyPorts(20)
+	rs := g.Ruleset(ports)
+	viaPlan, viaFragments := AppliedFrom(rs), AppliedFrom(rs)
+	changed := ports[3]
+	changed.Endpoints = append(changed.Endpoints, model.Endpoint{Addr: changed.Endpoints[0].Addr, Port: 9090, Ready: true, Serving: true})
+	added := nftgentest.Port("ns", "new", 80, "10.100.0.1", "10.244.200.1:80")
+	updates := map[string]*Fragment{
+		ServiceKey(changed.Name):  g.Service(&changed),
+		ServiceKey(added.Name):    g.Service(&added),
+		ServiceKey(ports[5].Name): nil,
+	}
+	u := viaPlan.PlanUpdate(updates)
+	if len(u.Tx.Ops) == 0 {
+		t.Fatal("the update plans no operations")
+	}
+	got, want := u.Commit(), viaFragments.Commit(updates)
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) || len(got) != 3 {
+		t.Errorf("changed keys: planned commit %v, fragment commit %v", got, want)
+	}
+	for key := range updates {
+		if !viaPlan.Services[key].equal(viaPlan.Summarize(updates[key])) {
+			t.Errorf("%s: the planned commit records another summary than the fragment's", key)
+		}
+	}
+	if again := PlanUpdate(viaPlan, updates); len(again.Ops) != 0 {
+		t.Errorf("after the commit the same update plans %d operations", len(again.Ops))
 	}
 }

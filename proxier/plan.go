@@ -366,6 +366,7 @@ func (s *Syncer) planUpdate(fs *familyState, snap *snapshot, changed []types.Nam
 			newKeys[nn] = append(newKeys[nn], c.claim.frag)
 		}
 	}
+	planned := fs.applied.PlanUpdate(updates)
 	commit := func() {
 		for key, f := range updates {
 			fs.counts.AddFragment(fs.fragCounts[key], -1)
@@ -379,7 +380,7 @@ func (s *Syncer) planUpdate(fs *familyState, snap *snapshot, changed []types.Nam
 			fs.counts.AddFragment(fs.fragCounts[key], 1)
 		}
 		fs.lastCounts = nftgen.RuleCounts{}
-		for _, key := range fs.applied.Commit(updates) {
+		for _, key := range planned.Commit() {
 			fs.lastCounts.AddFragment(fs.fragCounts[key], 1)
 		}
 		for nn := range queued {
@@ -390,7 +391,7 @@ func (s *Syncer) planUpdate(fs *familyState, snap *snapshot, changed []types.Nam
 			}
 		}
 	}
-	return nftgen.PlanUpdate(fs.applied, updates), commit
+	return planned.Tx, commit
 }
 
 // reportLost reports the destinations a service port lost to another
