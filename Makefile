@@ -135,7 +135,8 @@ differential: e2e-binaries
 	$(GO) test -count=1 -timeout 90m -run TestDifferentialAgainstKubeProxy ./e2e -args -diff-seeds $(DIFF_SEEDS)
 
 # Benchmarks (as root): the Go benchmarks of model building, rule
-# generation and the compat rendering, then the side-by-side benchmark
+# generation and the compat rendering, one Service change in the engine at
+# BENCH_ENGINE_SERVICES, then the side-by-side benchmark
 # (e2e TestSideBySide): nftproxy against kube-proxy's rules in
 # iptables-legacy, iptables-nft and `nft -f`, control plane and data plane,
 # at BENCH_SIZES Services x 10 endpoints. It writes results.md, results.csv
@@ -149,8 +150,13 @@ BENCH_ROUNDS ?= 7
 # needs its objects created through a real API server: about 1 min per
 # 10,000).
 BENCH_DAEMON_SIZES ?= 1000,10000,30000
+# Services held by the engine benchmark of one Service change (nftproxy's
+# own work per change, the kernel left out).
+BENCH_ENGINE_SERVICES ?= 30000
 bench: e2e-binaries
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./nftgen ./compat ./proxier/model
+	NFTPROXY_BENCH_SERVICES=$(BENCH_ENGINE_SERVICES) $(GO) test -count=1 -run '^$$' -bench OneServiceChange -benchmem \
+		-benchtime 2000x -timeout $(TEST_TIMEOUT) ./proxier
 	NFTPROXY_BENCH_SIZES=$(BENCH_SIZES) NFTPROXY_BENCH_CONNS=$(BENCH_CONNS) NFTPROXY_BENCH_ROUNDS=$(BENCH_ROUNDS) \
 	NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results $(GO) test -count=1 -v -timeout 40m -run TestSideBySide ./e2e
 	NFTPROXY_DAEMON_SIZES=$(BENCH_DAEMON_SIZES) NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results \

@@ -225,15 +225,18 @@ func (b *benchNet) connRate(addr string, count int) (float64, error) {
 
 // probeStep is one step of scaleprobe's output.
 type probeStep struct {
-	Seconds  float64
-	Messages int
-	Bytes    int
-	Full     bool
+	Seconds       float64
+	UserSeconds   float64 `json:"user_seconds"`
+	SystemSeconds float64 `json:"system_seconds"`
+	Messages      int
+	Bytes         int
+	Full          bool
 }
 
 // probeReport is scaleprobe's output.
 type probeReport struct {
 	Cold, Add, Change, Delete probeStep
+	Changes                   probeStep // the mean of repeated one-Service changes
 	FloorAdd                  probeStep `json:"floor_add"`
 	FloorDelete               probeStep `json:"floor_delete"`
 	PeakRSSMiB                float64   `json:"peak_rss_mib"`
@@ -315,6 +318,9 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricAdd, 1000*rep.Add.Seconds)
 	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricChange, 1000*rep.Change.Seconds)
 	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricDelete, 1000*rep.Delete.Seconds)
+	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricColdUser, rep.Cold.UserSeconds)
+	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricColdSys, rep.Cold.SystemSeconds)
+	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricChangeCPU, 1000*rep.Changes.UserSeconds)
 	for i, step := range []probeStep{rep.Cold, rep.Add, rep.Change, rep.Delete} {
 		res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricMessages+"_"+benchreport.Steps[i], float64(step.Messages))
 		res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricBytes+"_"+benchreport.Steps[i], float64(step.Bytes))

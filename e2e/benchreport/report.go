@@ -45,6 +45,9 @@ const (
 	MetricFloorAdd  = "floor_add_ms"     // the kernel's floor: one jump rule added to the loaded table
 	MetricFloorDel  = "floor_delete_ms"  // the kernel's floor: that rule deleted
 	MetricSave      = "save_s"           // nftproxy save / iptables-legacy-save of the loaded rules
+	MetricColdUser  = "cold_user_s"      // user CPU of nftproxy's cold full sync
+	MetricColdSys   = "cold_system_s"    // system (kernel) CPU of that sync
+	MetricChangeCPU = "change_user_ms"   // user CPU of changing one Service, mean of the changes
 	MetricRate      = "conn_per_s"       // new connections per second, median of the rounds
 	MetricRateBest  = "conn_per_s_best"  // new connections per second, best round
 	MetricAddedCost = "added_cost_us"    // 1/rate - 1/rate(no rules)
@@ -204,9 +207,9 @@ func (r *Results) Markdown() string {
 
 	b.WriteString("\n## Control plane: N Services x 10 endpoints\n\n")
 	b.WriteString("Full load: nftproxy's cold full sync from the model to the kernel commit, or the time of the restore/`nft -f` command loading the same rules as text. Peak RSS: of the process that programs.\n\n")
-	b.WriteString("Kernel floor: in the same namespace after nftproxy's syncs, a commit that adds one jump rule to a scratch chain of the loaded table, and one that deletes it (median of 5). Save: `nftproxy save` reading the table back, or `iptables-legacy-save`.\n\n")
-	b.WriteString("| Services | dataplane | full load (s) | add one (ms) | change one (ms) | delete one (ms) | kernel floor add / delete (ms) | save (s) | messages cold/add/change/delete | bytes cold | peak RSS (MiB) |\n")
-	b.WriteString("|---:|---|---:|---:|---:|---:|---|---:|---|---:|---:|\n")
+	b.WriteString("Kernel floor: in the same namespace after nftproxy's syncs, a commit that adds one jump rule to a scratch chain of the loaded table, and one that deletes it (median of 5). Save: `nftproxy save` reading the table back, or `iptables-legacy-save`. CPU: nftproxy's user / system seconds of the cold sync, and user milliseconds of one Service change (the kernel's work of a change is the floor).\n\n")
+	b.WriteString("| Services | dataplane | full load (s) | add one (ms) | change one (ms) | delete one (ms) | kernel floor add / delete (ms) | save (s) | CPU cold user / sys (s) | CPU change user (ms) | messages cold/add/change/delete | bytes cold | peak RSS (MiB) |\n")
+	b.WriteString("|---:|---|---:|---:|---:|---:|---|---:|---|---:|---|---:|---:|\n")
 	r.eachRow(ControlPlane, MetricLoad, []string{Nftproxy, IptablesLegacy, IptablesNft, NftFile}, func(n int, dp string) {
 		var msgs []string
 		for _, s := range Steps {
@@ -214,16 +217,19 @@ func (r *Results) Markdown() string {
 		}
 		msgText := strings.Join(msgs, " / ")
 		floor := r.cell(ControlPlane, dp, n, MetricFloorAdd, "%.1f") + " / " + r.cell(ControlPlane, dp, n, MetricFloorDel, "%.1f")
+		cpu := r.cell(ControlPlane, dp, n, MetricColdUser, "%.2f") + " / " + r.cell(ControlPlane, dp, n, MetricColdSys, "%.2f")
+		changeCPU := r.cell(ControlPlane, dp, n, MetricChangeCPU, "%.1f")
 		if dp != Nftproxy {
-			msgText, floor = "-", "-"
+			msgText, floor, cpu, changeCPU = "-", "-", "-", "-"
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, dp,
+		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, dp,
 			r.cell(ControlPlane, dp, n, MetricLoad, "%.3f"),
 			r.cell(ControlPlane, dp, n, MetricAdd, "%.1f"),
 			r.cell(ControlPlane, dp, n, MetricChange, "%.1f"),
 			r.cell(ControlPlane, dp, n, MetricDelete, "%.1f"),
 			floor,
 			r.cell(ControlPlane, dp, n, MetricSave, "%.2f"),
+			cpu, changeCPU,
 			msgText,
 			r.cell(ControlPlane, dp, n, MetricBytes+"_cold", "%.0f"),
 			r.cell(ControlPlane, dp, n, MetricPeakRSS, "%.0f"))
