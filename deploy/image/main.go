@@ -26,6 +26,7 @@ func main() {
 	rootfs := flag.String("rootfs", "", "instead of -binary: a folder whose tree is the image (for test images)")
 	entrypoint := flag.String("entrypoint", "", "with -rootfs: the image's entrypoint (one path)")
 	title := flag.String("title", "", "with -rootfs: the image's title label")
+	cmd := flag.String("cmd", "", "with -rootfs: the image's default argument to the entrypoint (one word, as a Dockerfile's CMD)")
 	others := map[string]string{}
 	flag.Func("other", "ARCH=PATH: another architecture's binary; the archive then holds one multi-platform image (repeatable)", func(v string) error {
 		arch, path, ok := strings.Cut(v, "=")
@@ -43,6 +44,9 @@ func main() {
 	spec := Spec{Arch: *arch, Tag: *tag, Version: *version, Rootfs: *rootfs, Title: *title}
 	if *entrypoint != "" {
 		spec.Entrypoint = []string{*entrypoint}
+	}
+	if *cmd != "" {
+		spec.Cmd = []string{*cmd}
 	}
 	var err error
 	if *binary != "" {

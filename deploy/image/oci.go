@@ -34,6 +34,9 @@ type Spec struct {
 	Rootfs string
 	// Entrypoint replaces nftproxy's entrypoint when set.
 	Entrypoint []string
+	// Cmd is the image's default arguments to the entrypoint (none when
+	// empty), as a Dockerfile's CMD.
+	Cmd []string
 	// Title replaces the title label when set.
 	Title string
 }
@@ -125,17 +128,21 @@ func platformImage(s Spec, arch string, bin []byte, blobs *[][]byte) ([]byte, er
 		labels["org.opencontainers.image.title"] = s.Title
 		delete(labels, "org.opencontainers.image.description")
 	}
+	imageConfig := map[string]any{
+		"Entrypoint": entrypoint,
+		"Env":        []string{"PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"},
+		"Labels":     labels,
+	}
+	if len(s.Cmd) > 0 {
+		imageConfig["Cmd"] = s.Cmd
+	}
 	config, err := json.Marshal(map[string]any{
 		"architecture": arch,
 		"os":           "linux",
 		"created":      epoch.Format(time.RFC3339),
-		"config": map[string]any{
-			"Entrypoint": entrypoint,
-			"Env":        []string{"PATH=/usr/local/bin:/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin"},
-			"Labels":     labels,
-		},
-		"rootfs":  map[string]any{"type": "layers", "diff_ids": []string{digest(raw)}},
-		"history": []map[string]any{{"created": epoch.Format(time.RFC3339), "created_by": "nftproxy deploy/image"}},
+		"config":       imageConfig,
+		"rootfs":       map[string]any{"type": "layers", "diff_ids": []string{digest(raw)}},
+		"history":      []map[string]any{{"created": epoch.Format(time.RFC3339), "created_by": "nftproxy deploy/image"}},
 	})
 	if err != nil {
 		return nil, err

@@ -133,7 +133,7 @@ func TestRootfsImageHoldsTheTree(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, "usr/sbin/tool"), []byte("#!tool"), 0o750)
 	os.Symlink("tool", filepath.Join(dir, "usr/sbin/alias"))
-	spec := Spec{Arch: "amd64", Tag: "example/tool:v1", Rootfs: dir, Entrypoint: []string{"/usr/sbin/tool"}, Title: "tool"}
+	spec := Spec{Arch: "amd64", Tag: "example/tool:v1", Rootfs: dir, Entrypoint: []string{"/usr/sbin/tool"}, Cmd: []string{"pause"}, Title: "tool"}
 	var buf bytes.Buffer
 	if err := Write(&buf, spec); err != nil {
 		t.Fatal(err)
@@ -150,7 +150,8 @@ func TestRootfsImageHoldsTheTree(t *testing.T) {
 			config = b
 		}
 	}
-	if !bytes.Contains(config, []byte(`"Entrypoint":["/usr/sbin/tool"]`)) || !bytes.Contains(config, []byte(`"org.opencontainers.image.title":"tool"`)) {
+	if !bytes.Contains(config, []byte(`"Entrypoint":["/usr/sbin/tool"]`)) || !bytes.Contains(config, []byte(`"Cmd":["pause"]`)) ||
+		!bytes.Contains(config, []byte(`"org.opencontainers.image.title":"tool"`)) {
 		t.Errorf("config %s", config)
 	}
 	got := map[string]string{}

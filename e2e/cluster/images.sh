@@ -38,8 +38,8 @@ copy_exe() {
 	done
 }
 
-pack() { # pack ROOTFS TAG ENTRYPOINT FILE
-	(cd "$root" && go run ./deploy/image -rootfs "$1" -tag "$2" -entrypoint "$3" -title "$2" -version test -o "$out/$4")
+pack() { # pack ROOTFS TAG ENTRYPOINT FILE [CMD]
+	(cd "$root" && go run ./deploy/image -rootfs "$1" -tag "$2" -entrypoint "$3" -cmd "${5:-}" -title "$2" -version test -o "$out/$4")
 }
 
 base_files() { # the files every image's programs read
@@ -110,7 +110,9 @@ mkdir -p "$r/etc/ssl/certs" "$r/uploads"
 # (the suite's proxy tests serve https through it).
 install -m 0644 "$(go env GOMODCACHE)/k8s.io/kubernetes@v1.37.2/test/images/agnhost/porter/localhost.crt" \
 	"$(go env GOMODCACHE)/k8s.io/kubernetes@v1.37.2/test/images/agnhost/porter/localhost.key" "$r/"
-pack "$r" registry.k8s.io/e2e-test-images/agnhost:2.66.1 /agnhost agnhost.tar
+# As upstream's, agnhost with no arguments pauses: the suite starts it so
+# (the HostPort test's host exec pod) and execs its commands in it.
+pack "$r" registry.k8s.io/e2e-test-images/agnhost:2.66.1 /agnhost agnhost.tar pause
 
 # CoreDNS, the cluster's DNS add-on
 r=$work/coredns
