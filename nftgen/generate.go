@@ -167,8 +167,12 @@ func (g *Generator) Top() *Fragment {
 
 	// kubelet's KUBE-FIREWALL chain and its jumps exist in every family;
 	// it holds the localnet guard only where localhost NodePorts are on.
+	// In the output hook it is jumped to after DNAT, as from iptables'
+	// filter OUTPUT: its guard lets DNATed packets pass, and a local
+	// connection to 127.0.0.1 that another program's nat OUTPUT rule
+	// DNATs (a CNI portmap host port on 127.0.0.1) is DNATed only then.
 	input := []Rule{NewRule("", jump(ChainFilterKubeletFirewall))}
-	output := []Rule{NewRule("", jump(ChainFilterKubeletFirewall))}
+	var output []Rule
 	input = append(input,
 		NewRule("kubernetes load balancer firewall", ctNew, jump(ChainFilterProxyFirewall)),
 		NewRule("kubernetes health check service ports", jump(ChainFilterNodePorts)),
@@ -197,6 +201,7 @@ func (g *Generator) Top() *Fragment {
 		// The output hook's firewall check must see the packet after DNAT,
 		// as iptables' filter OUTPUT does.
 		base(ChainFilterOutputPostNAT, FilterType, HookOutput, PriorityDstNAT+10,
+			NewRule("", jump(ChainFilterKubeletFirewall)),
 			NewRule("kubernetes load balancer firewall", ctNew, jump(ChainFilterProxyFirewall))),
 		base(ChainNATPrerouting, NATType, HookPrerouting, PriorityDstNAT,
 			NewRule("kubernetes service portals", jump(ChainServices))),
