@@ -305,7 +305,7 @@ node_up() {
 		serializeImagePulls: false
 		resolvConf: $n/resolv.conf
 		containerRuntimeEndpoint: unix:///run/containerd/containerd.sock
-		localStorageCapacityIsolation: false
+		localStorageCapacityIsolation: true
 	EOF
 	echo "nameserver 10.96.0.10" >"$n/resolv.conf"
 	start "$n" containerd "$i" containerd --config "$n/containerd.toml"

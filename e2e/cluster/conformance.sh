@@ -4,8 +4,8 @@
 # deploys it) and once with nftproxy swapped in, then the side-by-side
 # table in e2e/results/conformance.md. Rolls back to kube-proxy at the end.
 #
-#   CONFORMANCE_FOCUS  the tests (default: sig-network's conformance tests and
-#                      its Services tests)
+#   CONFORMANCE_FOCUS  the tests (default: every sig-network test, which
+#                      includes its conformance-tagged Services tests)
 #   CONFORMANCE_RESULTS  the table (default e2e/results/conformance.md); each
 #                      run's summary goes beside it as <table>-<proxy>.log
 #   CONFORMANCE_SKIP   what a two-node cluster without a cloud, DNS add-on
@@ -17,7 +17,7 @@ c=$root/e2e/cluster/cluster.sh
 bin=$root/e2e/.cache/bin
 dir=${CLUSTER_DIR:-$root/e2e/.cache/cluster}
 out=${CONFORMANCE_RESULTS:-$root/e2e/results/conformance.md}
-focus=${CONFORMANCE_FOCUS:-'\[sig-network\].*(\[Conformance\]|Services )'}
+focus=${CONFORMANCE_FOCUS:-'\[sig-network\]'}
 # [Serial], [Disruptive]: restart or break nodes and components;
 # [Feature:...], [Alpha], [Beta]: gates and setups this cluster lacks;
 # [Slow]: over 5 minutes each; LoadBalancer: no cloud provider;
