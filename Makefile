@@ -155,8 +155,8 @@ BENCH_DAEMON_SIZES ?= 1000,10000,30000
 BENCH_ENGINE_SERVICES ?= 30000
 bench: e2e-binaries
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./nftgen ./compat ./proxier/model
-	NFTPROXY_BENCH_SERVICES=$(BENCH_ENGINE_SERVICES) $(GO) test -count=1 -run '^$$' -bench OneServiceChange -benchmem \
-		-benchtime 2000x -timeout $(TEST_TIMEOUT) ./proxier
+	NFTPROXY_BENCH_SERVICES=$(BENCH_ENGINE_SERVICES) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^$$' \
+		-bench OneServiceChange -benchmem -benchtime 2000x ./proxier
 	NFTPROXY_BENCH_SIZES=$(BENCH_SIZES) NFTPROXY_BENCH_CONNS=$(BENCH_CONNS) NFTPROXY_BENCH_ROUNDS=$(BENCH_ROUNDS) \
 	NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results $(GO) test -count=1 -v -timeout 40m -run TestSideBySide ./e2e
 	NFTPROXY_DAEMON_SIZES=$(BENCH_DAEMON_SIZES) NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results \

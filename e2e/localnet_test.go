@@ -52,23 +52,19 @@ func TestLocalnetGuardAfterOtherProgramsDNAT(t *testing.T) {
 	}
 }
 
-// isEOF reports whether err says the peer closed the connection (the
-// listener above accepts and closes).
-func isEOF(err error) bool {
-	return err != nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET))
-}
-
-// dialFrom connects from ns with the local address src to addr.
+// dialFrom connects from the node with the local address src to addr and
+// exchanges one line.
 func dialFrom(c *cluster, src, addr string) (Reply, error) {
-	var conn net.Conn
-	if err := c.Node.Do(func() error {
-		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(src)}, Timeout: timeout}
-		var err error
-		conn, err = d.Dial("tcp", addr)
-		return err
-	}); err != nil {
+	conn, err := DialTCPFrom(c.Node, src, addr, timeout)
+	if err != nil {
 		return Reply{}, err
 	}
 	defer conn.Close()
 	return Exchange(conn, "hello", timeout)
+}
+
+// isEOF reports whether err says the peer closed the connection (the
+// listener above accepts and closes).
+func isEOF(err error) bool {
+	return err != nil && (errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET))
 }

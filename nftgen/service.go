@@ -21,47 +21,18 @@ type svcBuild struct {
 	// affinitySet).
 	sharedAffinity bool
 	// sepNames holds the KUBE-SEP- chain name of each endpoint, hashed
-	// once for the rules that pick it and the chain itself; sepIndex
-	// finds them once there are many.
-	sepNames []sepName
-	sepIndex map[netip.AddrPort]string
+	// once for the rules that pick it and the chain itself.
+	sepNames map[netip.AddrPort]string
 }
-
-// sepName is an endpoint's KUBE-SEP- chain.
-type sepName struct {
-	ep    netip.AddrPort
-	chain string
-}
-
-// sepIndexMin is the number of endpoints from which sepName looks names up
-// in a map rather than in the list.
-const sepIndexMin = 32
 
 // sepName returns the KUBE-SEP- chain of endpoint e.
 func (b *svcBuild) sepName(e model.Endpoint) string {
 	ap := netip.AddrPortFrom(e.Addr, e.Port)
-	if b.sepIndex != nil {
-		if name, ok := b.sepIndex[ap]; ok {
-			return name
-		}
-	} else {
-		for _, n := range b.sepNames {
-			if n.ep == ap {
-				return n.chain
-			}
-		}
+	if name, ok := b.sepNames[ap]; ok {
+		return name
 	}
 	name := EndpointChainName(b.sp.Name, ap.String())
-	b.sepNames = append(b.sepNames, sepName{ap, name})
-	switch {
-	case b.sepIndex != nil:
-		b.sepIndex[ap] = name
-	case len(b.sepNames) >= sepIndexMin:
-		b.sepIndex = make(map[netip.AddrPort]string, 2*len(b.sepNames))
-		for _, n := range b.sepNames {
-			b.sepIndex[n.ep] = n.chain
-		}
-	}
+	b.sepNames[ap] = name
 	return name
 }
 
@@ -125,7 +96,7 @@ func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
 	eps := g.familyEndpoints(sp.Endpoints)
 	cat := model.Categorize(&sp.ServicePort, eps, g.cfg.Node)
 	b.sharedAffinity = sp.AffinityTimeoutSeconds > 0 && len(cat.Reachable) > CascadeMaxEndpoints
-	b.sepNames = make([]sepName, 0, min(len(cat.Reachable), sepIndexMin))
+	b.sepNames = make(map[netip.AddrPort]string, len(cat.Reachable))
 	n := sp.Name
 	svcChain, svlChain, extChain, fwChain := portChainNames(n)
 	externalIPs, lbIPs := sp.ExternalIPs, sp.LoadBalancerIPs

@@ -95,8 +95,14 @@ type Report struct {
 	PeakRSSMiB  float64 `json:"peak_rss_mib"`
 }
 
-// inuseProfile is -inuseprofile; changeProfile is -changeprofile.
-var inuseProfile, changeProfile string
+// profiles names the files of the profiles taken during the probe (none
+// where empty).
+type profiles struct {
+	// inuse is -inuseprofile: the heap in use right after the cold sync.
+	inuse string
+	// change is -changeprofile: CPU of the repeated one-Service changes.
+	change string
+}
 
 // changeRounds is how many one-Service changes Changes averages.
 const changeRounds = 20
@@ -167,9 +173,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	inuseProfile = *inuse
-	changeProfile = *changeProf
-	rep, err := probe(*n, *endpoints, *chunk, *nsPath, *nftOut, *iptOut, *watch)
+	rep, err := probe(*n, *endpoints, *chunk, *nsPath, *nftOut, *iptOut, *watch, profiles{inuse: *inuse, change: *changeProf})
 	if err == nil && *memProfile != "" {
 		err = writeHeapProfile(*memProfile)
 	}
@@ -195,7 +199,7 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
-func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (*Report, error) {
+func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool, prof profiles) (*Report, error) {
 	dp, f, err := kernel.NewNetlinkInNamespace(nsPath)
 	if err != nil {
 		return nil, err
@@ -264,9 +268,9 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (
 	if rep.Cold, err = sync("cold full sync", n*endpoints); err != nil {
 		return nil, err
 	}
-	if inuseProfile != "" {
+	if prof.inuse != "" {
 		runtime.GC()
-		f, err := os.Create(inuseProfile)
+		f, err := os.Create(prof.inuse)
 		if err == nil {
 			err = pprof.Lookup("heap").WriteTo(f, 0)
 			f.Close()
@@ -290,8 +294,8 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (
 		return nil, err
 	}
 	full := extraSlice.Endpoints
-	if changeProfile != "" {
-		f, err := os.Create(changeProfile)
+	if prof.change != "" {
+		f, err := os.Create(prof.change)
 		if err != nil {
 			return nil, fmt.Errorf("change profile: %w", err)
 		}
@@ -310,7 +314,7 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool) (
 		}
 		rep.Changes.add(st, changeRounds)
 	}
-	if changeProfile != "" {
+	if prof.change != "" {
 		pprof.StopCPUProfile()
 	}
 	store.DeleteEndpointSlice(extraSlice.Namespace, extraSlice.Name)
