@@ -72,7 +72,7 @@ func runLoop(ctx context.Context, opts *options) error {
 		// Then kube-proxy's forwarding accepts, where the host's
 		// iptables FORWARD drops, kept in place every sync period.
 		FirstSynced: func() {
-			removeLegacyRules(opts.netns)
+			removeLegacyRules(ctx, opts.netns)
 			go keepForwardRules(ctx, opts.netns, uint32(1)<<opts.masqueradeBit, opts.syncPeriod)
 		},
 	}

@@ -15,12 +15,12 @@ import (
 // kube-proxy this node ran before, in both iptables backends, kube-proxy's
 // nftables mode tables and its IPVS state: they would shadow or
 // double-handle nftproxy's rules.
-func removeLegacyRules(nsPath string) {
+func removeLegacyRules(ctx context.Context, nsPath string) {
+	nft, err := cleanup.CleanupNFT(ctx, nsPath)
+	if err != nil {
+		klog.ErrorS(err, "Could not remove kube-proxy's iptables-nft rules")
+	}
 	_ = netns.Do(nsPath, func() error {
-		nft, err := cleanup.CleanupNFT()
-		if err != nil {
-			klog.ErrorS(err, "Could not remove kube-proxy's iptables-nft rules")
-		}
 		legacy, err := cleanup.CleanupLegacy()
 		if err != nil {
 			klog.ErrorS(err, "Could not remove kube-proxy's legacy iptables rules")
@@ -30,8 +30,8 @@ func removeLegacyRules(nsPath string) {
 		if err != nil {
 			klog.ErrorS(err, "Could not remove all of kube-proxy's IPVS mode leftovers")
 		}
-		if nft.Chains+nft.Rules+legacy.Chains+legacy.Rules+ipvs.Sets+ipvs.Services > 0 || ipvs.Link {
-			klog.InfoS("Removed the previous kube-proxy's rules", "nftChains", nft.Chains, "nftJumps", nft.Rules, "legacyChains", legacy.Chains, "legacyRules", legacy.Rules,
+		if nft.Chains+nft.Rules+nft.Tables+legacy.Chains+legacy.Rules+ipvs.Sets+ipvs.Services > 0 || ipvs.Link {
+			klog.InfoS("Removed the previous kube-proxy's rules", "nftChains", nft.Chains, "nftJumps", nft.Rules, "nftTables", nft.Tables, "legacyChains", legacy.Chains, "legacyRules", legacy.Rules,
 				"ipvsServices", ipvs.Services, "ipvsInterface", ipvs.Link, "ipsets", ipvs.Sets)
 		}
 		if kept := append(nft.Kept, legacy.Kept...); len(kept) > 0 {

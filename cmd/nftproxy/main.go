@@ -262,10 +262,15 @@ func runCleanup(ctx context.Context, opts *options) error {
 		return err
 	}
 	defer done()
+	// nftproxy's own tables first: each is one message however large,
+	// and the legacy cleanup's fallback listing then does not walk them.
+	if err := proxier.Cleanup(ctx, dp); err != nil {
+		return err
+	}
 	// As kube-proxy's --cleanup: the rules of kube-proxy's modes go too
 	// (iptables legacy and nft backends, nftables mode, IPVS mode).
-	removeLegacyRules(opts.netns)
-	return proxier.Cleanup(ctx, dp)
+	removeLegacyRules(ctx, opts.netns)
+	return nil
 }
 
 // newEngine builds everything a sync needs in the target namespace: the

@@ -10,8 +10,6 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
-
-	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // dump sends one dump request per attribute list and returns every
@@ -151,7 +149,7 @@ func chainRequests(table *nftables.Table, names []string) [][]netlink.Attribute 
 // sets and objects) tells whether this found every chain; complete is false
 // when it did not, for example when another process added a chain that
 // nothing jumps to.
-func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string, others int, decode func(*parsedRule) nftgen.Rule) (chains []*nftables.Chain, rules [][]nftgen.Rule, complete bool, err error) {
+func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []string, others int, decode func(*parsedRule) R) (chains []*nftables.Chain, rules [][]R, complete bool, err error) {
 	found, err := n.chainsByName(table, layout)
 	if err != nil {
 		return nil, nil, false, err
@@ -180,7 +178,7 @@ func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string
 		level := frontier
 		frontier = nil
 		start := len(rules)
-		rules = append(rules, make([][]nftgen.Rule, len(level))...)
+		rules = append(rules, make([][]R, len(level))...)
 		jumps := make([][]string, len(level))
 		err := n.chainRules(table, level, func(i int, r *parsedRule) error {
 			for _, x := range r.exprs {
@@ -205,12 +203,12 @@ func (n *Netlink) discoverChains(table *nftables.Table, layout, targets []string
 
 // allRules dumps the rules of every chain of chains, decoded by decode;
 // rules[i] are those of chains[i].
-func (n *Netlink) allRules(table *nftables.Table, chains []*nftables.Chain, decode func(*parsedRule) nftgen.Rule) ([][]nftgen.Rule, error) {
+func allRules[R any](n *Netlink, table *nftables.Table, chains []*nftables.Chain, decode func(*parsedRule) R) ([][]R, error) {
 	names := make([]string, len(chains))
 	for i, ch := range chains {
 		names[i] = ch.Name
 	}
-	rules := make([][]nftgen.Rule, len(chains))
+	rules := make([][]R, len(chains))
 	err := n.chainRules(table, names, func(i int, r *parsedRule) error {
 		rules[i] = append(rules[i], decode(r))
 		return nil

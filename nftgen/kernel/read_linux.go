@@ -138,7 +138,7 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 	if err != nil {
 		return nil, fmt.Errorf("list objects of %s %s: %w", f, nftgen.TableName, err)
 	}
-	chains, rules, complete, err := n.discoverChains(table, layoutChains(f), targets, len(sets)+len(objs), decode)
+	chains, rules, complete, err := discoverChains(n, table, layoutChains(f), targets, len(sets)+len(objs), decode)
 	if err != nil {
 		return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
 	}
@@ -148,7 +148,7 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 		if chains, err = n.tableChains(table); err != nil {
 			return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
 		}
-		if rules, err = n.allRules(table, chains, decode); err != nil {
+		if rules, err = allRules(n, table, chains, decode); err != nil {
 			return nil, fmt.Errorf("list rules of %s %s: %w", f, nftgen.TableName, err)
 		}
 	}

@@ -35,6 +35,9 @@ type parsedRule struct {
 type ruleExpr struct {
 	e       expr.Any
 	unknown string
+	// data is an unknown expression's attributes (they point into the
+	// receive buffer, as the message does).
+	data []byte
 }
 
 // decodeRule decodes a rule read by parseRuleMsg: its runs of known
@@ -160,7 +163,7 @@ func parseExprList(v []byte) ([]ruleExpr, error) {
 			return nil, fmt.Errorf("expression %s: %w", name, err)
 		}
 		if x == nil {
-			out = append(out, ruleExpr{unknown: name})
+			out = append(out, ruleExpr{unknown: name, data: data})
 			continue
 		}
 		out = append(out, ruleExpr{e: x})

@@ -33,6 +33,25 @@ var fixedChains = map[string][]string{
 	"mangle": {"KUBE-PROXY-CANARY"},
 }
 
+// otherFixedChains are chains that kubelet creates under a fixed name and
+// that nothing may jump to (the canaries and the backend hint): looked up
+// by name, since no jump leads to them.
+var otherFixedChains = []string{"KUBE-KUBELET-CANARY", "KUBE-IPTABLES-HINT", "KUBE-FIREWALL"}
+
+// builtinChains are the chains iptables attaches to hooks, per table.
+var builtinChains = map[string][]string{
+	"nat":    {"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"},
+	"filter": {"INPUT", "FORWARD", "OUTPUT"},
+	"mangle": {"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"},
+}
+
+// rootChains are the chains of the iptables table named table that the
+// cleanup looks up by name; every other chain it needs is reached by
+// following jumps from them.
+func rootChains(table string) []string {
+	return slices.Concat(builtinChains[table], fixedChains[table], otherFixedChains)
+}
+
 // perServicePrefixes start the nat chains kube-proxy makes per Service
 // port and endpoint; a hash of 16 base32 characters follows.
 var perServicePrefixes = [...]string{nftgen.PrefixService, nftgen.PrefixLocal, nftgen.PrefixExternal, nftgen.PrefixFirewall, nftgen.PrefixEndpoint}
@@ -167,6 +186,8 @@ func PlanTable(table string, chains []Chain) Plan {
 // Result counts what was removed.
 type Result struct {
 	Chains, Rules int
+	// Tables counts the whole tables deleted (an earlier nftproxy's).
+	Tables int
 	// Kept names kube-proxy's chains left in place because another
 	// program's rule jumps to them.
 	Kept []string
@@ -176,5 +197,6 @@ type Result struct {
 func (r *Result) Add(o Result) {
 	r.Chains += o.Chains
 	r.Rules += o.Rules
+	r.Tables += o.Tables
 	r.Kept = append(r.Kept, o.Kept...)
 }
