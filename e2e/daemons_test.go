@@ -1,0 +1,337 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// daemonSizes are the Service counts of TestDaemonsSideBySide
+// (NFTPROXY_DAEMON_SIZES, comma-separated; make bench sets larger ones).
+func daemonSizes(t *testing.T) []int {
+	sizes := []int{1000}
+	if v := os.Getenv("NFTPROXY_DAEMON_SIZES"); v != "" {
+		sizes = nil
+		for _, f := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				t.Fatalf("NFTPROXY_DAEMON_SIZES: bad size %q", f)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	return sizes
+}
+
+// createScaleObjects creates n Services with 10 endpoints each through the
+// API server, from several goroutines. They are scale objects 2 to n+1: the
+// API server keeps 10.96.0.0 (the network address) and 10.96.0.1 (the
+// kubernetes Service) for itself.
+func createScaleObjects(t *testing.T, c kubernetes.Interface, n int) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ScaleNamespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	work := make(chan int)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var firstErr error
+	for range 16 {
+		wg.Go(func() {
+			for i := range work {
+				svc, sl := ScaleObjects(i, 10)
+				_, err := c.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+				if err == nil {
+					_, err = c.DiscoveryV1().EndpointSlices(sl.Namespace).Create(ctx, sl, metav1.CreateOptions{})
+				}
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = fmt.Errorf("object %d: %w", i, err)
+					}
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i + 2
+	}
+	close(work)
+	wg.Wait()
+	if firstErr != nil {
+		t.Fatal(firstErr)
+	}
+}
+
+// peakRSS returns a running process's peak resident set (VmHWM) in MiB.
+func peakRSS(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	m := regexp.MustCompile(`VmHWM:\s+(\d+) kB`).FindSubmatch(b)
+	if m == nil {
+		return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
+	}
+	kb, _ := strconv.ParseFloat(string(m[1]), 64)
+	return kb / 1024, nil
+}
+
+// proxyDaemon is one proxy daemon of the side-by-side run: how to start
+// it in the node namespace and what to remove after it.
+type proxyDaemon struct {
+	name  string
+	start func(t *testing.T) *exec.Cmd
+	// tables are the nftables tables it leaves ("ip kube-proxy").
+	tables []string
+}
+
+// daemonRun is what one daemon showed with N Services.
+type daemonRun struct {
+	// firstSync is from the process's start until the probe Service,
+	// created after all the others, answers; timedOut if it never did.
+	firstSync time.Duration
+	timedOut  bool
+	// ownSync is the daemon's own kubeproxy_sync_full_proxy_rules_duration_seconds
+	// (sum over count) when the probe first answered; -1 if not exported.
+	ownSync float64
+	// change is from an EndpointSlice update of the probe Service until
+	// all its traffic goes to the new endpoint.
+	change time.Duration
+	// peakRSS is the process's VmHWM in MiB after the change.
+	peakRSS float64
+}
+
+// probeIP is the probe Service's cluster IP: in the service range, above
+// every scale Service's (10.96.0.0 to 10.97.134.161 at 100,000).
+const probeIP = "10.110.0.10"
+
+var fullSyncMetric = regexp.MustCompile(`kubeproxy_sync_full_proxy_rules_duration_seconds_(sum|count)(?:\{[^}]*\})? ([0-9.e+-]+)`)
+
+// ownFullSync reads a daemon's mean full-sync duration from its metrics,
+// waiting up to 30 s for the first observation: traffic flows from the
+// commit on, the metric is observed when the sync returns.
+func ownFullSync(c *daemonCluster) float64 {
+	own := -1.0
+	_, _ = poll(30*time.Second, func() error {
+		if own = fullSyncMean(c); own < 0 {
+			return errorf("no full sync observed yet")
+		}
+		return nil
+	})
+	return own
+}
+
+// fullSyncMean is a daemon's mean full-sync duration now, -1 if none.
+func fullSyncMean(c *daemonCluster) float64 {
+	_, body, err := httpGetStatus(c.Node, "http://127.0.0.1:10249/metrics")
+	if err != nil {
+		return -1
+	}
+	var sum, count float64
+	for _, m := range fullSyncMetric.FindAllStringSubmatch(body, -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		if m[1] == "sum" {
+			sum += v
+		} else {
+			count += v
+		}
+	}
+	if count == 0 {
+		return -1
+	}
+	return sum / count
+}
+
+// runDaemon starts d against c's API server, which holds the scale
+// objects and the probe Service (endpoint ep1), and measures it; then it
+// stops d and removes its tables.
+func runDaemon(t *testing.T, c *daemonCluster, d proxyDaemon, client *Pod, limit time.Duration) daemonRun {
+	request := func() (Reply, error) { return TCPRequest(client.NS, probeIP+":80", 300*time.Millisecond) }
+	var run daemonRun
+	cmd := d.start(t)
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		for _, tbl := range d.tables {
+			c.Node.Run("nft", append([]string{"delete", "table"}, strings.Fields(tbl)...)...)
+		}
+	}()
+	var err error
+	if run.firstSync, err = poll(limit, servedBy(request, "ep1")); err != nil {
+		run.timedOut = true
+		if rss, err := peakRSS(cmd.Process.Pid); err == nil {
+			run.peakRSS = rss
+		}
+		t.Logf("%s: the probe Service did not answer within %v: %v", d.name, limit, err)
+		return run
+	}
+	run.ownSync = ownFullSync(c)
+	// Past the minimum sync period, so that the change is not held back
+	// by the first sync's throttle.
+	time.Sleep(2 * time.Second)
+	setProbeSlice(t, c, PodIP(2))
+	start := time.Now()
+	if _, err := poll(limit, servedBy(request, "ep2")); err != nil {
+		t.Errorf("%s: an endpoint change was not followed within %v: %v", d.name, limit, err)
+	}
+	run.change = time.Since(start)
+	setProbeSlice(t, c, PodIP(1))
+	if run.peakRSS, err = peakRSS(cmd.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: probe answered %v after start (own full sync %.2f s), change followed in %v, peak RSS %.0f MiB",
+		d.name, run.firstSync.Round(time.Millisecond), run.ownSync, run.change.Round(time.Millisecond), run.peakRSS)
+	return run
+}
+
+// setProbeSlice points the probe Service's EndpointSlice at ip.
+func setProbeSlice(t *testing.T, c *daemonCluster, ip string) {
+	t.Helper()
+	ctx := context.Background()
+	sl := Slice("probe", "web", "web-1", []PortSpec{httpPort}, ip)
+	if _, err := c.admin.DiscoveryV1().EndpointSlices("probe").Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
+		if _, err := c.admin.DiscoveryV1().EndpointSlices("probe").Create(ctx, sl, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestDaemonsSideBySide runs nftproxy's daemon, then kube-proxy v1.37.2 in
+// nftables mode, then kube-proxy in iptables mode (iptables-legacy), each
+// in turn in the same node namespace against the same real API server
+// holding N Services x 10 endpoints and one probe Service with a real
+// endpoint, and measures each: from its start until the probe answers,
+// its own full-sync duration metric, how long one EndpointSlice change
+// takes to reach traffic, and its peak resident memory (kube-proxy's
+// iptables-restore and nft children are not counted). A daemon that does
+// not program the probe within the limit is recorded as such. With
+// NFTPROXY_BENCH_OUT set it writes daemons.md there.
+func TestDaemonsSideBySide(t *testing.T) {
+	kubeProxy, err := Tool(".", "kube-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, legacyPath := findOracle(t)
+	var rows []string
+	for _, n := range daemonSizes(t) {
+		t.Run(strconv.Itoa(n), func(t *testing.T) {
+			c := newDaemonCluster(t)
+			start := time.Now()
+			createScaleObjects(t, c.admin, n)
+			t.Logf("%d Services and EndpointSlices created in %v", n, time.Since(start).Round(time.Millisecond))
+			c.AddPod("ep1", PodIP(1), []int{8080}, nil)
+			c.AddPod("ep2", PodIP(2), []int{8080}, nil)
+			client := c.AddPod("client", PodIP(100), nil, nil)
+			ctx := context.Background()
+			if _, err := c.admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.admin.CoreV1().Services("probe").Create(ctx, ClusterIPService("probe", "web", probeIP, httpPort), metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			setProbeSlice(t, c, PodIP(1))
+			admin := c.api.Kubeconfig("admin", c.api.AdminToken)
+			kubeProxyMode := func(mode string, env ...string) func(t *testing.T) *exec.Cmd {
+				return func(t *testing.T) *exec.Cmd {
+					kp := c.Node.Command(kubeProxy, "--kubeconfig", admin, "--hostname-override", LocalNode, "--proxy-mode", mode,
+						"--cluster-cidr", ClusterCIDR, "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256",
+						"--conntrack-max-per-core", "0", "--conntrack-tcp-timeout-established", "0", "--conntrack-tcp-timeout-close-wait", "0",
+						"--iptables-min-sync-period", "1s", "--oom-score-adj", "0")
+					kp.Env = append(os.Environ(), env...)
+					log := logFile(c.api.Dir, "kube-proxy-"+mode+".log")
+					kp.Stdout, kp.Stderr = log, log
+					if err := kp.Start(); err != nil {
+						t.Fatal(err)
+					}
+					return kp
+				}
+			}
+			daemons := []proxyDaemon{
+				{name: "nftproxy", tables: []string{"ip kube-proxy", "ip6 kube-proxy"}, start: func(t *testing.T) *exec.Cmd {
+					c.kubeconfig = admin
+					c.startDaemon(t, "--iptables-min-sync-period", "1s", "--iptables-sync-period", "30s")
+					return c.daemon
+				}},
+				{name: "kube-proxy nftables", tables: []string{"ip kube-proxy", "ip6 kube-proxy"}, start: kubeProxyMode("nftables")},
+				{name: "kube-proxy iptables", start: kubeProxyMode("iptables", "PATH="+legacyPath+":"+os.Getenv("PATH"))},
+			}
+			limit := 2*time.Minute + time.Duration(n)*20*time.Millisecond
+			runs := make([]daemonRun, len(daemons))
+			for i, d := range daemons {
+				runs[i] = runDaemon(t, c, d, client, limit)
+			}
+			for i, d := range daemons {
+				r := runs[i]
+				first, own, change := fmt.Sprintf("%.1f", r.firstSync.Seconds()), "-", fmt.Sprintf("%.0f", float64(r.change.Microseconds())/1000)
+				if r.timedOut {
+					first, change = fmt.Sprintf("> %.0f (not programmed)", limit.Seconds()), "-"
+				}
+				if r.ownSync >= 0 && !r.timedOut {
+					own = fmt.Sprintf("%.2f", r.ownSync)
+				}
+				ratio := "-"
+				if i > 0 && runs[0].peakRSS > 0 && r.peakRSS > 0 {
+					ratio = fmt.Sprintf("%.2f", runs[0].peakRSS/r.peakRSS)
+				}
+				rows = append(rows, fmt.Sprintf("| %d | %s | %s | %s | %s | %.0f | %s |", n, d.name, first, own, change, r.peakRSS, ratio))
+			}
+			if runs[0].timedOut {
+				t.Errorf("nftproxy did not program %d Services within %v", n, limit)
+			}
+		})
+	}
+	if out := os.Getenv("NFTPROXY_BENCH_OUT"); out != "" && len(rows) > 0 {
+		text := "# Daemons side by side: nftproxy, kube-proxy nftables mode, kube-proxy iptables mode\n\n" +
+			"Written by `make bench` (e2e TestDaemonsSideBySide) on " + time.Now().UTC().Format(time.RFC3339) + ", " + machineSummary() + ". " +
+			"Each daemon in turn, in the same node namespace, against the same real kube-apiserver holding N Services x 10 endpoints " +
+			"and one probe Service (created last) whose endpoint is a real server. kube-proxy v1.37.2; iptables mode on iptables-legacy. " +
+			"First sync: from the process's start until the probe Service answers (an outside probe; all Services are programmed in that one sync). " +
+			"Own metric: the daemon's kubeproxy_sync_full_proxy_rules_duration_seconds (mean) at that moment. " +
+			"One change: 2 s after that (past each daemon's 1 s minimum sync period) the probe's EndpointSlice moved to another endpoint, until all its traffic goes there (polled every 50 ms, ten requests). " +
+			"Peak RSS: VmHWM of the daemon process after that (kube-proxy's iptables-restore and nft children not counted); " +
+			"ratio: nftproxy's peak RSS over that daemon's.\n\n" +
+			"| Services | daemon | first sync: probe answers (s) | own full-sync metric (s) | one change (ms) | peak RSS (MiB) | nftproxy RSS ratio |\n" +
+			"|---:|---|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n"
+		if err := os.WriteFile(filepath.Join(out, "daemons.md"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+// machineSummary is machineDetails without the side-by-side benchmark's
+// own settings, on one line.
+func machineSummary() string {
+	var parts []string
+	for _, kv := range machineDetails(benchConfig{}) {
+		switch kv[0] {
+		case "date", "sizes", "connections per round x rounds", "load timeouts: iptables restores / nft -f":
+			continue
+		}
+		parts = append(parts, kv[0]+": "+kv[1])
+	}
+	return strings.Join(parts, "; ")
+}
