@@ -2,6 +2,7 @@ package proxier
 
 import (
 	"context"
+	"net/netip"
 	"slices"
 	"sync"
 	"time"
@@ -33,18 +34,17 @@ type EngineConfig struct {
 	MinSyncPeriod, SyncPeriod time.Duration
 	// Node is this node's Node object, if known.
 	Node *v1.Node
-	// Generators builds the generators for the Node object (nil when
-	// there is none) and the node's current addresses. The engine calls
-	// it when the node's zone label changes and, with FollowAddresses,
-	// before every sync. Nil: the generators never change.
-	Generators func(node *v1.Node) ([]*nftgen.Generator, error)
-	// FollowAddresses makes the engine look for new node port addresses
-	// before every sync, as kube-proxy re-reads the node's addresses when
-	// --nodeport-addresses restricts node ports to some of them.
-	FollowAddresses bool
-	// AddressesChanged, if set, is called with the new generators when
-	// the node port addresses changed.
-	AddressesChanged func(gens []*nftgen.Generator)
+	// Rules, if set, builds the generators again when the node's zone
+	// label changes and, when it follows addresses, when the node port
+	// addresses change. Nil: the generators never change.
+	Rules *RuleSpec
+	// Local are the node's local addresses the first generators were
+	// built with; LocalAddresses looks them up again (in the node's
+	// network namespace) before every sync when Rules follows addresses,
+	// as kube-proxy re-reads them when --nodeport-addresses restricts
+	// node ports to some of them.
+	Local          []netip.Addr
+	LocalAddresses func() ([]netip.Addr, error)
 	// FirstSynced, if set, is called once, after the first successful
 	// sync: where the previous proxy's rules are removed, so that they go
 	// only once nftproxy's own are in place (make before break).
@@ -81,8 +81,10 @@ type Engine struct {
 	// mu guards the store, the syncer and the fields below; a sync holds
 	// it throughout.
 	mu sync.Mutex
-	// node is the last Node object seen.
-	node *v1.Node
+	// node is the last Node object seen; local the node's addresses the
+	// generators were last built with.
+	node  *v1.Node
+	local []netip.Addr
 	// start is what NodeWatch compares the Node with.
 	start nodeStart
 	// needFull says why the next sync must rewrite the table ("" when no
@@ -107,7 +109,7 @@ const FullSyncPeriod = time.Hour
 
 // newEngine returns an engine that syncs p's rules through dp.
 func newEngine(p *Proxier, dp nftgen.Dataplane, cfg EngineConfig) *Engine {
-	e := &Engine{p: p, dp: dp, cfg: cfg, clock: cfg.Clock, node: cfg.Node, start: startOf(cfg.Node), reported: map[string]bool{}}
+	e := &Engine{p: p, dp: dp, cfg: cfg, clock: cfg.Clock, node: cfg.Node, local: cfg.Local, start: startOf(cfg.Node), reported: map[string]bool{}}
 	if e.clock == nil {
 		e.clock = clock.RealClock{}
 	}
@@ -283,18 +285,18 @@ func (e *Engine) SetNode(node *v1.Node) {
 	e.mu.Lock()
 	before := e.node
 	e.node = node
-	if zoneOf(before) == zoneOf(node) || e.cfg.Generators == nil {
+	if zoneOf(before) == zoneOf(node) || e.cfg.Rules == nil {
 		e.mu.Unlock()
 		return
 	}
-	gens, err := e.cfg.Generators(node)
+	rules, err := e.cfg.Rules.Build(node, e.local)
 	if err != nil {
 		e.mu.Unlock()
 		klog.ErrorS(err, "Cannot apply the node's new labels")
 		return
 	}
 	e.p.Node.Labels = node.Labels
-	e.p.Syncer.SetGenerators(gens...)
+	e.p.Syncer.SetGenerators(rules.Generators...)
 	e.needFull = "the node's zone changed"
 	e.mu.Unlock()
 	e.changed(false)

@@ -14,6 +14,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nftproxy/nftproxy/nftgen"
@@ -267,13 +268,7 @@ func TestEngineRepairsWhatTheWatchReports(t *testing.T) {
 }
 
 func TestEngineRebuildsForANewZone(t *testing.T) {
-	var built []string
-	f := newEngineFixture(t, func(c *EngineConfig) {
-		c.Generators = func(node *v1.Node) ([]*nftgen.Generator, error) {
-			built = append(built, zoneOf(node))
-			return []*nftgen.Generator{genFor(t, nftgen.Config{})}, nil
-		}
-	})
+	f := newEngineFixture(t, func(c *EngineConfig) { c.Rules = &RuleSpec{NodeName: "n"} })
 	f.sync(t, runner.Requested)
 	node := func(zone string) *v1.Node {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{v1.LabelTopologyZone: zone}}}
@@ -281,35 +276,48 @@ func TestEngineRebuildsForANewZone(t *testing.T) {
 	f.e.SetNode(node("z1"))
 	f.sync(t, runner.Requested)
 	f.expectSyncs(t, "after the zone was set", 2, 0)
+	if got := f.e.p.Syncer.generators[0].Config().Node.Labels[v1.LabelTopologyZone]; got != "z1" {
+		t.Errorf("generators built for zone %q, want z1", got)
+	}
+	gens := f.e.p.Syncer.generators
 	f.e.SetNode(node("z1"))
 	f.sync(t, runner.Requested)
 	f.expectSyncs(t, "after the same zone again", 2, 1)
-	if !slices.Equal(built, []string{"z1"}) {
-		t.Errorf("generators built for zones %q, want only z1", built)
+	if !slices.Equal(gens, f.e.p.Syncer.generators) {
+		t.Errorf("generators rebuilt for the same zone")
 	}
 	if f.health.node == nil {
 		t.Errorf("health not told of the node")
 	}
 }
 
+// addressHealth records the addresses the health check ports are given.
+type addressHealth struct{ addrs [][]netip.Addr }
+
+func (h *addressHealth) Sync(map[types.NamespacedName]uint16, map[types.NamespacedName]int) error {
+	return nil
+}
+func (h *addressHealth) SetAddresses(addrs []netip.Addr) { h.addrs = append(h.addrs, addrs) }
+
 func TestEngineFollowsNodePortAddresses(t *testing.T) {
 	addrs := []netip.Addr{netip.MustParseAddr("192.0.2.1")}
-	var changed [][]netip.Addr
 	f := newEngineFixture(t, func(c *EngineConfig) {
-		c.FollowAddresses = true
-		c.Generators = func(*v1.Node) ([]*nftgen.Generator, error) {
-			return []*nftgen.Generator{genFor(t, nftgen.Config{RestrictNodePorts: true, NodePortAddresses: addrs})}, nil
-		}
-		c.AddressesChanged = func(gens []*nftgen.Generator) { changed = append(changed, gens[0].Config().NodePortAddresses) }
+		c.Rules = &RuleSpec{NodeName: "n", NodePortAddresses: []string{"192.0.2.0/24"}}
+		c.LocalAddresses = func() ([]netip.Addr, error) { return addrs, nil }
 	})
+	health := &addressHealth{}
+	f.e.p.Health = health
 	f.sync(t, runner.Requested)
 	f.sync(t, runner.Requested)
 	f.expectSyncs(t, "addresses as before", 1, 1)
 	addrs = []netip.Addr{netip.MustParseAddr("192.0.2.2")}
 	f.sync(t, runner.Requested)
 	f.expectSyncs(t, "after the address changed", 2, 1)
-	if len(changed) != 2 || changed[1][0] != addrs[0] {
-		t.Errorf("AddressesChanged with %v, want the first addresses, then %v", changed, addrs)
+	if got := f.e.p.Syncer.generators[0].Config().NodePortAddresses; !slices.Equal(got, addrs) {
+		t.Errorf("node port addresses %v, want %v", got, addrs)
+	}
+	if len(health.addrs) != 2 || !slices.Equal(health.addrs[1], addrs) {
+		t.Errorf("health check ports given addresses %v, want the first addresses, then %v", health.addrs, addrs)
 	}
 }
 

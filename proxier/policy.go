@@ -135,23 +135,32 @@ func (e *Engine) driftReason(ctx context.Context, ch nftgen.Change) string {
 // interface came up, a DHCP lease moved), the generators are replaced and
 // the sync is a full one. Called with mu held.
 func (e *Engine) followAddresses() {
-	if !e.cfg.FollowAddresses || e.cfg.Generators == nil {
+	if e.cfg.Rules == nil || !e.cfg.Rules.FollowsAddresses() || e.cfg.LocalAddresses == nil {
 		return
 	}
-	gens, err := e.cfg.Generators(e.node)
+	local, err := e.cfg.LocalAddresses()
+	if err != nil {
+		klog.ErrorS(err, "Cannot list the node's addresses; keeping the node port addresses as they were")
+		return
+	}
+	if slices.Equal(local, e.local) {
+		return
+	}
+	e.local = local
+	rules, err := e.cfg.Rules.Build(e.node, local)
 	if err != nil {
 		klog.ErrorS(err, "Cannot rebuild the rules for the node's addresses; keeping the node port addresses as they were")
 		return
 	}
-	before, after := nodePortAddresses(e.p.Syncer.generators), nodePortAddresses(gens)
+	before, after := nodePortAddresses(e.p.Syncer.generators), nodePortAddresses(rules.Generators)
 	if slices.Equal(before, after) {
 		return
 	}
 	klog.InfoS("The node's addresses changed; node ports now answer on the new ones", "before", before, "after", after)
-	e.p.Syncer.SetGenerators(gens...)
+	e.p.Syncer.SetGenerators(rules.Generators...)
 	e.needFull = "the node port addresses changed"
-	if e.cfg.AddressesChanged != nil {
-		e.cfg.AddressesChanged(gens)
+	if e.p.Health != nil {
+		e.p.Health.SetAddresses(rules.HealthCheckAddresses())
 	}
 }
 

@@ -21,6 +21,8 @@ import (
 // HealthServer serves health check node ports (healthcheck.ServiceServer).
 type HealthServer interface {
 	Sync(ports map[types.NamespacedName]uint16, localEndpoints map[types.NamespacedName]int) error
+	// SetAddresses sets the addresses the ports listen on (nil: all).
+	SetAddresses(addrs []netip.Addr)
 }
 
 // ConntrackCleaner deletes stale UDP conntrack entries (conntrack.Cleaner).

@@ -3,6 +3,7 @@ package proxier
 import (
 	"context"
 	"errors"
+	"net/netip"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -65,6 +66,8 @@ func (h *failingHealth) Sync(ports map[types.NamespacedName]uint16, _ map[types.
 	}
 	return nil
 }
+
+func (h *failingHealth) SetAddresses([]netip.Addr) {}
 
 // TestHealthCheckPortsAreRetriedAtEverySync: a health check node port
 // that could not be opened (the old pod still holds it) is tried again at

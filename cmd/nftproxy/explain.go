@@ -89,10 +89,10 @@ func objectsTable(opts *options, fam nftgen.Family, local []netip.Addr) (*nftgen
 	}
 	for _, rs := range rulesets {
 		if rs.Family == fam {
-			return rs.State(), setup.nodeAddrs, nil
+			return rs.State(), setup.rules.NodeAddrs, nil
 		}
 	}
-	return nil, setup.nodeAddrs, nil
+	return nil, setup.rules.NodeAddrs, nil
 }
 
 // liveTable reads the family's table from the kernel (nil: none).

@@ -29,7 +29,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/pflag"
-	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/nftgen"
@@ -237,7 +236,7 @@ func desiredRulesets(st *setup) ([]*nftgen.Ruleset, error) {
 		return nil, err
 	}
 	var out []*nftgen.Ruleset
-	for _, g := range st.gens {
+	for _, g := range st.rules.Generators {
 		out = append(out, engine.Proxier().Syncer.DesiredRuleset(g.Family()))
 	}
 	return out, nil
@@ -304,7 +303,7 @@ func newEngine(opts *options, m *metrics.Metrics, ecfg proxier.EngineConfig) (*p
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if st.routeLocalnet {
+	if st.rules.RouteLocalnet {
 		if err := netns.Do(opts.netns, proxier.EnableRouteLocalnet); err != nil {
 			klog.ErrorS(err, "Localhost NodePorts will not work")
 		}
@@ -319,7 +318,7 @@ func newEngine(opts *options, m *metrics.Metrics, ecfg proxier.EngineConfig) (*p
 		return l, err
 	}
 	health := healthcheck.NewServiceServer(listen, nil)
-	health.SetAddresses(healthCheckAddresses(st))
+	health.SetAddresses(st.rules.HealthCheckAddresses())
 	st.serviceHealth = health
 	var nsFile *os.File
 	fd := -1
@@ -340,10 +339,13 @@ func newEngine(opts *options, m *metrics.Metrics, ecfg proxier.EngineConfig) (*p
 	// The engine starts from the Node the setup was built for (the API
 	// server's or the objects file's).
 	ecfg.Node = st.nodeObj
-	ecfg.Generators = func(node *v1.Node) ([]*nftgen.Generator, error) { return opts.currentGenerators(st, node) }
-	ecfg.FollowAddresses = restrictsNodePorts(opts.nodePortAddresses)
-	// currentGenerators already keeps the new generators in st.
-	ecfg.AddressesChanged = func([]*nftgen.Generator) { health.SetAddresses(healthCheckAddresses(st)) }
+	// It builds its generators again from the same spec when the node's
+	// zone or node port addresses change.
+	ecfg.Rules, ecfg.Local = st.spec, st.local
+	ecfg.LocalAddresses = func() (local []netip.Addr, err error) {
+		err = netns.Do(opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err })
+		return local, err
+	}
 	cfg := st.engineConfig()
 	cfg.Health, cfg.Conntrack, cfg.Metrics, cfg.Engine = health, conntrack.NewCleaner(fd), m, ecfg
 	engine, err := proxier.New(cfg, dp)

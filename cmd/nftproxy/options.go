@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"time"
 
@@ -103,32 +102,24 @@ func (e usageError) Unwrap() error { return e.err }
 // setup is what the commands build from the options and the objects.
 type setup struct {
 	store *model.Store
-	gens  []*nftgen.Generator
-	node  model.Node
-	// routeLocalnet is true when localhost NodePorts need route_localnet.
-	routeLocalnet bool
+	// spec is what the flags say about the rules; rules what it made for
+	// this node (its generators, one per family).
+	spec  *proxier.RuleSpec
+	rules *proxier.NodeRules
 	// dp is the dataplane, once opened.
 	dp nftgen.Dataplane
 	// serviceHealth serves the health check node ports, once opened.
 	serviceHealth *healthcheck.ServiceServer
-	// local are the node's local addresses; ipv6 is true when a Service
-	// of the objects file has an IPv6 cluster IP.
+	// local are the node's local addresses the rules were built with.
 	local []netip.Addr
-	ipv6  bool
-	// nodeAddrs are the addresses of this node's Node object.
-	nodeAddrs []netip.Addr
-	// nodeObj is the Node object the generators were built for.
+	// nodeObj is the Node object the rules were built for.
 	nodeObj *v1.Node
 }
 
 // engineConfig is the engine configuration of st's store, node and
 // generators, for proxier.New.
 func (st *setup) engineConfig() proxier.Config {
-	cfg := proxier.Config{Node: st.node, Store: st.store}
-	for _, g := range st.gens {
-		cfg.Families = append(cfg.Families, g.Config())
-	}
-	return cfg
+	return proxier.Config{Node: st.rules.Node, Store: st.store, Families: st.rules.Families()}
 }
 
 // newSetup builds the store, the node facts and one generator per family
@@ -147,26 +138,34 @@ func (o *options) newSetup(objs *objfile.Objects, local []netip.Addr) (*setup, e
 	if on, set := o.kp.featureGates["AllowServiceExternalIPs"]; set && !on {
 		store.NoExternalIPs = true
 	}
-	st := &setup{store: store, node: model.Node{Name: o.nodeName()}, local: local, ipv6: hasIPv6Service(objs)}
-	fill(st.store, objs)
-	var nodeObj *v1.Node
-	for _, n := range objs.Nodes {
-		if n.Name == st.node.Name {
-			nodeObj = n
-		}
-	}
-	gens, err := o.generatorsFor(st, nodeObj)
+	spec, err := o.ruleSpec(hasIPv6Service(objs))
 	if err != nil {
 		return nil, err
 	}
-	st.gens, st.nodeObj = gens, nodeObj
+	st := &setup{store: store, spec: spec, local: local}
+	fill(st.store, objs)
+	if objs != nil {
+		for _, n := range objs.Nodes {
+			if n.Name == spec.NodeName {
+				st.nodeObj = n
+			}
+		}
+	}
+	if st.rules, err = spec.Build(st.nodeObj, local); err != nil {
+		return nil, usageError{err}
+	}
 	return st, nil
 }
 
-// generatorsFor builds the generators for this node (its Node object may
-// be nil) and records the node's labels and primary IPs in st.
-func (o *options) generatorsFor(st *setup, nodeObj *v1.Node) ([]*nftgen.Generator, error) {
-	byFamily := map[nftgen.Family][]netip.Prefix{}
+// ruleSpec is what the flags say about the rules, checked; ipv6 is true
+// when a Service of the objects file has an IPv6 cluster IP.
+func (o *options) ruleSpec(ipv6 bool) (*proxier.RuleSpec, error) {
+	spec := &proxier.RuleSpec{
+		NodeName: o.nodeName(), ClusterCIDRs: map[nftgen.Family][]netip.Prefix{},
+		MasqueradeAll: o.masqueradeAll, MasqueradeBit: o.masqueradeBit, LocalhostNodePorts: o.localhostNodePorts,
+		ConntrackTCPLiberal: o.conntrackTCPLiberal, NodePortAddresses: o.nodePortAddresses,
+		NodeCIDRs: o.kp.detectLocalMode == "NodeCIDR", IPv6: ipv6 || o.everyFamily,
+	}
 	if o.clusterCIDR != "" {
 		for _, s := range strings.Split(o.clusterCIDR, ",") {
 			p, err := netip.ParsePrefix(strings.TrimSpace(s))
@@ -177,92 +176,25 @@ func (o *options) generatorsFor(st *setup, nodeObj *v1.Node) ([]*nftgen.Generato
 			if p.Addr().Is6() {
 				f = nftgen.FamilyIPv6
 			}
-			byFamily[f] = append(byFamily[f], p.Masked())
+			spec.ClusterCIDRs[f] = append(spec.ClusterCIDRs[f], p.Masked())
 		}
 	}
 	if o.masqueradeBit < 0 || o.masqueradeBit > 31 {
 		return nil, usageError{fmt.Errorf("--iptables-masquerade-bit: %d is outside 0..31", o.masqueradeBit)}
 	}
-	// primary are kube-proxy's node IPs (one per family at most); all are
-	// every address the node has, for the external IP check.
-	var all []netip.Addr
-	bind, _ := netip.ParseAddr(o.kp.bindAddress)
-	primary := proxier.PrimaryNodeIPs(nodeObj, bind)
-	if nodeObj != nil {
-		st.node.Labels = nodeObj.Labels
-		all = proxier.NodeIPs(nodeObj)
-		if o.kp.detectLocalMode == "NodeCIDR" {
-			byFamily = map[nftgen.Family][]netip.Prefix{}
-			for _, c := range nodeObj.Spec.PodCIDRs {
-				if p, err := netip.ParsePrefix(c); err == nil {
-					f := nftgen.FamilyIPv4
-					if p.Addr().Is6() {
-						f = nftgen.FamilyIPv6
-					}
-					byFamily[f] = append(byFamily[f], p.Masked())
-				}
-			}
-		}
-	}
+	spec.BindAddress, _ = netip.ParseAddr(o.kp.bindAddress)
 	// As kube-proxy: the interface modes tell pod traffic by interface
 	// alone, whatever --cluster-cidr says.
-	iface, prefix := "", false
 	switch o.kp.detectLocalMode {
 	case "", "ClusterCIDR", "NodeCIDR":
 	case "BridgeInterface":
-		byFamily, iface = nil, o.kp.podBridgeInterface
+		spec.PodInterface = o.kp.podBridgeInterface
 	case "InterfaceNamePrefix":
-		byFamily, iface, prefix = nil, o.kp.podInterfacePrefix, true
+		spec.PodInterface, spec.PodInterfacePrefix = o.kp.podInterfacePrefix, true
 	default:
 		return nil, usageError{fmt.Errorf("--detect-local-mode %q is not supported; use ClusterCIDR, NodeCIDR, BridgeInterface or InterfaceNamePrefix", o.kp.detectLocalMode)}
 	}
-	all = append(all, primary...)
-	st.nodeAddrs = all
-	families := []nftgen.Family{nftgen.FamilyIPv4}
-	if len(byFamily[nftgen.FamilyIPv6]) > 0 || st.ipv6 || hasIPv6Addr(primary) || o.everyFamily {
-		families = append(families, nftgen.FamilyIPv6)
-	}
-	var gens []*nftgen.Generator
-	for _, f := range families {
-		is4 := f == nftgen.FamilyIPv4
-		np, err := proxier.ResolveNodePortAddresses(o.nodePortAddresses, st.local, primary, is4)
-		if err != nil {
-			return nil, usageError{err}
-		}
-		cfg := nftgen.Config{
-			Family: f, ClusterCIDRs: byFamily[f], MasqueradeAll: o.masqueradeAll, MasqueradeBit: &o.masqueradeBit,
-			Node: st.node, LocalhostNodePorts: o.localhostNodePorts && is4, ConntrackTCPLiberal: o.conntrackTCPLiberal,
-			RestrictNodePorts: !np.All, NodePortAddresses: np.Addrs, PodInterface: iface, PodInterfacePrefix: prefix,
-		}
-		for _, a := range primary {
-			if a.Is4() == is4 {
-				cfg.NodeIP = a
-			}
-		}
-		for _, a := range all {
-			if a.Is4() == is4 && !slices.Contains(cfg.NodeIPs, a) {
-				cfg.NodeIPs = append(cfg.NodeIPs, a)
-			}
-		}
-		g, err := nftgen.NewGenerator(cfg)
-		if err != nil {
-			return nil, usageError{err}
-		}
-		if g.Config().LocalhostNodePorts {
-			st.routeLocalnet = true
-		}
-		gens = append(gens, g)
-	}
-	return gens, nil
-}
-
-func hasIPv6Addr(addrs []netip.Addr) bool {
-	for _, a := range addrs {
-		if a.Is6() && !a.Is4In6() {
-			return true
-		}
-	}
-	return false
+	return spec, nil
 }
 
 // nodeName is --hostname-override or the host name, lower case, as
