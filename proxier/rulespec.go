@@ -111,7 +111,7 @@ func (s *RuleSpec) Build(node *v1.Node, local []netip.Addr) (*NodeRules, error) 
 	}
 	r.NodeAddrs = append(r.NodeAddrs, primary...)
 	families := []nftgen.Family{nftgen.FamilyIPv4}
-	if len(byFamily[nftgen.FamilyIPv6]) > 0 || s.IPv6 || slices.ContainsFunc(primary, func(a netip.Addr) bool { return a.Is6() && !a.Is4In6() }) {
+	if len(byFamily[nftgen.FamilyIPv6]) > 0 || s.IPv6 || slices.ContainsFunc(primary, func(a netip.Addr) bool { return familyOf(a) == nftgen.FamilyIPv6 }) {
 		families = append(families, nftgen.FamilyIPv6)
 	}
 	for _, f := range families {
