@@ -5,8 +5,9 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"github.com/nftproxy/nftproxy/nftgen"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // BenchmarkRender renders the iptables-save view of 1,000 Services × 10
@@ -14,11 +15,11 @@ import (
 // kernel.
 func BenchmarkRender(b *testing.B) {
 	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4,
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: model.Node{Name: "node-a"}})
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: svcmodel.Node{Name: "node-a"}})
 	if err != nil {
 		b.Fatal(err)
 	}
-	ports := make([]model.ServicePortState, 1000)
+	ports := make([]svcmodel.ServicePortState, 1000)
 	for i := range ports {
 		eps := make([]string, 10)
 		for e := range eps {

@@ -7,11 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nftproxy/nftproxy/nftgen"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -24,13 +25,13 @@ func TestProbabilitiesAsIptablesSavePrintsThem(t *testing.T) {
 	}
 }
 
-func port(name string, vip string, eps ...string) model.ServicePortState {
-	sp := model.ServicePortState{ServicePort: model.ServicePort{
-		Name:       model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, Port: "http", Protocol: v1.ProtocolTCP},
+func port(name string, vip string, eps ...string) svcmodel.ServicePortState {
+	sp := svcmodel.ServicePortState{ServicePort: svcmodel.ServicePort{
+		Name:       svcmodel.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, Port: "http", Protocol: v1.ProtocolTCP},
 		ClusterIPs: []netip.Addr{netip.MustParseAddr(vip)}, Port: 80,
 	}}
 	for _, e := range eps {
-		sp.Endpoints = append(sp.Endpoints, model.Endpoint{Addr: netip.MustParseAddr(e), Port: 8080, Ready: true, Serving: true, NodeName: "node-a"})
+		sp.Endpoints = append(sp.Endpoints, svcmodel.Endpoint{Addr: netip.MustParseAddr(e), Port: 8080, Ready: true, Serving: true, NodeName: "node-a"})
 	}
 	return sp
 }
@@ -40,14 +41,14 @@ func port(name string, vip string, eps ...string) model.ServicePortState {
 // for the same objects (the e2e oracle test does that comparison live).
 func TestRenderGolden(t *testing.T) {
 	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, LocalhostNodePorts: true,
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: model.Node{Name: "node-a"}})
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: svcmodel.Node{Name: "node-a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	web := port("web", "10.96.0.10", "10.244.0.2", "10.244.0.3", "10.244.0.4")
 	web.NodePort = 30080
 	web.AffinityTimeoutSeconds = 10800
-	rs := g.Ruleset([]model.ServicePortState{web, port("empty", "10.96.0.11")})
+	rs := g.Ruleset([]svcmodel.ServicePortState{web, port("empty", "10.96.0.11")})
 	got := Render(Build(rs.State()), Options{})
 	path := "testdata/basic.save"
 	if *update {
@@ -70,7 +71,7 @@ func TestRenderGolden(t *testing.T) {
 // -A lines of the rendered view, for a ruleset with every feature.
 func TestCountFragmentsMatchesRender(t *testing.T) {
 	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, LocalhostNodePorts: true,
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: model.Node{Name: "node-a"}})
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: svcmodel.Node{Name: "node-a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +81,7 @@ func TestCountFragmentsMatchesRender(t *testing.T) {
 	lb.NodePort, lb.ExternalPolicyLocal, lb.HealthCheckNodePort = 30081, true, 32000
 	lb.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("203.0.113.1")}
 	lb.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
-	rs := g.Ruleset([]model.ServicePortState{web, lb, port("empty", "10.96.0.11")})
+	rs := g.Ruleset([]svcmodel.ServicePortState{web, lb, port("empty", "10.96.0.11")})
 	want := nftgen.RuleCounts{}
 	for _, tb := range Build(rs.State()) {
 		if tb.Name != "mangle" {

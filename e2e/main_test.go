@@ -10,6 +10,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nftproxy/nftproxy/nftgen"
@@ -77,7 +79,7 @@ func newCluster(t testing.TB, opts ...clusterOption) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dp.Close(); f.Close() })
-	node := model.Node{Name: LocalNode, Labels: map[string]string{v1.LabelTopologyZone: LocalZone}}
+	node := svcmodel.Node{Name: LocalNode, Labels: map[string]string{v1.LabelTopologyZone: LocalZone}}
 	var families []nftgen.Config
 	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
 		cfg := nftgen.Config{Family: fam, Node: node}

@@ -10,11 +10,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nftproxy/nftproxy/nftgen"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // TestSessionAffinityStickUntilTimeout checks ClientIP affinity: a client
@@ -225,7 +226,7 @@ func TestSessionAffinityAboveTheCascade(t *testing.T) {
 		}
 	}
 	port := strings.TrimPrefix(first, "wide:")
-	set := c.Node.MustRun(t, "nft", "list", "set", "ip", nftgen.TableName, nftgen.PrefixAffinity+nftgen.ServiceChainName(model.ServicePortName{
+	set := c.Node.MustRun(t, "nft", "list", "set", "ip", nftgen.TableName, nftgen.PrefixAffinity+nftgen.ServiceChainName(svcmodel.ServicePortName{
 		NamespacedName: types.NamespacedName{Namespace: "aff", Name: "wide"}, Port: "http", Protocol: v1.ProtocolTCP}))
 	if !strings.Contains(set, PodIP(100)+" . "+PodIP(1)+" . "+port) {
 		t.Errorf("the affinity set lacks %s . %s . %s:\n%s", PodIP(100), PodIP(1), port, set)

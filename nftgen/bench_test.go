@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // benchPorts returns n ClusterIP service ports with 10 endpoints each.
-func benchPorts(n int) []model.ServicePortState {
-	ports := make([]model.ServicePortState, n)
+func benchPorts(n int) []svcmodel.ServicePortState {
+	ports := make([]svcmodel.ServicePortState, n)
 	for i := range ports {
 		eps := make([]string, 10)
 		for e := range eps {

@@ -3,7 +3,7 @@ package nftgen
 import (
 	"strings"
 
-	"github.com/nftproxy/nftproxy/proxier/model"
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 )
 
 // healthCheckSuffix ends the comment of a health check node port.
@@ -16,7 +16,7 @@ const healthCheckSuffix = " health check node port"
 // writes one rule per name (SplitHealthCheckComment). Every port of the
 // Service gives the same element, whichever port wins it. When the list
 // does not fit in a comment, only own is named.
-func HealthCheckComment(own string, ports []model.ServicePortName) string {
+func HealthCheckComment(own string, ports []svcmodel.ServicePortName) string {
 	names := make([]string, len(ports))
 	for i, p := range ports {
 		names[i] = p.String()

@@ -4,10 +4,11 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // featureGenerator is an IPv4 generator for node "node-a" in zone "z1",
@@ -16,7 +17,7 @@ func featureGenerator(t testing.TB) *Generator {
 	g, err := NewGenerator(Config{
 		Family:             FamilyIPv4,
 		ClusterCIDRs:       []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
-		Node:               model.Node{Name: "node-a", Labels: map[string]string{v1.LabelTopologyZone: "z1"}},
+		Node:               svcmodel.Node{Name: "node-a", Labels: map[string]string{v1.LabelTopologyZone: "z1"}},
 		NodeIP:             netip.MustParseAddr("192.0.2.1"),
 		NodeIPs:            []netip.Addr{netip.MustParseAddr("192.0.2.1")},
 		LocalhostNodePorts: true,
@@ -35,7 +36,7 @@ func testGenerator6(t testing.TB) *Generator {
 	g, err := NewGenerator(Config{
 		Family:       FamilyIPv6,
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/64")},
-		Node:         model.Node{Name: "node-a"},
+		Node:         svcmodel.Node{Name: "node-a"},
 		NodeIP:       netip.MustParseAddr("2001:db8::1"),
 		NodeIPs:      []netip.Addr{netip.MustParseAddr("2001:db8::1")},
 	})

@@ -4,8 +4,9 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // TestFirewallFailsClosedAndZeroRangeIsOpen: a load balancer whose only
@@ -20,7 +21,7 @@ func TestFirewallFailsClosedAndZeroRangeIsOpen(t *testing.T) {
 			sp.LoadBalancerSourceRanges = append(sp.LoadBalancerSourceRanges, netip.MustParsePrefix(r))
 		}
 		sp.SourceRangesInvalid = invalid
-		sp.Endpoints = []model.Endpoint{nftgentest.Endpoint("10.244.0.3:8443", "node-a", true)}
+		sp.Endpoints = []svcmodel.Endpoint{nftgentest.Endpoint("10.244.0.3:8443", "node-a", true)}
 		return featureGenerator(t).Service(&sp)
 	}
 	fw := FirewallChainName(nftgentest.Port("ns", "lb", 443, "10.96.1.2").Name)

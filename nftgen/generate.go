@@ -5,9 +5,9 @@ import (
 	"net/netip"
 	"slices"
 
-	v1 "k8s.io/api/core/v1"
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 
-	"github.com/nftproxy/nftproxy/proxier/model"
+	v1 "k8s.io/api/core/v1"
 )
 
 // Config holds the flags and node facts that shape the rules of one family.
@@ -32,7 +32,7 @@ type Config struct {
 	MasqueradeBit *int
 	// Node is this node: its name decides which endpoints are local, its
 	// zone label drives topology.
-	Node model.Node
+	Node svcmodel.Node
 	// NodeIP is kube-proxy's "node IP" of this family (the Node's first
 	// address of it, or --bind-address; loopback when unknown): a load
 	// balancer source range that holds it lets the node reach the load
@@ -124,11 +124,11 @@ func (g *Generator) Family() Family { return g.cfg.Family }
 // Config returns the generator's configuration.
 func (g *Generator) Config() Config { return g.cfg }
 
-func (g *Generator) modelFamily() model.IPFamily {
+func (g *Generator) modelFamily() svcmodel.IPFamily {
 	if g.cfg.Family == FamilyIPv6 {
-		return model.IPv6
+		return svcmodel.IPv6
 	}
-	return model.IPv4
+	return svcmodel.IPv4
 }
 
 // Maps returns the named maps of the ruleset.
@@ -282,7 +282,7 @@ func (g *Generator) nodePortsJumps() []Rule {
 }
 
 // Ruleset builds the whole ruleset for a set of service ports.
-func (g *Generator) Ruleset(ports []model.ServicePortState) *Ruleset {
+func (g *Generator) Ruleset(ports []svcmodel.ServicePortState) *Ruleset {
 	rs := &Ruleset{Family: g.cfg.Family, Maps: g.Maps(), Top: g.Top(), Services: map[string]*Fragment{}}
 	for i := range ports {
 		if f := g.Service(&ports[i]); f != nil {

@@ -8,18 +8,19 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 func TestChainNamesMatchKubeProxy(t *testing.T) {
 	// The example from kube-proxy's own tests.
-	n := model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns1", Name: "svc1"}, Port: "p80", Protocol: v1.ProtocolTCP}
+	n := svcmodel.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns1", Name: "svc1"}, Port: "p80", Protocol: v1.ProtocolTCP}
 	if got := ServiceChainName(n); got != "KUBE-SVC-XPGD46QRK7WJZT7O" {
 		t.Errorf("ServiceChainName = %s, want KUBE-SVC-XPGD46QRK7WJZT7O", got)
 	}
@@ -28,8 +29,8 @@ func TestChainNamesMatchKubeProxy(t *testing.T) {
 	}
 	// The formula written out, for a short name and for one longer than
 	// hashedName's stack buffer.
-	long := model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("s", 253)}, Port: "p", Protocol: v1.ProtocolSCTP}
-	for _, n := range []model.ServicePortName{n, long} {
+	long := svcmodel.ServicePortName{NamespacedName: types.NamespacedName{Namespace: strings.Repeat("n", 63), Name: strings.Repeat("s", 253)}, Port: "p", Protocol: v1.ProtocolSCTP}
+	for _, n := range []svcmodel.ServicePortName{n, long} {
 		sum := sha256.Sum256([]byte(n.String() + n.LowerProtocol() + "[fd00::1]:8080"))
 		want := "KUBE-SEP-" + base32.StdEncoding.EncodeToString(sum[:])[:16]
 		if got := EndpointChainName(n, "[fd00::1]:8080"); got != want {
@@ -61,7 +62,7 @@ func golden(t *testing.T, name, got string) {
 
 func TestGenerateClusterIP(t *testing.T) {
 	g := testGenerator("10.244.0.0/16")
-	rs := g.Ruleset([]model.ServicePortState{
+	rs := g.Ruleset([]svcmodel.ServicePortState{
 		nftgentest.Port("ns1", "svc1", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080"),
 		nftgentest.Port("ns1", "single", 443, "10.96.0.11", "10.244.0.5:8443"),
 		nftgentest.Port("ns1", "empty", 53, "10.96.0.12"),

@@ -5,7 +5,7 @@ import (
 	"encoding/base32"
 	"strings"
 
-	"github.com/nftproxy/nftproxy/proxier/model"
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 )
 
 // Names of the top-level chains and maps. Chains that stand for an iptables
@@ -96,37 +96,37 @@ func hashedName(prefix string, parts ...string) string {
 }
 
 // portName is a service port's name and protocol as kube-proxy hashes them.
-func portName(n model.ServicePortName) (string, string) {
+func portName(n svcmodel.ServicePortName) (string, string) {
 	return n.String(), n.LowerProtocol()
 }
 
 // ServiceChainName returns the KUBE-SVC- chain of a service port.
-func ServiceChainName(n model.ServicePortName) string {
+func ServiceChainName(n svcmodel.ServicePortName) string {
 	name, proto := portName(n)
 	return hashedName(PrefixService, name, proto)
 }
 
 // LocalChainName returns the KUBE-SVL- chain (Local traffic policy).
-func LocalChainName(n model.ServicePortName) string {
+func LocalChainName(n svcmodel.ServicePortName) string {
 	name, proto := portName(n)
 	return hashedName(PrefixLocal, name, proto)
 }
 
 // ExternalChainName returns the KUBE-EXT- chain (external destinations).
-func ExternalChainName(n model.ServicePortName) string {
+func ExternalChainName(n svcmodel.ServicePortName) string {
 	name, proto := portName(n)
 	return hashedName(PrefixExternal, name, proto)
 }
 
 // FirewallChainName returns the KUBE-FW- chain (loadBalancerSourceRanges).
-func FirewallChainName(n model.ServicePortName) string {
+func FirewallChainName(n svcmodel.ServicePortName) string {
 	name, proto := portName(n)
 	return hashedName(PrefixFirewall, name, proto)
 }
 
 // portChainNames returns the KUBE-SVC-, KUBE-SVL-, KUBE-EXT- and KUBE-FW-
 // chains of a service port, which share one hash.
-func portChainNames(n model.ServicePortName) (svc, svl, ext, fw string) {
+func portChainNames(n svcmodel.ServicePortName) (svc, svl, ext, fw string) {
 	name, proto := portName(n)
 	h := hashedName("", name, proto)
 	return PrefixService + h, PrefixLocal + h, PrefixExternal + h, PrefixFirewall + h
@@ -134,13 +134,13 @@ func portChainNames(n model.ServicePortName) (svc, svl, ext, fw string) {
 
 // EndpointChainName returns the KUBE-SEP- chain of an endpoint (ip:port) of
 // a service port.
-func EndpointChainName(n model.ServicePortName, endpoint string) string {
+func EndpointChainName(n svcmodel.ServicePortName, endpoint string) string {
 	name, proto := portName(n)
 	return hashedName(PrefixEndpoint, name, proto, endpoint)
 }
 
 // ServiceKey is the key of a service port's fragment in a Ruleset.
-func ServiceKey(n model.ServicePortName) string {
+func ServiceKey(n svcmodel.ServicePortName) string {
 	return n.String() + "/" + n.LowerProtocol()
 }
 

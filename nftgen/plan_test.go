@@ -6,8 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // applyFull installs rs on a new Fake.
@@ -50,7 +51,7 @@ func TestOneServiceChangeCostDoesNotDependOnOtherServices(t *testing.T) {
 		added := nftgentest.Port("ns", "new", 80, "10.100.0.1", "10.244.200.1:80", "10.244.200.2:80")
 		c.add = step(ServiceKey(added.Name), g.Service(&added), "KUBE-S")
 		changed := ports[n/2]
-		changed.Endpoints = append(changed.Endpoints, model.Endpoint{Addr: added.Endpoints[0].Addr, Port: 8080, Ready: true, Serving: true})
+		changed.Endpoints = append(changed.Endpoints, svcmodel.Endpoint{Addr: added.Endpoints[0].Addr, Port: 8080, Ready: true, Serving: true})
 		c.change = step(ServiceKey(changed.Name), g.Service(&changed), "KUBE-S")
 		c.del = step(ServiceKey(added.Name), nil, "KUBE-S")
 
@@ -141,7 +142,7 @@ func TestPlannedUpdateCommitsWhatItPlanned(t *testing.T) {
 	rs := g.Ruleset(ports)
 	viaPlan, viaFragments := AppliedFrom(rs), AppliedFrom(rs)
 	changed := ports[3]
-	changed.Endpoints = append(changed.Endpoints, model.Endpoint{Addr: changed.Endpoints[0].Addr, Port: 9090, Ready: true, Serving: true})
+	changed.Endpoints = append(changed.Endpoints, svcmodel.Endpoint{Addr: changed.Endpoints[0].Addr, Port: 9090, Ready: true, Serving: true})
 	added := nftgentest.Port("ns", "new", 80, "10.100.0.1", "10.244.200.1:80")
 	updates := map[string]*Fragment{
 		ServiceKey(changed.Name):  g.Service(&changed),

@@ -6,8 +6,9 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // reconcileOnto plans the reconcile of fake's table towards rs and applies
@@ -107,7 +108,7 @@ func TestReconcileRewritesEndpointMapChains(t *testing.T) {
 	for i := range CascadeMaxEndpoints + 1 {
 		eps = append(eps, fmt.Sprintf("10.244.%d.%d:80", i/200, i%200+1))
 	}
-	rs := g.Ruleset([]model.ServicePortState{nftgentest.Port("ns", "big", 80, "10.96.0.1", eps...)})
+	rs := g.Ruleset([]svcmodel.ServicePortState{nftgentest.Port("ns", "big", 80, "10.96.0.1", eps...)})
 	fake := applyFull(t, rs)
 	ctx := context.Background()
 	live, _ := fake.Read(ctx, FamilyIPv4)

@@ -5,13 +5,13 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/nftproxy/nftproxy/proxier/model"
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 )
 
 // svcBuild holds what one service port's fragment is built from.
 type svcBuild struct {
 	g     *Generator
-	sp    *model.ServicePortState
+	sp    *svcmodel.ServicePortState
 	name  string // "ns/svc:port"
 	proto uint8
 	frag  *Fragment
@@ -26,7 +26,7 @@ type svcBuild struct {
 }
 
 // sepName returns the KUBE-SEP- chain of endpoint e.
-func (b *svcBuild) sepName(e model.Endpoint) string {
+func (b *svcBuild) sepName(e svcmodel.Endpoint) string {
 	ap := netip.AddrPortFrom(e.Addr, e.Port)
 	if name, ok := b.sepNames[ap]; ok {
 		return name
@@ -52,7 +52,7 @@ func (b *svcBuild) element(m string, k MapKey, v Verdict, comment string) {
 func (g *Generator) familyAddrs(in []netip.Addr) []netip.Addr {
 	var out []netip.Addr
 	for _, a := range in {
-		if model.FamilyOf(a) == g.modelFamily() {
+		if svcmodel.FamilyOf(a) == g.modelFamily() {
 			out = append(out, a)
 		}
 	}
@@ -61,15 +61,15 @@ func (g *Generator) familyAddrs(in []netip.Addr) []netip.Addr {
 
 // familyEndpoints returns the endpoints of this family: in, when they all
 // are (as the snapshot's are), else a copy of those that are.
-func (g *Generator) familyEndpoints(in []model.Endpoint) []model.Endpoint {
+func (g *Generator) familyEndpoints(in []svcmodel.Endpoint) []svcmodel.Endpoint {
 	fam := g.modelFamily()
-	i := slices.IndexFunc(in, func(e model.Endpoint) bool { return model.FamilyOf(e.Addr) != fam })
+	i := slices.IndexFunc(in, func(e svcmodel.Endpoint) bool { return svcmodel.FamilyOf(e.Addr) != fam })
 	if i < 0 {
 		return in
 	}
 	out := slices.Clone(in[:i])
 	for _, e := range in[i:] {
-		if model.FamilyOf(e.Addr) == fam {
+		if svcmodel.FamilyOf(e.Addr) == fam {
 			out = append(out, e)
 		}
 	}
@@ -80,7 +80,7 @@ func (g *Generator) familyEndpoints(in []model.Endpoint) []model.Endpoint {
 // chains, affinity sets and map elements. It follows the structure of
 // kube-proxy's iptables mode rule for rule; see the README for the mapping.
 // It returns nil if the port has no cluster IP of this family.
-func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
+func (g *Generator) Service(sp *svcmodel.ServicePortState) *Fragment {
 	vip, ok := sp.ClusterIP(g.modelFamily())
 	if !ok {
 		return nil
@@ -94,7 +94,7 @@ func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
 	b := &svcBuild{g: g, sp: sp, name: sp.Name.String(), proto: protoNumber(sp.Name.Protocol),
 		frag: &Fragment{Elements: map[string][]MapElement{}}, seen: map[elementKey]bool{}}
 	eps := g.familyEndpoints(sp.Endpoints)
-	cat := model.Categorize(&sp.ServicePort, eps, g.cfg.Node)
+	cat := svcmodel.Categorize(&sp.ServicePort, eps, g.cfg.Node)
 	b.sharedAffinity = sp.AffinityTimeoutSeconds > 0 && len(cat.Reachable) > CascadeMaxEndpoints
 	b.sepNames = make(map[netip.AddrPort]string, len(cat.Reachable))
 	n := sp.Name
@@ -182,7 +182,7 @@ func (g *Generator) Service(sp *model.ServicePortState) *Fragment {
 	masq := b.masqueradeRule(vip)
 	// pickChain is KUBE-SVC- or KUBE-SVL-: the masquerade mark when it is
 	// the internal traffic's chain, then the choice among eps.
-	pickChain := func(name string, eps []model.Endpoint) {
+	pickChain := func(name string, eps []svcmodel.Endpoint) {
 		c := &Chain{Name: name}
 		if internalChain == name && hasInternal && masq != nil {
 			c.Rules = append(c.Rules, *masq)
@@ -257,9 +257,9 @@ func (b *svcBuild) externalChain(ext, svc, policy string, hasExternal bool) *Cha
 // a range that did not parse and this family has none that does: nftproxy
 // then builds a firewall that lets nothing through, where kube-proxy would
 // build none and accept every source.
-func (g *Generator) sourceRanges(sp *model.ServicePortState) (ranges []netip.Prefix, closed bool) {
+func (g *Generator) sourceRanges(sp *svcmodel.ServicePortState) (ranges []netip.Prefix, closed bool) {
 	for _, r := range sp.LoadBalancerSourceRanges {
-		if model.FamilyOf(r.Addr()) != g.modelFamily() {
+		if svcmodel.FamilyOf(r.Addr()) != g.modelFamily() {
 			continue
 		}
 		if r.Bits() == 0 {
@@ -297,7 +297,7 @@ func (b *svcBuild) firewallChain(fw, ext string, ranges []netip.Prefix, lbIPs []
 // port has one set keyed "client . endpoint": the kernel finds a set by
 // walking the table's sets, so a set per endpoint made a cold sync of one
 // Service quadratic in its endpoints (3.8 s of kernel time at 8,000).
-func (b *svcBuild) affinitySet(sepChain string, e model.Endpoint) (string, netip.AddrPort) {
+func (b *svcBuild) affinitySet(sepChain string, e svcmodel.Endpoint) (string, netip.AddrPort) {
 	if b.sharedAffinity {
 		return PrefixAffinity + ServiceChainName(b.sp.Name), netip.AddrPortFrom(e.Addr, e.Port)
 	}
@@ -306,7 +306,7 @@ func (b *svcBuild) affinitySet(sepChain string, e model.Endpoint) (string, netip
 
 // pickComment is the comment of the rule that picks endpoint e, which
 // large clusters go without (and do not build).
-func (b *svcBuild) pickComment(e model.Endpoint) string {
+func (b *svcBuild) pickComment(e svcmodel.Endpoint) string {
 	if b.g.cfg.LargeCluster {
 		return ""
 	}
@@ -332,7 +332,7 @@ const CascadeMaxEndpoints = 100
 
 // endpointRules picks one of eps: first the affinity checks, then a random
 // choice.
-func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
+func (b *svcBuild) endpointRules(eps []svcmodel.Endpoint) []Rule {
 	n := 1 // the numgen map
 	if len(eps) <= CascadeMaxEndpoints {
 		n = len(eps)
@@ -374,7 +374,7 @@ func (b *svcBuild) endpointRules(eps []model.Endpoint) []Rule {
 
 // endpointChain is KUBE-SEP-: hairpin masquerade, then DNAT (recording the
 // client for affinity).
-func (b *svcBuild) endpointChain(e model.Endpoint) *Chain {
+func (b *svcBuild) endpointChain(e svcmodel.Endpoint) *Chain {
 	name := b.sepName(e)
 	dnat := []Stmt{MatchProto{Proto: b.proto}}
 	if b.sp.AffinityTimeoutSeconds > 0 {

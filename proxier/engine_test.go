@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
@@ -20,7 +22,6 @@ import (
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
 	"github.com/nftproxy/nftproxy/proxier/metrics"
-	"github.com/nftproxy/nftproxy/proxier/model"
 	"github.com/nftproxy/nftproxy/proxier/runner"
 )
 
@@ -65,7 +66,7 @@ func genFor(t *testing.T, cfg nftgen.Config) *nftgen.Generator {
 // Services, a and b, not yet synced. edit may change the configuration.
 func newEngineFixture(t *testing.T, edit func(*EngineConfig)) *engineFixture {
 	f := &engineFixture{fake: nftgen.NewFake(), clock: clocktesting.NewFakeClock(time.Unix(1e9, 0)), health: &recordingHealth{}, m: metrics.New()}
-	cfg := Config{Families: []nftgen.Config{{Family: nftgen.FamilyIPv4}}, Node: model.Node{Name: "n"}, Metrics: f.m,
+	cfg := Config{Families: []nftgen.Config{{Family: nftgen.FamilyIPv4}}, Node: svcmodel.Node{Name: "n"}, Metrics: f.m,
 		Engine: EngineConfig{MinSyncPeriod: time.Second, SyncPeriod: 30 * time.Second, Clock: f.clock, Health: f.health,
 			FirstSynced: func() { f.firstSynced++ }}}
 	if edit != nil {
@@ -388,7 +389,7 @@ func TestOneFamilysFailureLeavesTheOtherHealthy(t *testing.T) {
 	c := clocktesting.NewFakeClock(time.Unix(1e9, 0))
 	hs := healthcheck.NewProxyHealthServer(c, time.Minute, nil)
 	fake := nftgen.NewFake()
-	e, err := New(Config{Families: []nftgen.Config{{Family: nftgen.FamilyIPv4}, {Family: nftgen.FamilyIPv6}}, Node: model.Node{Name: "n"},
+	e, err := New(Config{Families: []nftgen.Config{{Family: nftgen.FamilyIPv4}, {Family: nftgen.FamilyIPv6}}, Node: svcmodel.Node{Name: "n"},
 		Engine: EngineConfig{MinSyncPeriod: time.Second, SyncPeriod: 30 * time.Second, Clock: c, Health: hs}}, fake)
 	if err != nil {
 		t.Fatal(err)

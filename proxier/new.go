@@ -3,6 +3,8 @@ package proxier
 import (
 	"fmt"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/model"
@@ -15,7 +17,7 @@ type Config struct {
 	// Families configures one table, and its generator, per IP family.
 	Families []nftgen.Config
 	// Node is this node as the model sees it (name and labels).
-	Node model.Node
+	Node svcmodel.Node
 	// Store holds the Services and EndpointSlices; nil for a new one.
 	Store *model.Store
 	// Health, Conntrack and Metrics may be nil.

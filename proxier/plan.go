@@ -7,6 +7,8 @@ import (
 	"iter"
 	"slices"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -27,7 +29,7 @@ import (
 func (s *Syncer) eachCandidate(ctx context.Context, fs *familyState, snap *snapshot, owners map[destination]claim, visit func(*candidate) bool) error {
 	type read struct {
 		nn     types.NamespacedName
-		states []model.ServicePortState
+		states []svcmodel.ServicePortState
 	}
 	clear(fs.endpoints)
 	fs.total = 0
@@ -410,7 +412,7 @@ func (s *Syncer) reportLost(c *candidate, lost []lostDestination) {
 // candidates computes the fragments of one Service's ports in one family,
 // from what the sync read of it, before conflicts with other Services are
 // decided.
-func (s *Syncer) candidates(fs *familyState, nn types.NamespacedName, states []model.ServicePortState) []*candidate {
+func (s *Syncer) candidates(fs *familyState, nn types.NamespacedName, states []svcmodel.ServicePortState) []*candidate {
 	var out []*candidate
 	nodeIPs := fs.gen.Config().NodeIPs
 	for i := range states {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
@@ -35,7 +37,7 @@ type ConntrackCleaner interface {
 type Proxier struct {
 	Store  *model.Store
 	Syncer *Syncer
-	Node   model.Node
+	Node   svcmodel.Node
 	// Health, Conntrack and Metrics may be nil.
 	Health    HealthServer
 	Conntrack ConntrackCleaner
@@ -65,9 +67,9 @@ type serviceInfo struct {
 }
 
 // newProxier returns a Proxier over store and syncer for node.
-func newProxier(store *model.Store, syncer *Syncer, node model.Node) *Proxier {
+func newProxier(store *model.Store, syncer *Syncer, node svcmodel.Node) *Proxier {
 	p := &Proxier{Store: store, Syncer: syncer, Node: node, info: map[types.NamespacedName]serviceInfo{}, retryUDP: map[nftgen.Family][]conntrack.UDPService{}}
-	syncer.OnRead = func(nn types.NamespacedName, states []model.ServicePortState) {
+	syncer.OnRead = func(nn types.NamespacedName, states []svcmodel.ServicePortState) {
 		if p.read != nil { // in p.Sync
 			p.read[nn] = p.serviceInfo(states)
 		}
@@ -248,7 +250,7 @@ func familyLabel(f nftgen.Family) string {
 // serviceInfo computes the health check port, the number of local ready
 // endpoints and the UDP destinations of one Service from its service
 // ports.
-func (p *Proxier) serviceInfo(states []model.ServicePortState) serviceInfo {
+func (p *Proxier) serviceInfo(states []svcmodel.ServicePortState) serviceInfo {
 	var info serviceInfo
 	local := map[netip.Addr]bool{}
 	for _, st := range states {
@@ -282,21 +284,21 @@ func (p *Proxier) serviceInfo(states []model.ServicePortState) serviceInfo {
 // countNoLocal counts, per family, a port with a Local policy whose
 // endpoints are all on other nodes (kube-proxy's
 // sync_proxy_rules_no_local_endpoints_total).
-func (p *Proxier) countNoLocal(info *serviceInfo, st *model.ServicePortState) {
+func (p *Proxier) countNoLocal(info *serviceInfo, st *svcmodel.ServicePortState) {
 	if !st.InternalPolicyLocal && !st.ExternalPolicyLocal {
 		return
 	}
-	for _, fam := range []model.IPFamily{model.IPv4, model.IPv6} {
+	for _, fam := range []svcmodel.IPFamily{svcmodel.IPv4, svcmodel.IPv6} {
 		if _, ok := st.ClusterIP(fam); !ok {
 			continue
 		}
-		var eps []model.Endpoint
+		var eps []svcmodel.Endpoint
 		for _, e := range st.Endpoints {
-			if model.FamilyOf(e.Addr) == fam {
+			if svcmodel.FamilyOf(e.Addr) == fam {
 				eps = append(eps, e)
 			}
 		}
-		c := model.Categorize(&st.ServicePort, eps, p.Node)
+		c := svcmodel.Categorize(&st.ServicePort, eps, p.Node)
 		if !c.Any || len(c.Local) > 0 {
 			continue
 		}

@@ -6,11 +6,12 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nftproxy/nftproxy/proxier/conntrack"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // failingCleaner fails the first cleanups it is asked for and records
@@ -34,7 +35,7 @@ func (c *failingCleaner) Clean(services []conntrack.UDPService) (int, error) {
 // succeeds; then no longer.
 func TestConntrackCleanupIsRetriedUntilDone(t *testing.T) {
 	f := newFixture(t)
-	p := newProxier(f.store, f.syncer, model.Node{Name: "n"})
+	p := newProxier(f.store, f.syncer, svcmodel.Node{Name: "n"})
 	cleaner := &failingCleaner{failures: 2}
 	p.Conntrack = cleaner
 	dns := svc("dns", "10.96.0.10")
@@ -75,7 +76,7 @@ func (h *failingHealth) SetAddresses([]netip.Addr) {}
 // health server is left alone until something changes.
 func TestHealthCheckPortsAreRetriedAtEverySync(t *testing.T) {
 	f := newFixture(t)
-	p := newProxier(f.store, f.syncer, model.Node{Name: "n"})
+	p := newProxier(f.store, f.syncer, svcmodel.Node{Name: "n"})
 	health := &failingHealth{failures: 2}
 	p.Health = health
 	lb := svc("lb", "10.96.0.20")

@@ -5,10 +5,11 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nftproxy/nftproxy/nftgen"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // RuleSpec is what the operator's configuration says about the rules,
@@ -48,7 +49,7 @@ type RuleSpec struct {
 type NodeRules struct {
 	Generators []*nftgen.Generator
 	// Node is the node as the model sees it: name and labels.
-	Node model.Node
+	Node svcmodel.Node
 	// NodeAddrs are the node's addresses: its Node object's and its
 	// primary IPs (for the external IP check).
 	NodeAddrs []netip.Addr
@@ -90,7 +91,7 @@ func (s *RuleSpec) FollowsAddresses() bool {
 // Build makes the generators for the node whose Node object is node (nil
 // if unknown) and whose local addresses are local.
 func (s *RuleSpec) Build(node *v1.Node, local []netip.Addr) (*NodeRules, error) {
-	r := &NodeRules{Node: model.Node{Name: s.NodeName}}
+	r := &NodeRules{Node: svcmodel.Node{Name: s.NodeName}}
 	byFamily := s.ClusterCIDRs
 	primary := PrimaryNodeIPs(node, s.BindAddress)
 	if node != nil {

@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nftproxy/nftproxy/nftgen"
@@ -23,10 +24,10 @@ import (
 // more than the rest of a cold sync holds at a time. A dual-stack full sync
 // therefore reads each Service once per family.
 type snapshot struct {
-	read   func(types.NamespacedName) ([]model.ServicePortState, []model.Problem)
+	read   func(types.NamespacedName) ([]svcmodel.ServicePortState, []model.Problem)
 	report func([]model.Problem)
-	onRead func(types.NamespacedName, []model.ServicePortState)
-	kept   map[types.NamespacedName][]model.ServicePortState
+	onRead func(types.NamespacedName, []svcmodel.ServicePortState)
+	kept   map[types.NamespacedName][]svcmodel.ServicePortState
 }
 
 // newSnapshot returns the snapshot of one sync of s.
@@ -35,13 +36,13 @@ func (s *Syncer) newSnapshot() *snapshot {
 	if read == nil {
 		read = s.store.State
 	}
-	return &snapshot{read: read, report: s.report, onRead: s.OnRead, kept: map[types.NamespacedName][]model.ServicePortState{}}
+	return &snapshot{read: read, report: s.report, onRead: s.OnRead, kept: map[types.NamespacedName][]svcmodel.ServicePortState{}}
 }
 
 // get returns the service ports of nn: what this sync already kept of it,
 // or a new read, kept if keep is set. The states are shared: a consumer
 // that changes one copies it first.
-func (sn *snapshot) get(nn types.NamespacedName, keep bool) []model.ServicePortState {
+func (sn *snapshot) get(nn types.NamespacedName, keep bool) []svcmodel.ServicePortState {
 	if states, ok := sn.kept[nn]; ok {
 		return states
 	}
@@ -59,7 +60,7 @@ func (sn *snapshot) get(nn types.NamespacedName, keep bool) []model.ServicePortS
 // familyEndpoints counts the endpoints of states' ports in the family of
 // fs, as kube-proxy counts them for its large cluster mode: per service
 // port that has a cluster IP of the family.
-func familyEndpoints(fs *familyState, states []model.ServicePortState) int {
+func familyEndpoints(fs *familyState, states []svcmodel.ServicePortState) int {
 	fam := modelFamily(fs.gen.Family())
 	n := 0
 	for i := range states {
@@ -67,7 +68,7 @@ func familyEndpoints(fs *familyState, states []model.ServicePortState) int {
 			continue
 		}
 		for _, e := range states[i].Endpoints {
-			if model.FamilyOf(e.Addr) == fam {
+			if svcmodel.FamilyOf(e.Addr) == fam {
 				n++
 			}
 		}

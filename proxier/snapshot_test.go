@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -17,7 +19,7 @@ import (
 type readCounter map[types.NamespacedName]int
 
 func (rc readCounter) count(s *Syncer, store *model.Store) {
-	s.readState = func(nn types.NamespacedName) ([]model.ServicePortState, []model.Problem) {
+	s.readState = func(nn types.NamespacedName) ([]svcmodel.ServicePortState, []model.Problem) {
 		rc[nn]++
 		return store.State(nn)
 	}
@@ -48,7 +50,7 @@ func TestEachServiceIsReadOncePerSync(t *testing.T) {
 				gens = append(gens, g)
 			}
 			s := newSyncer(store, nftgen.NewFake(), gens...)
-			p := newProxier(store, s, model.Node{Name: "node-a"})
+			p := newProxier(store, s, svcmodel.Node{Name: "node-a"})
 			reads := readCounter{}
 			reads.count(s, store)
 			for i := range 20 {
@@ -127,7 +129,7 @@ func TestLargeClusterModeIsDecidedInOnePass(t *testing.T) {
 	// A cold sync over the threshold: the first Services, read before
 	// the total passed it, are programmed without comments too.
 	g, _ := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4})
-	var ports []model.ServicePortState
+	var ports []svcmodel.ServicePortState
 	for _, nn := range f.store.ServiceNames() {
 		st, _ := f.store.State(nn)
 		ports = append(ports, st...)

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -35,10 +37,10 @@ type Syncer struct {
 	// OnRead is called with what a sync read of each Service it looked
 	// at (nil for a deleted one), once per sync and Service, once per
 	// family on a dual-stack full sync (see snapshot). It may be nil.
-	OnRead func(types.NamespacedName, []model.ServicePortState)
+	OnRead func(types.NamespacedName, []svcmodel.ServicePortState)
 	// readState reads one Service from the store (Store.State unless a
 	// test counts the reads).
-	readState func(types.NamespacedName) ([]model.ServicePortState, []model.Problem)
+	readState func(types.NamespacedName) ([]svcmodel.ServicePortState, []model.Problem)
 	// ChunkOps is the size of the transactions of a streamed cold sync
 	// (nftgen.ChunkOps unless set).
 	ChunkOps int
@@ -338,11 +340,11 @@ func (fs *familyState) ruleCounter() nftgen.RuleCounter {
 	return fs.counter
 }
 
-func modelFamily(f nftgen.Family) model.IPFamily {
+func modelFamily(f nftgen.Family) svcmodel.IPFamily {
 	if f == nftgen.FamilyIPv6 {
-		return model.IPv6
+		return svcmodel.IPv6
 	}
-	return model.IPv4
+	return svcmodel.IPv4
 }
 
 // Cleanup deletes nftproxy's tables, the handover tables included, in

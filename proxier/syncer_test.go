@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,7 +93,7 @@ func TestSyncFullThenIncremental(t *testing.T) {
 		t.Fatalf("second sync = %+v, want incremental over 1 service", res)
 	}
 	for _, op := range f.fake.LastTransaction.Ops {
-		if strings.Contains(op.Name, nftgen.ServiceChainName(model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "b"}, Port: "http", Protocol: v1.ProtocolTCP})) {
+		if strings.Contains(op.Name, nftgen.ServiceChainName(svcmodel.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "b"}, Port: "http", Protocol: v1.ProtocolTCP})) {
 			t.Errorf("incremental sync touched service b: %+v", op)
 		}
 	}
@@ -203,7 +205,7 @@ func TestRuleCountsFollowIncrementalSyncs(t *testing.T) {
 // that the sync after a failure rewrites the table.
 func TestFailedSyncIsCountedAndRetriedInFull(t *testing.T) {
 	f := newFixture(t)
-	p := newProxier(f.store, f.syncer, model.Node{Name: "n"})
+	p := newProxier(f.store, f.syncer, svcmodel.Node{Name: "n"})
 	p.Metrics = metrics.New()
 	f.store.SetService(svc("a", "10.96.0.1"))
 	if _, err := p.Sync(context.Background(), false); err != nil {

@@ -9,14 +9,15 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"github.com/nftproxy/nftproxy/nftgen"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // bigTable is the table of one Service with n endpoints (and, with
 // affinity, ClientIP session affinity).
 func bigTable(t testing.TB, n int, affinity bool) *nftgen.TableState {
-	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, Node: model.Node{Name: "node-a"},
+	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, Node: svcmodel.Node{Name: "node-a"},
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}})
 	if err != nil {
 		t.Fatal(err)
@@ -29,7 +30,7 @@ func bigTable(t testing.TB, n int, affinity bool) *nftgen.TableState {
 	if affinity {
 		sp.AffinityTimeoutSeconds = 60
 	}
-	return g.Ruleset([]model.ServicePortState{sp}).State()
+	return g.Ruleset([]svcmodel.ServicePortState{sp}).State()
 }
 
 // TestExplainOfManyEndpointsIsBounded: a Service with 4,000 endpoints is

@@ -11,18 +11,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nftproxy/nftproxy/nftgen"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 const nodeIP = "192.0.2.1"
 
-func svc(name, vip string, port uint16, eps ...string) model.ServicePortState {
-	sp := model.ServicePortState{ServicePort: model.ServicePort{
-		Name:       model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, Port: "p", Protocol: v1.ProtocolTCP},
+func svc(name, vip string, port uint16, eps ...string) svcmodel.ServicePortState {
+	sp := svcmodel.ServicePortState{ServicePort: svcmodel.ServicePort{
+		Name:       svcmodel.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, Port: "p", Protocol: v1.ProtocolTCP},
 		ClusterIPs: []netip.Addr{netip.MustParseAddr(vip)}, Port: port,
 	}}
 	for _, e := range eps {
@@ -31,17 +32,17 @@ func svc(name, vip string, port uint16, eps ...string) model.ServicePortState {
 			node = "node-b"
 		}
 		ap := netip.MustParseAddrPort(e)
-		sp.Endpoints = append(sp.Endpoints, model.Endpoint{Addr: ap.Addr(), Port: ap.Port(), Ready: true, Serving: true, NodeName: node})
+		sp.Endpoints = append(sp.Endpoints, svcmodel.Endpoint{Addr: ap.Addr(), Port: ap.Port(), Ready: true, Serving: true, NodeName: node})
 	}
 	return sp
 }
 
 // table is the desired table of a small cluster on node-a (pods
 // 10.244.0.0/24 here, 10.244.1.0/24 on node-b).
-func table(t *testing.T, mutate ...func([]model.ServicePortState)) *nftgen.TableState {
+func table(t *testing.T, mutate ...func([]svcmodel.ServicePortState)) *nftgen.TableState {
 	t.Helper()
 	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, LocalhostNodePorts: true,
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: model.Node{Name: "node-a"},
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: svcmodel.Node{Name: "node-a"},
 		NodeIPs: []netip.Addr{netip.MustParseAddr(nodeIP)}})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +56,7 @@ func table(t *testing.T, mutate ...func([]model.ServicePortState)) *nftgen.Table
 	fw.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("198.51.100.0/24")}
 	aff := svc("aff", "10.96.0.14", 80, "10.244.0.7:80", "10.244.1.7:80")
 	aff.AffinityTimeoutSeconds = 60
-	ports := []model.ServicePortState{web, svc("empty", "10.96.0.11", 80), local, fw, aff}
+	ports := []svcmodel.ServicePortState{web, svc("empty", "10.96.0.11", 80), local, fw, aff}
 	for _, m := range mutate {
 		m(ports)
 	}

@@ -26,6 +26,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nftproxy/nftproxy/compat"
@@ -343,7 +345,7 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool, p
 // nftOut and its compat view to iptOut (either may be empty). The
 // generator must have the large-cluster setting the Syncer used.
 func writeTexts(store *model.Store, g *nftgen.Generator, n int, nftOut, iptOut string) error {
-	var states []model.ServicePortState
+	var states []svcmodel.ServicePortState
 	for i := range n {
 		ports, _ := store.State(types.NamespacedName{Namespace: e2e.ScaleNamespace, Name: fmt.Sprintf("svc-%d", i)})
 		states = append(states, ports...)

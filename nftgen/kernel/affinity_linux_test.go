@@ -8,10 +8,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"github.com/nftproxy/nftproxy/e2e/testns"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // TestReconcileOfAnUnchangedTableSendsNothing: a table with a ClientIP
@@ -35,7 +36,7 @@ func TestReconcileOfAnUnchangedTableSendsNothing(t *testing.T) {
 	aff := nftgentest.Port("ns1", "aff", 80, "10.96.0.10", eps(500, 100)...)
 	aff.AffinityTimeoutSeconds = 10800
 	plain := nftgentest.Port("ns1", "plain", 80, "10.96.0.11", eps(300, 101)...)
-	rs := testGenerator("10.244.0.0/16").Ruleset([]model.ServicePortState{aff, plain})
+	rs := testGenerator("10.244.0.0/16").Ruleset([]svcmodel.ServicePortState{aff, plain})
 	if err := dp.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestReconcileOfAnUnchangedTableSendsNothing(t *testing.T) {
 }
 
 // bigAffinityPort is a ClientIP port with more endpoints than the cascade.
-func bigAffinityPort(ipv6 bool) model.ServicePortState {
+func bigAffinityPort(ipv6 bool) svcmodel.ServicePortState {
 	vip, eps := "10.96.9.1", []string{}
 	if ipv6 {
 		vip = "fd00:96::9:1"

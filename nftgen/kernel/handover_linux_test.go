@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"github.com/nftproxy/nftproxy/e2e/testns"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // TestHandoverIPv6: the handover of an IPv6 table keys its DNAT map by
@@ -25,7 +26,7 @@ func TestHandoverIPv6(t *testing.T) {
 	g := testGenerator6(t)
 	sp := nftgentest.Port("ns", "web", 80, "fd00:96::7", "[fd00:244::3]:8080", "[fd00:244::4]:8080")
 	sp.NodePort = 30080
-	if err := dp.Apply(ctx, nftgen.PlanFull(g.Ruleset([]model.ServicePortState{sp}), nil)); err != nil {
+	if err := dp.Apply(ctx, nftgen.PlanFull(g.Ruleset([]svcmodel.ServicePortState{sp}), nil)); err != nil {
 		t.Fatal(err)
 	}
 	spec := nftgen.NewHandoverSpec(g, time.Minute)

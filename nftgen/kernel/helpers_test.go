@@ -4,10 +4,11 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/nftproxy/nftproxy/nftgen"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // featureGenerator is the IPv4 generator nftgentest.FeaturePorts are made
@@ -16,7 +17,7 @@ func featureGenerator(t testing.TB) *nftgen.Generator {
 	return mustGenerator(t, nftgen.Config{
 		Family:             nftgen.FamilyIPv4,
 		ClusterCIDRs:       []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
-		Node:               model.Node{Name: "node-a", Labels: map[string]string{v1.LabelTopologyZone: "z1"}},
+		Node:               svcmodel.Node{Name: "node-a", Labels: map[string]string{v1.LabelTopologyZone: "z1"}},
 		NodeIP:             netip.MustParseAddr("192.0.2.1"),
 		NodeIPs:            []netip.Addr{netip.MustParseAddr("192.0.2.1")},
 		LocalhostNodePorts: true,
@@ -28,7 +29,7 @@ func testGenerator6(t testing.TB) *nftgen.Generator {
 	return mustGenerator(t, nftgen.Config{
 		Family:       nftgen.FamilyIPv6,
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/64")},
-		Node:         model.Node{Name: "node-a"},
+		Node:         svcmodel.Node{Name: "node-a"},
 		NodeIP:       netip.MustParseAddr("2001:db8::1"),
 		NodeIPs:      []netip.Addr{netip.MustParseAddr("2001:db8::1")},
 	})

@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"github.com/nftproxy/nftproxy/e2e/testns"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // TestPodInterfaceReadsBack: the detect-local interface matches
@@ -25,9 +26,9 @@ func TestPodInterfaceReadsBack(t *testing.T) {
 		nft    string
 	}{{false, `iifname != "cbr0"`}, {true, `iifname != "veth*"`}} {
 		name := map[bool]string{false: "cbr0", true: "veth"}[tt.prefix]
-		g := mustGenerator(t, nftgen.Config{Family: nftgen.FamilyIPv4, Node: model.Node{Name: "node-a"}, PodInterface: name, PodInterfacePrefix: tt.prefix})
+		g := mustGenerator(t, nftgen.Config{Family: nftgen.FamilyIPv4, Node: svcmodel.Node{Name: "node-a"}, PodInterface: name, PodInterfacePrefix: tt.prefix})
 		sp := nftgentest.Port("ns", "web", 80, "10.96.0.7", "10.244.0.3:8080")
-		rs := g.Ruleset([]model.ServicePortState{sp})
+		rs := g.Ruleset([]svcmodel.ServicePortState{sp})
 		ns, dp := kernelNetlink(t, "nfp-iif")
 		if err := dp.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
 			t.Fatal(err)

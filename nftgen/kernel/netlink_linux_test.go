@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	"github.com/nftproxy/nftproxy/e2e/testns"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // TestNetlinkApply programs a real kernel (in a throwaway namespace): a full
@@ -30,7 +31,7 @@ func TestNetlinkApply(t *testing.T) {
 
 	a := nftgentest.Port("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080")
 	b := nftgentest.Port("ns1", "b", 53, "10.96.0.11")
-	applied := g.Ruleset([]model.ServicePortState{a, b})
+	applied := g.Ruleset([]svcmodel.ServicePortState{a, b})
 
 	inv, err := dp.Inventory(ctx, nftgen.FamilyIPv4, nil)
 	if err != nil || inv != nil {
@@ -311,7 +312,7 @@ func TestRejectedTransactionChangesNothing(t *testing.T) {
 	ns, dp := kernelNetlink(t, "nfp-atomic")
 	g := testGenerator("10.244.0.0/16")
 	a := nftgentest.Port("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080")
-	applied := g.Ruleset([]model.ServicePortState{a})
+	applied := g.Ruleset([]svcmodel.ServicePortState{a})
 	if err := dp.Apply(ctx, nftgen.PlanFull(applied, nil)); err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +344,7 @@ func TestWatchSurvivesLostNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ports := []model.ServicePortState{nftgentest.Port("ns1", "s0", 80, "10.96.0.1", "10.244.0.1:8080")}
+	ports := []svcmodel.ServicePortState{nftgentest.Port("ns1", "s0", 80, "10.96.0.1", "10.244.0.1:8080")}
 	rs := testGenerator("10.244.0.0/16").Ruleset(ports)
 	if err := dp.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
 		t.Fatal(err)
@@ -414,7 +415,7 @@ func TestOwnCommitsAreQuietAndUnseenCommitsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ports []model.ServicePortState
+	var ports []svcmodel.ServicePortState
 	for i := range 300 {
 		ports = append(ports, nftgentest.Port("ns1", fmt.Sprintf("s%d", i), 80, fmt.Sprintf("10.96.%d.%d", i>>8, i&0xff),
 			fmt.Sprintf("10.244.%d.%d:8080", i>>8, i&0xff), fmt.Sprintf("10.245.%d.%d:8080", i>>8, i&0xff)))
@@ -445,7 +446,7 @@ func TestReadFindsChainsNothingJumpsTo(t *testing.T) {
 	ns, dp := kernelNetlink(t, "nfp-read")
 	ctx := context.Background()
 	a := nftgentest.Port("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080")
-	rs := testGenerator("10.244.0.0/16").Ruleset([]model.ServicePortState{a})
+	rs := testGenerator("10.244.0.0/16").Ruleset([]svcmodel.ServicePortState{a})
 	if err := dp.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
 		t.Fatal(err)
 	}

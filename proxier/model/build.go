@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sort"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,7 +29,7 @@ func ShouldSkipService(svc *v1.Service) bool {
 // ServicePorts converts one Service into its service ports. Ports or fields
 // that cannot be used are reported as Problems and left out; the rest of the
 // Service is still returned.
-func ServicePorts(svc *v1.Service) ([]ServicePort, []Problem) {
+func ServicePorts(svc *v1.Service) ([]svcmodel.ServicePort, []Problem) {
 	if ShouldSkipService(svc) {
 		return nil, nil
 	}
@@ -42,7 +44,7 @@ func ServicePorts(svc *v1.Service) ([]ServicePort, []Problem) {
 		clusterIPs = []string{svc.Spec.ClusterIP}
 	}
 	var ips []netip.Addr
-	seenFamily := map[IPFamily]bool{}
+	seenFamily := map[svcmodel.IPFamily]bool{}
 	for i, s := range clusterIPs {
 		a, err := netip.ParseAddr(s)
 		if err != nil || a.Zone() != "" {
@@ -50,11 +52,11 @@ func ServicePorts(svc *v1.Service) ([]ServicePort, []Problem) {
 			continue
 		}
 		a = a.Unmap()
-		if seenFamily[FamilyOf(a)] {
-			report(fmt.Sprintf("spec.clusterIPs[%d]", i), "second %s address %q", FamilyOf(a), s)
+		if seenFamily[svcmodel.FamilyOf(a)] {
+			report(fmt.Sprintf("spec.clusterIPs[%d]", i), "second %s address %q", svcmodel.FamilyOf(a), s)
 			continue
 		}
-		seenFamily[FamilyOf(a)] = true
+		seenFamily[svcmodel.FamilyOf(a)] = true
 		ips = append(ips, a)
 	}
 	if len(ips) == 0 {
@@ -104,8 +106,8 @@ func ServicePorts(svc *v1.Service) ([]ServicePort, []Problem) {
 		distribution = *svc.Spec.TrafficDistribution
 	}
 
-	var out []ServicePort
-	seen := map[ServicePortName]bool{}
+	var out []svcmodel.ServicePort
+	seen := map[svcmodel.ServicePortName]bool{}
 	for i, p := range svc.Spec.Ports {
 		field := fmt.Sprintf("spec.ports[%d]", i)
 		proto := p.Protocol
@@ -124,13 +126,13 @@ func ServicePorts(svc *v1.Service) ([]ServicePort, []Problem) {
 			report(field+".nodePort", "port %d is outside 0..65535", p.NodePort)
 			continue
 		}
-		name := ServicePortName{NamespacedName: nn, Port: p.Name, Protocol: proto}
+		name := svcmodel.ServicePortName{NamespacedName: nn, Port: p.Name, Protocol: proto}
 		if seen[name] {
 			report(field+".name", "duplicate port %q/%s", p.Name, proto)
 			continue
 		}
 		seen[name] = true
-		out = append(out, ServicePort{
+		out = append(out, svcmodel.ServicePort{
 			Name:                     name,
 			ClusterIPs:               ips,
 			Port:                     uint16(p.Port),
@@ -147,7 +149,7 @@ func ServicePorts(svc *v1.Service) ([]ServicePort, []Problem) {
 		})
 	}
 	if hcPort != 0 {
-		names := make([]ServicePortName, len(out))
+		names := make([]svcmodel.ServicePortName, len(out))
 		for i := range out {
 			names[i] = out[i].Name
 		}
@@ -184,7 +186,7 @@ func ServiceNameOf(slice *discovery.EndpointSlice) (types.NamespacedName, bool) 
 // sortEndpoints orders endpoints by their "IP:port" string, the order in
 // which kube-proxy's EndpointSliceCache hands them to the proxier (and so the
 // order of the rules in a KUBE-SVC- chain).
-func sortEndpoints(list []Endpoint) {
+func sortEndpoints(list []svcmodel.Endpoint) {
 	if len(list) < 2 {
 		return
 	}
@@ -200,7 +202,7 @@ func sortEndpoints(list []Endpoint) {
 // byKey sorts endpoints by their precomputed "IP:port" strings.
 type byKey struct {
 	keys []string
-	eps  []Endpoint
+	eps  []svcmodel.Endpoint
 }
 
 func (b byKey) Len() int           { return len(b.keys) }

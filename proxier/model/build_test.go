@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,7 +131,7 @@ func slice(name string, portName string, port int32, eps ...epSpec) *discovery.E
 var svc1 = types.NamespacedName{Namespace: "ns1", Name: "svc1"}
 
 func TestEndpoints(t *testing.T) {
-	p80 := ServicePortName{NamespacedName: svc1, Port: "p80", Protocol: v1.ProtocolTCP}
+	p80 := svcmodel.ServicePortName{NamespacedName: svc1, Port: "p80", Protocol: v1.ProtocolTCP}
 	t.Run("conditions default as in kube-proxy", func(t *testing.T) {
 		eps, _ := Endpoints(svc1, []*discovery.EndpointSlice{slice("a", "p80", 8080,
 			epSpec{ip: "10.0.0.1"},
@@ -139,7 +141,7 @@ func TestEndpoints(t *testing.T) {
 			epSpec{ip: "10.0.0.5", ready: ptr(false), serving: ptr(false)})})
 		got := eps[p80]
 		// Unset ready and serving mean true, unset terminating false.
-		want := []Endpoint{
+		want := []svcmodel.Endpoint{
 			{Addr: netip.MustParseAddr("10.0.0.1"), Port: 8080, Ready: true, Serving: true},
 			{Addr: netip.MustParseAddr("10.0.0.2"), Port: 8080, Serving: true},
 			{Addr: netip.MustParseAddr("10.0.0.3"), Port: 8080, Serving: true, Terminating: true},
@@ -210,16 +212,16 @@ func TestEndpoints(t *testing.T) {
 }
 
 func TestUsableEndpoints(t *testing.T) {
-	ready := Endpoint{Addr: netip.MustParseAddr("10.0.0.1"), Ready: true, Serving: true}
-	term := Endpoint{Addr: netip.MustParseAddr("10.0.0.2"), Serving: true, Terminating: true}
-	notServing := Endpoint{Addr: netip.MustParseAddr("10.0.0.3"), Terminating: true}
-	if got := Categorize(&ServicePort{}, []Endpoint{ready, term, notServing}, Node{}).Cluster; len(got) != 1 || got[0].Addr != ready.Addr {
+	ready := svcmodel.Endpoint{Addr: netip.MustParseAddr("10.0.0.1"), Ready: true, Serving: true}
+	term := svcmodel.Endpoint{Addr: netip.MustParseAddr("10.0.0.2"), Serving: true, Terminating: true}
+	notServing := svcmodel.Endpoint{Addr: netip.MustParseAddr("10.0.0.3"), Terminating: true}
+	if got := svcmodel.Categorize(&svcmodel.ServicePort{}, []svcmodel.Endpoint{ready, term, notServing}, svcmodel.Node{}).Cluster; len(got) != 1 || got[0].Addr != ready.Addr {
 		t.Errorf("with a ready endpoint got %v", got)
 	}
-	if got := Categorize(&ServicePort{}, []Endpoint{term, notServing}, Node{}).Cluster; len(got) != 1 || got[0].Addr != term.Addr {
+	if got := svcmodel.Categorize(&svcmodel.ServicePort{}, []svcmodel.Endpoint{term, notServing}, svcmodel.Node{}).Cluster; len(got) != 1 || got[0].Addr != term.Addr {
 		t.Errorf("without ready endpoints got %v, want the serving terminating one", got)
 	}
-	if got := Categorize(&ServicePort{}, []Endpoint{notServing}, Node{}).Cluster; len(got) != 0 {
+	if got := svcmodel.Categorize(&svcmodel.ServicePort{}, []svcmodel.Endpoint{notServing}, svcmodel.Node{}).Cluster; len(got) != 0 {
 		t.Errorf("got %v, want none", got)
 	}
 }
@@ -276,7 +278,7 @@ func TestStoreTracksChangedServices(t *testing.T) {
 }
 
 // endpointList is the endpoints as "IP:port" separated by spaces.
-func endpointList(eps []Endpoint) string {
+func endpointList(eps []svcmodel.Endpoint) string {
 	var out []string
 	for _, e := range eps {
 		out = append(out, e.String())

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -73,12 +75,12 @@ func (in interner) intern(s *string) *string {
 
 // sliceFamily returns the IP family of a slice's address type; ok is false
 // for FQDN and unknown types, whose endpoints are never used.
-func sliceFamily(t discovery.AddressType) (IPFamily, bool) {
+func sliceFamily(t discovery.AddressType) (svcmodel.IPFamily, bool) {
 	switch t {
 	case discovery.AddressTypeIPv4:
-		return IPv4, true
+		return svcmodel.IPv4, true
 	case discovery.AddressTypeIPv6:
-		return IPv6, true
+		return svcmodel.IPv6, true
 	}
 	return 0, false
 }
@@ -109,7 +111,7 @@ func newStoredSlice(sl *discovery.EndpointSlice, names interner) *storedSlice {
 			switch {
 			case err != nil || addr.Zone() != "":
 				se.status, se.raw = endpointInvalid, &raw
-			case FamilyOf(addr.Unmap()) != family:
+			case svcmodel.FamilyOf(addr.Unmap()) != family:
 				se.status, se.raw, se.addr = endpointWrongFamily, &raw, addr.Unmap()
 			default:
 				se.addr = addr.Unmap()
@@ -125,7 +127,7 @@ func newStoredSlice(sl *discovery.EndpointSlice, names interner) *storedSlice {
 // target ports per slice, as kube-proxy does. An endpoint listed in several
 // slices is kept once, preferring a ready copy. Slices of address type FQDN
 // are ignored.
-func Endpoints(svc types.NamespacedName, slices []*discovery.EndpointSlice) (map[ServicePortName][]Endpoint, []Problem) {
+func Endpoints(svc types.NamespacedName, slices []*discovery.EndpointSlice) (map[svcmodel.ServicePortName][]svcmodel.Endpoint, []Problem) {
 	stored := make([]*storedSlice, len(slices))
 	for i, sl := range slices {
 		stored[i] = &storedSlice{name: sl.Name, shared: sl}
@@ -134,7 +136,7 @@ func Endpoints(svc types.NamespacedName, slices []*discovery.EndpointSlice) (map
 }
 
 // endpointsOf is Endpoints of stored slices.
-func endpointsOf(svc types.NamespacedName, slices []*storedSlice) (map[ServicePortName][]Endpoint, []Problem) {
+func endpointsOf(svc types.NamespacedName, slices []*storedSlice) (map[svcmodel.ServicePortName][]svcmodel.Endpoint, []Problem) {
 	sorted := make([]*storedSlice, len(slices))
 	for i, sl := range slices {
 		if sl.shared != nil {
@@ -145,7 +147,7 @@ func endpointsOf(svc types.NamespacedName, slices []*storedSlice) (map[ServicePo
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
 
 	var problems []Problem
-	byPort := map[ServicePortName][]Endpoint{}
+	byPort := map[svcmodel.ServicePortName][]svcmodel.Endpoint{}
 	for _, slice := range sorted {
 		sliceName := types.NamespacedName{Namespace: svc.Namespace, Name: slice.name}
 		report := func(field, format string, args ...any) {
@@ -175,10 +177,10 @@ func endpointsOf(svc types.NamespacedName, slices []*storedSlice) (map[ServicePo
 				report(fmt.Sprintf("ports[%d].name", pi), "missing (an unnamed port has name \"\")")
 				continue
 			}
-			key := ServicePortName{NamespacedName: svc, Port: *port.Name, Protocol: proto}
+			key := svcmodel.ServicePortName{NamespacedName: svc, Port: *port.Name, Protocol: proto}
 			eps := byPort[key]
 			if eps == nil {
-				eps = make([]Endpoint, 0, len(slice.endpoints))
+				eps = make([]svcmodel.Endpoint, 0, len(slice.endpoints))
 			}
 			for ei := range slice.endpoints {
 				se := &slice.endpoints[ei]
@@ -192,7 +194,7 @@ func endpointsOf(svc types.NamespacedName, slices []*storedSlice) (map[ServicePo
 					continue
 				case endpointWrongFamily:
 					if pi == 0 {
-						report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "%s address %q in a slice of type %s", FamilyOf(se.addr), *se.raw, slice.addressType)
+						report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "%s address %q in a slice of type %s", svcmodel.FamilyOf(se.addr), *se.raw, slice.addressType)
 					}
 					continue
 				}
@@ -209,7 +211,7 @@ func endpointsOf(svc types.NamespacedName, slices []*storedSlice) (map[ServicePo
 
 // uniqueEndpoints sorts eps by "IP:port" and keeps one endpoint of each:
 // the first ready one in the slices' order, else the first one.
-func uniqueEndpoints(eps []Endpoint) []Endpoint {
+func uniqueEndpoints(eps []svcmodel.Endpoint) []svcmodel.Endpoint {
 	sortEndpoints(eps)
 	out := eps[:0]
 	for i := 0; i < len(eps); {
@@ -226,8 +228,8 @@ func uniqueEndpoints(eps []Endpoint) []Endpoint {
 }
 
 // endpoint returns the model's endpoint for one port of se.
-func (se *storedEndpoint) endpoint(port uint16) Endpoint {
-	e := Endpoint{Addr: se.addr, Port: port, Ready: se.ready, Serving: se.serving, Terminating: se.terminating}
+func (se *storedEndpoint) endpoint(port uint16) svcmodel.Endpoint {
+	e := svcmodel.Endpoint{Addr: se.addr, Port: port, Ready: se.ready, Serving: se.serving, Terminating: se.terminating}
 	if se.node != nil {
 		e.NodeName = *se.node
 	}

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -131,7 +133,7 @@ func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) *Problem {
 // family of the EndpointSlice that carried it.
 type Trigger struct {
 	Time   time.Time
-	Family IPFamily
+	Family svcmodel.IPFamily
 }
 
 // TakeTriggerTimes returns the change trigger times recorded for these
@@ -217,7 +219,7 @@ func (s *Store) ServiceNames() []types.NamespacedName {
 
 // State computes the service ports of one Service with their endpoints. A
 // deleted or skipped Service yields nothing.
-func (s *Store) State(nn types.NamespacedName) ([]ServicePortState, []Problem) {
+func (s *Store) State(nn types.NamespacedName) ([]svcmodel.ServicePortState, []Problem) {
 	svc := s.services[nn]
 	if svc == nil {
 		return nil, nil
@@ -228,12 +230,12 @@ func (s *Store) State(nn types.NamespacedName) ([]ServicePortState, []Problem) {
 	}
 	eps, epProblems := endpointsOf(nn, s.slices[nn])
 	problems = append(problems, epProblems...)
-	out := make([]ServicePortState, 0, len(ports))
+	out := make([]svcmodel.ServicePortState, 0, len(ports))
 	for _, p := range ports {
 		if s.NoExternalIPs {
 			p.ExternalIPs = nil
 		}
-		out = append(out, ServicePortState{ServicePort: p, Endpoints: eps[p.Name]})
+		out = append(out, svcmodel.ServicePortState{ServicePort: p, Endpoints: eps[p.Name]})
 	}
 	return out, problems
 }

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
 	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -38,8 +40,8 @@ func TestTriggerTimesCountRealChangesAfterStart(t *testing.T) {
 		s.SetEndpointSlice(at("a", change, discovery.AddressTypeIPv4)) // a resync
 		s.SetEndpointSlice(at("b", change, discovery.AddressTypeIPv6))
 		got := s.TakeTriggerTimes(names)
-		if len(got) != 2 || got[0] != (Trigger{Time: got[0].Time, Family: IPv4}) || got[1].Family != IPv6 || !got[0].Time.Equal(change) {
-			t.Errorf("share %v: triggers %v, want one IPv4 and one IPv6 change at %v", share, got, change)
+		if len(got) != 2 || got[0] != (Trigger{Time: got[0].Time, Family: svcmodel.IPv4}) || got[1].Family != svcmodel.IPv6 || !got[0].Time.Equal(change) {
+			t.Errorf("share %v: triggers %v, want one svcmodel.IPv4 and one svcmodel.IPv6 change at %v", share, got, change)
 		}
 		s.SetEndpointSlice(at("a", change.Add(time.Second), discovery.AddressTypeIPv4))
 		s.DeleteEndpointSlice("ns1", "b")

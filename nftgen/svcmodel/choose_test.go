@@ -1,4 +1,4 @@
-package model
+package svcmodel
 
 import (
 	"net/netip"

@@ -1,4 +1,4 @@
-package model
+package svcmodel
 
 import v1 "k8s.io/api/core/v1"
 

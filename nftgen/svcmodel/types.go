@@ -1,12 +1,12 @@
-// Package model turns Kubernetes Service and EndpointSlice objects into the
-// proxy's view of the world: service ports and the endpoints behind them.
+// Package svcmodel holds what the rule generator consumes: service ports,
+// the endpoints behind them, the node, and the choice of endpoints
+// (Categorize) kube-proxy makes. proxier/model builds these values from
+// Service and EndpointSlice objects; nftgen turns them into rules.
 //
-// The package is pure: it does no I/O and imports neither the rule generator
-// nor netlink, so everything in it is testable without root.
-package model
+// The package is pure and a leaf: it imports nothing of nftproxy.
+package svcmodel
 
 import (
-	"fmt"
 	"net/netip"
 	"strings"
 
@@ -140,24 +140,4 @@ type ServicePortState struct {
 	ServicePort
 	// Endpoints are unique and sorted by their "IP:port" string.
 	Endpoints []Endpoint
-}
-
-// Problem describes an object, or part of one, that could not be used.
-type Problem struct {
-	// Kind is "Service" or "EndpointSlice".
-	Kind string
-	// Object is namespace/name.
-	Object types.NamespacedName
-	// Field is the path of the offending field, e.g. "spec.ports[1].port".
-	Field string
-	// Reason says what is wrong.
-	Reason string
-}
-
-// Error formats the problem as "Service ns/name: spec.ports[1].port: reason".
-func (p Problem) Error() string {
-	if p.Field == "" {
-		return fmt.Sprintf("%s %s: %s", p.Kind, p.Object, p.Reason)
-	}
-	return fmt.Sprintf("%s %s: %s: %s", p.Kind, p.Object, p.Field, p.Reason)
 }
