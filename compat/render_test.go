@@ -81,6 +81,11 @@ func TestCountFragmentsMatchesRender(t *testing.T) {
 	lb.NodePort, lb.ExternalPolicyLocal, lb.HealthCheckNodePort = 30081, true, 32000
 	lb.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("203.0.113.1")}
 	lb.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+	// kube-proxy writes the health check rule once per port of the
+	// Service: the one element stands for three.
+	other := lb.Name
+	other.Port = "metrics"
+	lb.HealthCheckPorts = []svcmodel.ServicePortName{lb.Name, other, {NamespacedName: lb.Name.NamespacedName, Port: "admin"}}
 	rs := g.Ruleset([]svcmodel.ServicePortState{web, lb, port("empty", "10.96.0.11")})
 	want := nftgen.RuleCounts{}
 	for _, tb := range Build(rs.State()) {

@@ -15,16 +15,17 @@ const healthCheckSuffix = " health check node port"
 // port's name (space separated: names have no spaces) and the compat view
 // writes one rule per name (SplitHealthCheckComment). Every port of the
 // Service gives the same element, whichever port wins it. When the list
-// does not fit in a comment, only own is named.
-func HealthCheckComment(own string, ports []svcmodel.ServicePortName) string {
+// does not fit in a comment, only own is named. rules is the number of
+// ports named: the rules of kube-proxy's the element stands for.
+func HealthCheckComment(own string, ports []svcmodel.ServicePortName) (comment string, rules int) {
 	names := make([]string, len(ports))
 	for i, p := range ports {
 		names[i] = p.String()
 	}
 	if c := strings.Join(names, " ") + healthCheckSuffix; len(ports) > 0 && len(c) <= MaxCommentLen {
-		return c
+		return c, len(ports)
 	}
-	return own + healthCheckSuffix
+	return own + healthCheckSuffix, 1
 }
 
 // SplitHealthCheckComment returns the comments of kube-proxy's rules for

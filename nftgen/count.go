@@ -67,7 +67,9 @@ func (c RuleCounter) Compact(f *Fragment) FragmentRuleCounts {
 // Fragment returns the number of iptables rules a fragment stands for,
 // without rendering them: one per rule, one per map element (one per named
 // port for a health check node port, two where the map's keys are counted),
-// and one per numgen target. The counts of all fragments of a ruleset add
+// and one per numgen target. It reads what the generator recorded (each
+// chain's iptables table, the health check rules), never names or comments,
+// so it counts generated fragments only. The counts of all fragments of a ruleset add
 // up to the -A lines of its compat view, so the rules-count metric can be
 // kept at sync time from the fragments that changed.
 func (cn RuleCounter) Fragment(f *Fragment) RuleCounts {
@@ -77,21 +79,20 @@ func (cn RuleCounter) Fragment(f *Fragment) RuleCounts {
 	}
 	for m, els := range f.Elements {
 		table, _ := MapRoleOf(m)
-		if m != MapHealthCheckNodePorts {
-			c[table] += len(els) * max(cn.copies[m], 1)
+		if m == MapHealthCheckNodePorts && len(els) > 0 {
+			// A port's fragment has at most one, which the generator
+			// counted (one rule per port it names).
+			c[table] += f.HealthCheckRules
 			continue
 		}
-		for _, e := range els {
-			c[table] += len(SplitHealthCheckComment(e.Comment))
-		}
+		c[table] += len(els) * max(cn.copies[m], 1)
 	}
 	for _, ch := range f.Chains {
-		role, ok := RoleOf(ch.Name)
-		if !ok {
+		if ch.Compat == NoIptablesTable {
 			continue // the reject chain stands for no iptables rule
 		}
 		for _, r := range ch.Rules {
-			c[role.Table] += ruleCount(r)
+			c[ch.Compat.String()] += ruleCount(r)
 		}
 	}
 	return c

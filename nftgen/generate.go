@@ -159,9 +159,17 @@ func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen
 // which iptables mode's jump rules end up in the built-in chains.
 func (g *Generator) Top() *Fragment {
 	base := func(name string, t ChainType, h Hook, prio int32, rules ...Rule) *Chain {
-		return &Chain{Name: name, Base: &BaseChain{Type: t, Hook: h, Priority: prio}, Rules: rules}
+		compat := IptablesFilter
+		if t == NATType {
+			compat = IptablesNAT
+		}
+		return &Chain{Name: name, Base: &BaseChain{Type: t, Hook: h, Priority: prio}, Rules: rules, Compat: compat}
 	}
-	regular := func(name string, rules ...Rule) *Chain { return &Chain{Name: name, Rules: rules} }
+	// filter and nat chains stand for kube-proxy's chains of that
+	// iptables table; a helper for none.
+	filter := func(name string, rules ...Rule) *Chain { return &Chain{Name: name, Rules: rules, Compat: IptablesFilter} }
+	nat := func(name string, rules ...Rule) *Chain { return &Chain{Name: name, Rules: rules, Compat: IptablesNAT} }
+	helper := func(name string, rules ...Rule) *Chain { return &Chain{Name: name, Rules: rules} }
 	ctNew := MatchCtState{Mask: CtNew}
 	localnetGuard := g.cfg.Family == FamilyIPv4 && g.cfg.LocalhostNodePorts
 
@@ -209,15 +217,15 @@ func (g *Generator) Top() *Fragment {
 			NewRule("kubernetes service portals", jump(ChainServices))),
 		base(ChainNATPostrouting, NATType, HookPostrouting, PrioritySrcNAT,
 			NewRule("kubernetes postrouting rules", jump(ChainPostrouting))),
-		regular(ChainFilterServices, NewRule("", DispatchMap{Map: MapNoEndpointServices})),
-		regular(ChainFilterExternalServices,
+		filter(ChainFilterServices, NewRule("", DispatchMap{Map: MapNoEndpointServices})),
+		filter(ChainFilterExternalServices,
 			NewRule("", DispatchMap{Map: MapNoEndpointExternal}),
 			NewRule("", MatchFibLocal{Dir: Daddr}, ProtoPortMap{Map: MapNoEndpointNodePorts})),
-		regular(ChainFilterForwardRules, fwd...),
-		regular(ChainFilterNodePorts, NewRule("", ProtoPortMap{Map: MapHealthCheckNodePorts})),
-		regular(ChainFilterProxyFirewall, NewRule("", DispatchMap{Map: MapFirewallIPs})),
+		filter(ChainFilterForwardRules, fwd...),
+		filter(ChainFilterNodePorts, NewRule("", ProtoPortMap{Map: MapHealthCheckNodePorts})),
+		filter(ChainFilterProxyFirewall, NewRule("", DispatchMap{Map: MapFirewallIPs})),
 	}
-	guard := regular(ChainFilterKubeletFirewall)
+	guard := filter(ChainFilterKubeletFirewall)
 	if localnetGuard {
 		loopback := netip.MustParsePrefix("127.0.0.0/8")
 		guard.Rules = []Rule{NewRule("block incoming localnet connections",
@@ -226,11 +234,11 @@ func (g *Generator) Top() *Fragment {
 	}
 	chains = append(chains, guard)
 	chains = append(chains,
-		regular(ChainReject, NewRule("", Reject{})),
-		regular(ChainServices, append([]Rule{NewRule("", DispatchMap{Map: MapServiceIPs})}, g.nodePortsJumps()...)...),
-		regular(ChainNodePorts, g.nodePortRules()...),
-		regular(ChainMarkMasq, NewRule("", MarkOr{Bits: g.markBits})),
-		regular(ChainPostrouting,
+		helper(ChainReject, NewRule("", Reject{})),
+		nat(ChainServices, append([]Rule{NewRule("", DispatchMap{Map: MapServiceIPs})}, g.nodePortsJumps()...)...),
+		nat(ChainNodePorts, g.nodePortRules()...),
+		nat(ChainMarkMasq, NewRule("", MarkOr{Bits: g.markBits})),
+		nat(ChainPostrouting,
 			NewRule("", MatchMark{Mask: g.markBits, Zero: true}, Verdict{Kind: VerdictReturn}),
 			NewRule("", MarkXor{Bits: g.markBits}),
 			NewRule("kubernetes service traffic requiring SNAT", Masquerade{FullyRandom: true})),

@@ -170,7 +170,9 @@ func (g *Generator) Service(sp *svcmodel.ServicePortState) *Fragment {
 		}
 	}
 	if sp.HealthCheckNodePort != 0 {
-		b.element(MapHealthCheckNodePorts, MapKey{Proto: ProtoTCP, Port: sp.HealthCheckNodePort}, accept, HealthCheckComment(b.name, sp.HealthCheckPorts))
+		comment, rules := HealthCheckComment(b.name, sp.HealthCheckPorts)
+		b.element(MapHealthCheckNodePorts, MapKey{Proto: ProtoTCP, Port: sp.HealthCheckNodePort}, accept, comment)
+		b.frag.HealthCheckRules = rules
 	}
 
 	if usesExt {
@@ -183,7 +185,7 @@ func (g *Generator) Service(sp *svcmodel.ServicePortState) *Fragment {
 	// pickChain is KUBE-SVC- or KUBE-SVL-: the masquerade mark when it is
 	// the internal traffic's chain, then the choice among eps.
 	pickChain := func(name string, eps []svcmodel.Endpoint) {
-		c := &Chain{Name: name}
+		c := &Chain{Name: name, Compat: IptablesNAT}
 		if internalChain == name && hasInternal && masq != nil {
 			c.Rules = append(c.Rules, *masq)
 		}
@@ -231,7 +233,7 @@ func (g *Generator) podInterface(not bool) MatchIifname {
 // externalChain is KUBE-EXT-: masquerade and go to the cluster chain, or
 // for Local policy short-circuit pods and the node and go to KUBE-SVL-.
 func (b *svcBuild) externalChain(ext, svc, policy string, hasExternal bool) *Chain {
-	c := &Chain{Name: ext}
+	c := &Chain{Name: ext, Compat: IptablesNAT}
 	if !b.sp.ExternalPolicyLocal {
 		c.Rules = append(c.Rules, NewRule(fmt.Sprintf(commentMasqExternal, b.name), jump(ChainMarkMasq)))
 	} else {
@@ -273,7 +275,7 @@ func (g *Generator) sourceRanges(sp *svcmodel.ServicePortState) (ranges []netip.
 // firewallChain is KUBE-FW-: let allowed sources on to KUBE-EXT-; the rest
 // falls through and is dropped by KUBE-PROXY-FIREWALL.
 func (b *svcBuild) firewallChain(fw, ext string, ranges []netip.Prefix, lbIPs []netip.Addr) *Chain {
-	c := &Chain{Name: fw}
+	c := &Chain{Name: fw, Compat: IptablesNAT}
 	allowFromNode := false
 	for _, r := range ranges {
 		c.Rules = append(c.Rules, NewRule(b.name+" loadbalancer IP", MatchAddr{Dir: Saddr, Prefix: r}, jump(ext)))
@@ -385,7 +387,7 @@ func (b *svcBuild) endpointChain(e svcmodel.Endpoint) *Chain {
 		dnat = append(dnat, AffinityUpdate{Set: set, Endpoint: key})
 	}
 	dnat = append(dnat, DNAT{Addr: e.Addr, Port: e.Port})
-	return &Chain{Name: name, Rules: []Rule{
+	return &Chain{Name: name, Compat: IptablesNAT, Rules: []Rule{
 		NewRule(b.epComment(b.name), MatchAddr{Dir: Saddr, Prefix: hostPrefix(e.Addr)}, jump(ChainMarkMasq)),
 		NewRule(b.epComment(b.name), dnat...),
 	}}

@@ -76,12 +76,42 @@ type BaseChain struct {
 	Drop bool
 }
 
+// IptablesTable is the iptables table whose rules a chain of nftproxy's
+// table stands for in the compat view.
+type IptablesTable uint8
+
+const (
+	// NoIptablesTable marks a helper chain with no iptables counterpart
+	// (ChainReject), and a chain read back from the kernel, whose role
+	// comes from its name (RoleOf).
+	NoIptablesTable IptablesTable = iota
+	// IptablesNAT is iptables' nat table.
+	IptablesNAT
+	// IptablesFilter is iptables' filter table.
+	IptablesFilter
+)
+
+// String returns "nat", "filter" or "".
+func (t IptablesTable) String() string {
+	switch t {
+	case IptablesNAT:
+		return "nat"
+	case IptablesFilter:
+		return "filter"
+	}
+	return ""
+}
+
 // Chain is a chain with its rules.
 type Chain struct {
 	Name string
 	// Base is nil for a regular chain.
 	Base  *BaseChain
 	Rules []Rule
+	// Compat is the iptables table the generator made the chain for: its
+	// rules are counted there. It is not part of the chain in the kernel
+	// (Equal ignores it).
+	Compat IptablesTable
 }
 
 // Equal reports whether two chains have the same name, hook and rules.
@@ -218,6 +248,10 @@ type Fragment struct {
 	// Counters are the named counters this fragment's rules count in
 	// (only the top level has any).
 	Counters []string
+	// HealthCheckRules is the number of kube-proxy rules the fragment's
+	// health check node port element stands for: one per port it names
+	// (see HealthCheckComment); 0 without one.
+	HealthCheckRules int
 }
 
 // Equal reports whether two fragments hold the same chains and elements.
@@ -225,7 +259,7 @@ func (f *Fragment) Equal(o *Fragment) bool {
 	if f == o {
 		return true
 	}
-	if f == nil || o == nil || len(f.Chains) != len(o.Chains) || len(f.Elements) != len(o.Elements) || !slices.Equal(f.Sets, o.Sets) || !slices.Equal(f.Counters, o.Counters) {
+	if f == nil || o == nil || len(f.Chains) != len(o.Chains) || len(f.Elements) != len(o.Elements) || f.HealthCheckRules != o.HealthCheckRules || !slices.Equal(f.Sets, o.Sets) || !slices.Equal(f.Counters, o.Counters) {
 		return false
 	}
 	for i := range f.Chains {

@@ -257,7 +257,7 @@ func (s *Syncer) planCold(ctx context.Context, fs *familyState, snap *snapshot, 
 			key := c.claim.frag
 			r.applied.Services[key] = r.applied.Summarize(chains)
 			r.fragCounts[key] = counter.Compact(chains)
-			c.frag = &nftgen.Fragment{Elements: c.frag.Elements}
+			c.frag = &nftgen.Fragment{Elements: c.frag.Elements, HealthCheckRules: c.frag.HealthCheckRules}
 			pending = append(pending, c)
 			return true
 		})

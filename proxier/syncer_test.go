@@ -190,6 +190,13 @@ func TestRuleCountsFollowIncrementalSyncs(t *testing.T) {
 	f.store.SetService(svc("a", "10.96.0.1"))
 	f.store.SetEndpointSlice(slice("a", "10.0.0.1", "10.0.0.2"))
 	f.store.SetService(svc("b", "10.96.0.2"))
+	// A health check node port stands for one kube-proxy rule per port.
+	lb := svc("lb", "10.96.0.3")
+	lb.Spec.Type, lb.Spec.ExternalTrafficPolicy, lb.Spec.HealthCheckNodePort = v1.ServiceTypeLoadBalancer, v1.ServiceExternalTrafficPolicyLocal, 32000
+	lb.Spec.Ports = []v1.ServicePort{{Name: "http", Port: 80, NodePort: 30080, Protocol: v1.ProtocolTCP},
+		{Name: "metrics", Port: 9090, NodePort: 30090, Protocol: v1.ProtocolTCP}}
+	f.store.SetService(lb)
+	f.store.SetEndpointSlice(slice("lb", "10.0.0.5"))
 	f.sync(t)
 	check("full sync")
 	f.store.SetEndpointSlice(slice("a", "10.0.0.1", "10.0.0.2", "10.0.0.3"))
