@@ -167,7 +167,9 @@ func (g *Generator) Top() *Fragment {
 	}
 	// filter and nat chains stand for kube-proxy's chains of that
 	// iptables table; a helper for none.
-	filter := func(name string, rules ...Rule) *Chain { return &Chain{Name: name, Rules: rules, Compat: IptablesFilter} }
+	filter := func(name string, rules ...Rule) *Chain {
+		return &Chain{Name: name, Rules: rules, Compat: IptablesFilter}
+	}
 	nat := func(name string, rules ...Rule) *Chain { return &Chain{Name: name, Rules: rules, Compat: IptablesNAT} }
 	helper := func(name string, rules ...Rule) *Chain { return &Chain{Name: name, Rules: rules} }
 	ctNew := MatchCtState{Mask: CtNew}
