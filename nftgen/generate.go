@@ -136,7 +136,12 @@ func (g *Generator) Maps() []MapSpec {
 	return []MapSpec{
 		{Name: MapServiceIPs, Key: KeyAddrProtoPort, Comment: "service IP . protocol . port to its KUBE-SVC-, KUBE-EXT- or KUBE-FW- chain"},
 		{Name: MapServiceNodePorts, Key: KeyProtoPort, Comment: "node port to its KUBE-EXT- chain"},
-		{Name: MapNoEndpointServices, Key: KeyAddrProtoPort, Comment: "cluster IPs without endpoints"},
+		// The cluster IPs without endpoints are checked before DNAT on
+		// the output hook: they share the dispatch map's owners. The
+		// other filter maps are consulted after DNAT, as kube-proxy's
+		// filter chains are, so a reject there never stops another
+		// Service's DNAT of that destination and each keeps its owner.
+		{Name: MapNoEndpointServices, Key: KeyAddrProtoPort, Comment: "cluster IPs without endpoints", Domain: MapServiceIPs},
 		{Name: MapNoEndpointExternal, Key: KeyAddrProtoPort, Comment: "external and load balancer IPs without endpoints"},
 		{Name: MapNoEndpointNodePorts, Key: KeyProtoPort, Comment: "node ports without endpoints"},
 		{Name: MapFirewallIPs, Key: KeyAddrProtoPort, Comment: "load balancer IPs with source ranges"},

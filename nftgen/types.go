@@ -211,6 +211,11 @@ type MapSpec struct {
 	Name    string
 	Key     KeyKind
 	Comment string
+	// Domain names the maps among whose elements one key has one owning
+	// Service: the same key in two maps of one domain is one
+	// destination. Empty stands for the map's own name. Only the
+	// generator sets it; a map read back from the kernel has none.
+	Domain string
 }
 
 // SetSpec declares a named dynamic set of session affinity entries with a

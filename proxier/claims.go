@@ -49,7 +49,9 @@ func (c claim) beats(o claim) bool {
 // candidate is a service port's fragment before its claims are decided.
 type candidate struct {
 	claim
-	frag       *nftgen.Fragment
+	frag *nftgen.Fragment
+	// domains are the claim domains of the generator that made frag.
+	domains    claimDomains
 	clusterIPs []netip.Addr
 	lbIPs      []netip.Addr
 }
@@ -68,35 +70,46 @@ func (c *candidate) claimOn(d destination) claim {
 	return cl
 }
 
-// destination is one key of one claim domain (see claimDomain).
+// destination is one key of one claim domain (see claimDomains).
 type destination struct {
 	Map string
 	Key nftgen.MapKey
 }
 
-// claimDomain names the maps among which one key can have only one owner.
-// The dispatch map decides which Service's DNAT a packet gets, as the first
-// matching rule of kube-proxy's KUBE-SERVICES does; the cluster IPs without
-// endpoints are checked before DNAT on the output hook, so they share its
-// domain. The other filter maps (external IPs without endpoints, firewall,
-// node ports) are consulted after DNAT, as kube-proxy's filter chains are:
-// a Service's reject of a destination there never stops another Service's
-// DNAT of it, and kube-proxy writes both rules, so nftproxy keeps both.
-func claimDomain(m string) string {
-	if m == nftgen.MapNoEndpointServices {
-		return nftgen.MapServiceIPs
+// claimDomains names, per map, the domain among whose maps one key can have
+// only one owner, as the generator declared it (nftgen.MapSpec.Domain): the
+// dispatch map decides which Service's DNAT a packet gets, as the first
+// matching rule of kube-proxy's KUBE-SERVICES does, and the maps checked
+// before DNAT share its domain.
+type claimDomains map[string]string
+
+// newClaimDomains returns the domains of maps.
+func newClaimDomains(maps []nftgen.MapSpec) claimDomains {
+	d := claimDomains{}
+	for _, m := range maps {
+		if m.Domain != "" {
+			d[m.Name] = m.Domain
+		}
 	}
-	return m
+	return d
 }
 
-// destinations returns the distinct map keys of a fragment's elements.
+// of returns the destination of key k in map m.
+func (d claimDomains) of(m string, k nftgen.MapKey) destination {
+	if dom, ok := d[m]; ok {
+		return destination{Map: dom, Key: k}
+	}
+	return destination{Map: m, Key: k}
+}
+
+// destinations returns the distinct destinations of a fragment's elements.
 // Their order does not matter: beats decides every key on its own.
-func destinations(f *nftgen.Fragment) []destination {
+func (d claimDomains) destinations(f *nftgen.Fragment) []destination {
 	seen := map[destination]bool{}
 	var out []destination
 	for m, els := range f.Elements {
 		for _, e := range els {
-			d := destination{Map: claimDomain(m), Key: e.Key}
+			d := d.of(m, e.Key)
 			if !seen[d] {
 				seen[d] = true
 				out = append(out, d)
@@ -111,7 +124,7 @@ func destinations(f *nftgen.Fragment) []destination {
 func withoutLost(c *candidate, owners map[destination]claim) (*nftgen.Fragment, []lostDestination) {
 	var lost []lostDestination
 	lostKey := map[destination]bool{}
-	for _, k := range destinations(c.frag) {
+	for _, k := range c.domains.destinations(c.frag) {
 		if o := owners[k]; o.frag != c.claim.frag {
 			lostKey[k] = true
 			if o.svc != c.svc {
@@ -127,7 +140,7 @@ func withoutLost(c *candidate, owners map[destination]claim) (*nftgen.Fragment, 
 	for m, els := range c.frag.Elements {
 		var kept []nftgen.MapElement
 		for _, e := range els {
-			if !lostKey[destination{Map: claimDomain(m), Key: e.Key}] {
+			if !lostKey[c.domains.of(m, e.Key)] {
 				kept = append(kept, e)
 			}
 		}

@@ -37,7 +37,7 @@ func (s *Syncer) eachCandidate(ctx context.Context, fs *familyState, snap *snaps
 	decided := false
 	emit := func(r read) bool {
 		for _, c := range s.candidates(fs, r.nn, r.states) {
-			for _, k := range destinations(c.frag) {
+			for _, k := range c.domains.destinations(c.frag) {
 				cl := c.claimOn(k)
 				if cur, ok := owners[k]; !ok || cl.beats(cur) {
 					owners[k] = cl
@@ -326,7 +326,7 @@ func (s *Syncer) planUpdate(fs *familyState, snap *snapshot, changed []types.Nam
 		for _, key := range fs.keys[nn] {
 			updates[key] = nil
 			for _, e := range fs.applied.Services[key].Elements {
-				if d := (destination{Map: claimDomain(e.Map), Key: e.Key}); fs.owners[d].frag == key {
+				if d := fs.domains.of(e.Map, e.Key); fs.owners[d].frag == key {
 					delete(fs.owners, d)
 				}
 			}
@@ -348,7 +348,7 @@ func (s *Syncer) planUpdate(fs *familyState, snap *snapshot, changed []types.Nam
 		queued[nn] = false
 		cands := s.candidates(fs, nn, snap.get(nn, true))
 		for _, c := range cands {
-			for _, k := range destinations(c.frag) {
+			for _, k := range c.domains.destinations(c.frag) {
 				cl := c.claimOn(k)
 				cur, ok := fs.owners[k]
 				if ok && cur.frag != cl.frag && !cl.beats(cur) {
@@ -432,7 +432,7 @@ func (s *Syncer) candidates(fs *familyState, nn types.NamespacedName, states []s
 			st.ExternalIPs = kept
 		}
 		if f := fs.gen.Service(&st); f != nil {
-			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(st.Name), svc: nn}, frag: f, clusterIPs: st.ClusterIPs, lbIPs: st.LoadBalancerIPs})
+			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(st.Name), svc: nn}, frag: f, domains: fs.domains, clusterIPs: st.ClusterIPs, lbIPs: st.LoadBalancerIPs})
 		}
 	}
 	return out

@@ -72,8 +72,10 @@ type familyState struct {
 	// owners maps an IP, protocol and port (or a node port), per claim
 	// domain, to the service port that owns it, so that two Services
 	// naming the same one can neither break the transaction nor shadow
-	// each other (see claim and claimDomain).
+	// each other (see claim and claimDomains).
 	owners map[destination]claim
+	// domains are gen's claim domains.
+	domains claimDomains
 }
 
 // SyncResult describes one sync.
@@ -99,7 +101,7 @@ type SyncResult struct {
 func newSyncer(store *model.Store, dp nftgen.Dataplane, generators ...*nftgen.Generator) *Syncer {
 	s := &Syncer{store: store, generators: generators, dp: dp, families: map[nftgen.Family]*familyState{}, retry: map[types.NamespacedName]bool{}}
 	for _, g := range generators {
-		s.families[g.Family()] = &familyState{gen: g, endpoints: map[types.NamespacedName]int{}}
+		s.families[g.Family()] = &familyState{gen: g, domains: newClaimDomains(g.Maps()), endpoints: map[types.NamespacedName]int{}}
 	}
 	return s
 }
@@ -111,7 +113,7 @@ func (s *Syncer) SetGenerators(generators ...*nftgen.Generator) {
 	for _, g := range generators {
 		fs := s.families[g.Family()]
 		if fs == nil {
-			s.families[g.Family()] = &familyState{gen: g, endpoints: map[types.NamespacedName]int{}}
+			s.families[g.Family()] = &familyState{gen: g, domains: newClaimDomains(g.Maps()), endpoints: map[types.NamespacedName]int{}}
 			continue
 		}
 		fs.gen, fs.applied = g, nil
