@@ -158,7 +158,7 @@ func (e *Engine) Sync(ctx context.Context, reason runner.Reason) (SyncResult, er
 	if why != "" {
 		klog.FromContext(ctx).V(2).Info("Rewriting the whole table", "reason", why)
 	}
-	res, err := e.p.Sync(ctx, why != "")
+	res, err := e.p.Sync(ctx, why)
 	if err == nil {
 		e.needFull = ""
 		if res.Full {

@@ -19,11 +19,34 @@ const (
 	fullMapsChanged   = "map elements changed"
 	fullTableChanged  = "table changed"
 	fullUnseenCommits = "unseen commits"
+	// fullLargeCluster is a family's own reason: its endpoint count
+	// crossed kube-proxy's large cluster threshold.
+	fullLargeCluster = "large cluster mode changed"
 )
 
+// familyFullReason decides, for one family of a sync, whether its table is
+// rewritten and why, or returns "" to patch what changed: the sync's
+// reason (fullSyncReason) applies to every family; otherwise a table the
+// syncer does not know (its last sync failed) is rewritten, and so is one
+// whose endpoint count crossed kube-proxy's large cluster threshold, which
+// changes every Service's comments. It is the only decision the syncer
+// makes itself; largeFlipped is asked (it counts the changed Services'
+// endpoints) only for a known table on a patching sync.
+func familyFullReason(syncReason string, known bool, largeFlipped func() bool) string {
+	switch {
+	case syncReason != "":
+		return syncReason
+	case !known:
+		return fullUnknown
+	case largeFlipped():
+		return fullLargeCluster
+	}
+	return ""
+}
+
 // fullSyncReason decides whether this sync rewrites the whole table and
-// says why, or returns "" for a sync of what changed only. It is the one
-// place that decides. A full sync happens
+// says why, or returns "" for a sync of what changed only. With
+// familyFullReason it is the one place that decides. A full sync happens
 //   - when the syncer does not know a table (the first sync, or the last
 //     one of that family failed);
 //   - when an event asked for one (drift seen by the watch, new

@@ -77,13 +77,14 @@ func newProxier(store *model.Store, syncer *Syncer, node svcmodel.Node) *Proxier
 	return p
 }
 
-// Sync programs the rules (the whole table with full, see Syncer.Sync),
+// Sync programs the rules (the whole table with a fullReason, see
+// Syncer.Sync),
 // then updates health checks and conntrack.
-func (p *Proxier) Sync(ctx context.Context, full bool) (SyncResult, error) {
+func (p *Proxier) Sync(ctx context.Context, fullReason string) (SyncResult, error) {
 	start := time.Now()
 	p.read = map[types.NamespacedName]serviceInfo{}
 	defer func() { p.read = nil }()
-	res, err := p.Syncer.Sync(ctx, full)
+	res, err := p.Syncer.Sync(ctx, fullReason)
 	if err != nil && len(res.Failed) >= len(p.Syncer.Families()) {
 		p.record(res, start)
 		return res, err

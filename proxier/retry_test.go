@@ -42,7 +42,7 @@ func TestConntrackCleanupIsRetriedUntilDone(t *testing.T) {
 	dns.Spec.Ports = []v1.ServicePort{{Name: "dns", Port: 53, Protocol: v1.ProtocolUDP}}
 	f.store.SetService(dns)
 	for range 4 {
-		if _, err := p.Sync(context.Background(), false); err != nil {
+		if _, err := p.Sync(context.Background(), ""); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -86,7 +86,7 @@ func TestHealthCheckPortsAreRetriedAtEverySync(t *testing.T) {
 	lb.Spec.Ports[0].NodePort = 30020
 	f.store.SetService(lb)
 	for range 5 {
-		if _, err := p.Sync(context.Background(), false); err != nil {
+		if _, err := p.Sync(context.Background(), ""); err != nil {
 			t.Fatal(err)
 		}
 	}

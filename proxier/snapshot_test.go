@@ -61,7 +61,7 @@ func TestEachServiceIsReadOncePerSync(t *testing.T) {
 			sync := func(what string, want map[string]int) {
 				t.Helper()
 				clear(reads)
-				if _, err := p.Sync(context.Background(), false); err != nil {
+				if _, err := p.Sync(context.Background(), ""); err != nil {
 					t.Fatalf("%s: %v", what, err)
 				}
 				for nn, n := range reads {
@@ -120,8 +120,8 @@ func TestLargeClusterModeIsDecidedInOnePass(t *testing.T) {
 	}
 	// 20 more: 1,010 endpoints, over it. The partial sync turns full.
 	f.store.SetEndpointSlice(slice("s000", endpointsOf(0, 30)...))
-	if res := f.sync(t); !res.Full || commented() {
-		t.Errorf("1,010 endpoints: full=%v, endpoint comments %v; want a full sync without comments", res.Full, commented())
+	if res := f.sync(t); !res.Full || commented() || res.FullReason != fullLargeCluster {
+		t.Errorf("1,010 endpoints: full=%v (%q), endpoint comments %v; want a full sync (%q) without comments", res.Full, res.FullReason, commented(), fullLargeCluster)
 	}
 	if got, want := f.fake.Dump(nftgen.FamilyIPv4), f.fresh(t); got != want {
 		t.Errorf("after crossing the threshold:\n%s\nwant what a cold sync programs:\n%s", got, want)

@@ -38,7 +38,7 @@ func TestStreamedColdSyncStopsCleanlyAndRecovers(t *testing.T) {
 				}
 				return nil
 			}
-			if _, err := f.syncer.Sync(ctx, false); err == nil {
+			if _, err := f.syncer.Sync(ctx, ""); err == nil {
 				t.Fatal("the interrupted sync reported no error")
 			}
 			dump := f.fake.Dump(nftgen.FamilyIPv4)
@@ -49,7 +49,7 @@ func TestStreamedColdSyncStopsCleanlyAndRecovers(t *testing.T) {
 				t.Errorf("%d transactions after the context ended, want none", applies-3)
 			}
 			f.fake.BeforeApply = nil
-			res, err := f.syncer.Sync(context.Background(), false)
+			res, err := f.syncer.Sync(context.Background(), "")
 			if err != nil || !res.Full {
 				t.Fatalf("recovery: %+v, %v", res, err)
 			}

@@ -82,6 +82,8 @@ type familyState struct {
 type SyncResult struct {
 	// Full is true when the whole table was rewritten.
 	Full bool
+	// FullReason says why (of the first family rewritten).
+	FullReason string
 	// Services is the number of Services that were recomputed.
 	Services int
 	// Changed are the Services that were recomputed (every Service on a
@@ -133,17 +135,12 @@ func (s *Syncer) Known() bool {
 	return true
 }
 
-// Sync programs what changed since the last sync. With full, or for a
-// family whose table is not known (see Known), it rewrites the whole table,
-// which repairs any drift between the kernel and the model; otherwise it
-// touches only the Services that changed. Whether to ask for full is the
-// caller's policy (see Engine).
-func (s *Syncer) Sync(ctx context.Context, full bool) (SyncResult, error) {
-	if full {
-		for _, fs := range s.families {
-			fs.applied = nil
-		}
-	}
+// Sync programs what changed since the last sync. With a reason, or for a
+// family whose table must be rewritten anyway (see familyFullReason), it
+// rewrites the whole table, which repairs any drift between the kernel and
+// the model; otherwise it touches only the Services that changed. Whether
+// to give a reason is the caller's policy (see Engine).
+func (s *Syncer) Sync(ctx context.Context, reason string) (SyncResult, error) {
 	start := time.Now()
 	logger := klog.FromContext(ctx)
 	changed := s.store.TakeChanged()
@@ -158,14 +155,15 @@ func (s *Syncer) Sync(ctx context.Context, full bool) (SyncResult, error) {
 	var firstErr error
 	for _, g := range s.generators {
 		fs := s.families[g.Family()]
-		if fs.applied != nil && s.countChanged(fs, snap, changed) {
-			// Every service's comments change: rewrite all of them.
-			fs.applied = nil
-		}
+		why := familyFullReason(reason, fs.applied != nil, func() bool { return s.countChanged(fs, snap, changed) })
 		var txs iter.Seq[*nftgen.Transaction]
 		var streamed bool
 		var commit func() error
-		if fs.applied == nil {
+		if why != "" {
+			fs.applied = nil
+			if !res.Full {
+				res.FullReason = why
+			}
 			res.Full = true
 			res.Changed = s.store.ServiceNames()
 			res.Services = len(res.Changed)
@@ -204,7 +202,7 @@ func (s *Syncer) Sync(ctx context.Context, full bool) (SyncResult, error) {
 	if firstErr != nil {
 		return res, firstErr
 	}
-	logger.V(2).Info("Synced rules", "full", res.Full, "services", res.Services, "ops", res.Ops, "elapsed", res.Duration)
+	logger.V(2).Info("Synced rules", "full", res.Full, "reason", res.FullReason, "services", res.Services, "ops", res.Ops, "elapsed", res.Duration)
 	return res, nil
 }
 

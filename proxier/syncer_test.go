@@ -21,6 +21,9 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
+// fullRequested is the reason these tests give for a rewrite.
+const fullRequested = "requested by the test"
+
 func svc(name, ip string) *v1.Service {
 	return &v1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
@@ -62,7 +65,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) sync(t *testing.T) SyncResult {
 	t.Helper()
-	res, err := f.syncer.Sync(context.Background(), false)
+	res, err := f.syncer.Sync(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +76,7 @@ func (f *fixture) sync(t *testing.T) SyncResult {
 func (f *fixture) fresh(t *testing.T) string {
 	g, _ := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4})
 	fake := nftgen.NewFake()
-	if _, err := newSyncer(f.store, fake, g).Sync(context.Background(), false); err != nil {
+	if _, err := newSyncer(f.store, fake, g).Sync(context.Background(), ""); err != nil {
 		t.Fatal(err)
 	}
 	return fake.Dump(nftgen.FamilyIPv4)
@@ -113,7 +116,7 @@ func TestSyncAfterFailureIsFull(t *testing.T) {
 	f.sync(t)
 	f.store.SetEndpointSlice(slice("a", "10.0.0.1"))
 	f.fake.FailNext = errors.New("injected")
-	if _, err := f.syncer.Sync(context.Background(), false); err == nil {
+	if _, err := f.syncer.Sync(context.Background(), ""); err == nil {
 		t.Fatal("injected failure not returned")
 	}
 	if res := f.sync(t); !res.Full {
@@ -158,7 +161,7 @@ func TestFullSyncRepairsDrift(t *testing.T) {
 	if err := f.fake.Apply(context.Background(), tamper); err != nil {
 		t.Fatal(err)
 	}
-	res, err := f.syncer.Sync(context.Background(), true)
+	res, err := f.syncer.Sync(context.Background(), fullRequested)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,18 +218,18 @@ func TestFailedSyncIsCountedAndRetriedInFull(t *testing.T) {
 	p := newProxier(f.store, f.syncer, svcmodel.Node{Name: "n"})
 	p.Metrics = metrics.New()
 	f.store.SetService(svc("a", "10.96.0.1"))
-	if _, err := p.Sync(context.Background(), false); err != nil {
+	if _, err := p.Sync(context.Background(), ""); err != nil {
 		t.Fatal(err)
 	}
 	f.store.SetEndpointSlice(slice("a", "10.0.0.1"))
 	f.fake.FailNext = errors.New("kernel says no")
-	if _, err := p.Sync(context.Background(), false); err == nil {
+	if _, err := p.Sync(context.Background(), ""); err == nil {
 		t.Fatal("no error")
 	}
 	if got := testutil.ToFloat64(p.Metrics.SyncFailures.WithLabelValues("IPv4")); got != 1 {
 		t.Errorf("sync failures = %v, want 1", got)
 	}
-	res, err := p.Sync(context.Background(), false)
+	res, err := p.Sync(context.Background(), "")
 	if err != nil || !res.Full {
 		t.Errorf("retry: %+v %v, want a full sync", res, err)
 	}
