@@ -34,6 +34,13 @@ type FragmentSummary struct {
 	Elements []NamedElement
 	// Rules is the number of rules of all its chains.
 	Rules int
+	// EndpointMaps are the endpoint maps its chains' numgen rules read.
+	EndpointMaps []ChainMap
+}
+
+// ChainMap names a chain and the endpoint map its numgen rule reads.
+type ChainMap struct {
+	Chain, Map string
 }
 
 // ChainDigest names a chain and digests its rules.
@@ -72,6 +79,9 @@ func (a *Applied) Summarize(f *Fragment) *FragmentSummary {
 	for i, c := range f.Chains {
 		s.Chains[i] = ChainDigest{Name: c.Name, Digest: a.digest(c)}
 		s.Rules += len(c.Rules)
+		for _, m := range c.EndpointMaps() {
+			s.EndpointMaps = append(s.EndpointMaps, ChainMap{Chain: c.Name, Map: m})
+		}
 	}
 	s.SetElements(f)
 	return s
@@ -97,7 +107,7 @@ func (s *FragmentSummary) equal(o *FragmentSummary) bool {
 	if s == nil || o == nil {
 		return s == o
 	}
-	return slices.Equal(s.Chains, o.Chains) && slices.Equal(s.Sets, o.Sets) && slices.Equal(s.Elements, o.Elements)
+	return slices.Equal(s.Chains, o.Chains) && slices.Equal(s.Sets, o.Sets) && slices.Equal(s.Elements, o.Elements) && slices.Equal(s.EndpointMaps, o.EndpointMaps)
 }
 
 // Matches reports whether f is what s summarizes.
@@ -172,6 +182,7 @@ func (a *Applied) digest(c *Chain) uint64 {
 			if v, ok := s.(NumgenVmap); ok {
 				// The one statement with slices, not comparable as a value.
 				h.WriteByte(1)
+				writeStrings(&h, []string{v.Map})
 				writeStrings(&h, v.Targets)
 				writeStrings(&h, v.Comments)
 				continue

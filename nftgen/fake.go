@@ -43,13 +43,17 @@ type fakeTable struct {
 	sets   map[string]SetSpec
 	// counters are the named counters (the fake counts no packets).
 	counters map[string]bool
+	// endpointMaps are the endpoint maps the numgen rules created (their
+	// elements are the rules' targets), as the kernel holds them: they
+	// outlive a flush of the chain and go only when deleted.
+	endpointMaps map[string][]string
 }
 
 // NewFake returns an empty Fake.
 func NewFake() *Fake { return &Fake{tables: map[Family]*fakeTable{}} }
 
 func (t *fakeTable) clone() *fakeTable {
-	c := &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: maps.Clone(t.specs), sets: maps.Clone(t.sets), counters: maps.Clone(t.counters)}
+	c := &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: maps.Clone(t.specs), sets: maps.Clone(t.sets), counters: maps.Clone(t.counters), endpointMaps: maps.Clone(t.endpointMaps)}
 	for n, ch := range t.chains {
 		cp := *ch
 		cp.Rules = slices.Clone(ch.Rules)
@@ -103,7 +107,7 @@ func (f *Fake) commit(tx *Transaction) error {
 		}
 		if op.Kind == OpAddTable {
 			if t == nil {
-				t = &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: map[string]MapSpec{}, sets: map[string]SetSpec{}, counters: map[string]bool{}}
+				t = &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: map[string]MapSpec{}, sets: map[string]SetSpec{}, counters: map[string]bool{}, endpointMaps: map[string][]string{}}
 			}
 			continue
 		}
@@ -172,11 +176,19 @@ func (t *fakeTable) apply(op Op) error {
 				return errorf(syscall.ENOENT, "no counter %s", ref)
 			}
 		}
+		for _, s := range op.Rule.Stmts {
+			if v, ok := s.(NumgenVmap); ok && v.Map != "" {
+				if t.hasSet(v.Map) {
+					return errorf(syscall.EEXIST, "endpoint map %s exists", v.Map)
+				}
+				t.endpointMaps[v.Map] = v.Targets
+			}
+		}
 		c.Rules = append(c.Rules, *op.Rule)
 	case OpAddCounter:
 		t.counters[op.Name] = true
 	case OpAddSet:
-		if _, ok := t.maps[op.Name]; ok {
+		if _, ok := t.maps[op.Name]; ok || t.endpointMaps[op.Name] != nil {
 			return errorf(syscall.EEXIST, "a map has that name")
 		}
 		if old, ok := t.sets[op.Name]; ok && old != *op.Set {
@@ -184,6 +196,15 @@ func (t *fakeTable) apply(op Op) error {
 		}
 		t.sets[op.Name] = *op.Set
 	case OpDeleteSet:
+		if _, ok := t.endpointMaps[op.Name]; ok {
+			for _, c := range t.chains {
+				if slices.Contains(c.EndpointMaps(), op.Name) {
+					return errorf(syscall.EBUSY, "endpoint map in use")
+				}
+			}
+			delete(t.endpointMaps, op.Name)
+			return nil
+		}
 		if _, ok := t.sets[op.Name]; ok {
 			for _, c := range t.chains {
 				for i := range c.Rules {
@@ -248,6 +269,14 @@ func (t *fakeTable) apply(op Op) error {
 	return nil
 }
 
+// hasSet reports whether the table has a set or map of that name.
+func (t *fakeTable) hasSet(name string) bool {
+	_, isMap := t.maps[name]
+	_, isSet := t.sets[name]
+	_, isEndpointMap := t.endpointMaps[name]
+	return isMap || isSet || isEndpointMap
+}
+
 func (t *fakeTable) chainInUse(name string) bool {
 	for _, c := range t.chains {
 		for i := range c.Rules {
@@ -261,6 +290,11 @@ func (t *fakeTable) chainInUse(name string) bool {
 			if e.Verdict.Chain == name {
 				return true
 			}
+		}
+	}
+	for _, targets := range t.endpointMaps {
+		if slices.Contains(targets, name) {
+			return true
 		}
 	}
 	return false
@@ -333,7 +367,7 @@ func (f *Fake) Inventory(_ context.Context, fam Family, _ []string) (*Inventory,
 	if t == nil {
 		return nil, nil
 	}
-	return &Inventory{Chains: slices.Sorted(maps.Keys(t.chains)), Sets: append(slices.Sorted(maps.Keys(t.maps)), slices.Sorted(maps.Keys(t.sets))...)}, nil
+	return &Inventory{Chains: slices.Sorted(maps.Keys(t.chains)), Sets: t.setNames()}, nil
 }
 
 // ApplyStream implements Dataplane, one transaction after the other.
@@ -347,6 +381,11 @@ func (f *Fake) ApplyStream(ctx context.Context, txs iter.Seq[*Transaction], afte
 		}
 	}
 	return nil
+}
+
+// setNames names the table's maps, sets and endpoint maps.
+func (t *fakeTable) setNames() []string {
+	return slices.Concat(slices.Sorted(maps.Keys(t.maps)), slices.Sorted(maps.Keys(t.sets)), slices.Sorted(maps.Keys(t.endpointMaps)))
 }
 
 // Read implements Dataplane.

@@ -150,6 +150,14 @@ func ServiceKey(n svcmodel.ServicePortName) string {
 // of Services on a full sync.
 const EndpointMapPrefix = "ep."
 
+// EndpointMapName names the endpoint map of the numgen rule of chain.
+// Names are derived, not remembered: whoever plans a flush of the chain
+// knows which map goes with it, and a replacement of the same name can be
+// created in the batch that deletes the old one.
+func EndpointMapName(chain string) string {
+	return EndpointMapPrefix + strings.TrimPrefix(chain, "KUBE-")
+}
+
 // IsEndpointMap tells whether a set of the table is an endpoint map.
 func IsEndpointMap(name string) bool { return strings.HasPrefix(name, EndpointMapPrefix) }
 

@@ -47,20 +47,14 @@ type Op struct {
 }
 
 // Transaction is an ordered list of operations on one family's table that
-// the kernel applies atomically: all of it or nothing.
+// the kernel applies atomically: all of it or nothing. A transaction that
+// writes the whole table (PlanFull, a cold build) and one that patches it
+// are encoded alike: every object either touches, endpoint maps included,
+// is one of its operations, so the dataplane keeps nothing between
+// transactions.
 type Transaction struct {
 	Family Family
 	Ops    []Op
-	// Replace is set when the transaction writes the whole table (PlanFull,
-	// the first transaction of a cold build): the dataplane then replaces
-	// every endpoint map it knew of. Otherwise the transaction patches
-	// the table as the dataplane last left it.
-	Replace bool
-	// EndpointMaps, for a patch planned from the table read back
-	// (PlanReconcile), are the endpoint maps the live chains read (see
-	// TableState.EndpointMaps): the dataplane starts from these rather
-	// than from what it remembers.
-	EndpointMaps map[string]string
 }
 
 // Empty reports whether the transaction does nothing.
@@ -127,7 +121,7 @@ func (inv *Inventory) Foreign() bool {
 // foreign table of nftproxy's name is deleted first. Used for
 // the first sync, after a failure and for the periodic repair.
 func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
-	tx := &Transaction{Family: desired.Family, Replace: true}
+	tx := &Transaction{Family: desired.Family}
 	add := func(op Op) { tx.Ops = append(tx.Ops, op) }
 	if existing != nil && existing.Foreign() {
 		// kube-proxy's nftables-mode table: replaced in this one
@@ -155,7 +149,7 @@ func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
 		wantSet[set.Name] = true
 		add(Op{Kind: OpAddSet, Name: set.Name, Set: &set})
 	}
-	var strayChains, strayMaps []string
+	var strayChains, strayMaps, endpointMaps []string
 	var had map[string]bool
 	if existing != nil {
 		had = map[string]bool{}
@@ -169,6 +163,8 @@ func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
 			switch {
 			case wantMap[name]:
 				add(Op{Kind: OpFlushMap, Name: name})
+			case IsEndpointMap(name):
+				endpointMaps = append(endpointMaps, name)
 			case !wantSet[name]:
 				strayMaps = append(strayMaps, name)
 			}
@@ -181,6 +177,11 @@ func PlanFull(desired *Ruleset, existing *Inventory) *Transaction {
 	}
 	for _, name := range strayChains {
 		add(Op{Kind: OpFlushChain, Name: name})
+	}
+	// Every chain is flushed: no rule reads the old endpoint maps, and the
+	// rules added next create theirs, some of the same names.
+	for _, name := range endpointMaps {
+		add(Op{Kind: OpDeleteSet, Name: name})
 	}
 	for _, c := range chains {
 		addRules(tx, c)
@@ -247,7 +248,7 @@ func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 	var rulesOf []*Chain
 	var delElems, addElems []Op
 	var addSets, replaceSets []SetSpec
-	var deleteSets []string
+	var deleteSets, dropMaps []string
 
 	keys := make([]string, 0, len(updates))
 	for k := range updates {
@@ -289,6 +290,7 @@ func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 				deleteSets = append(deleteSets, name)
 			}
 		}
+		flushedFrom := len(flushChains)
 		oldChains := map[string]uint64{}
 		if oldF != nil {
 			for _, c := range oldF.Chains {
@@ -319,6 +321,12 @@ func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 					deleteChains = append(deleteChains, c.Name)
 				}
 			}
+			// The endpoint map of a flushed chain goes with its rules.
+			for _, cm := range oldF.EndpointMaps {
+				if slices.Contains(flushChains[flushedFrom:], cm.Chain) {
+					dropMaps = append(dropMaps, cm.Map)
+				}
+			}
 		}
 		d, a := diffElements(oldF, newF)
 		delElems = append(delElems, d...)
@@ -334,6 +342,9 @@ func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 	tx.Ops = append(tx.Ops, delElems...)
 	for _, name := range flushChains {
 		tx.Ops = append(tx.Ops, Op{Kind: OpFlushChain, Name: name})
+	}
+	for _, name := range dropMaps {
+		tx.Ops = append(tx.Ops, Op{Kind: OpDeleteSet, Name: name})
 	}
 	for _, set := range replaceSets {
 		tx.Ops = append(tx.Ops, Op{Kind: OpDeleteSet, Name: set.Name}, Op{Kind: OpAddSet, Name: set.Name, Set: &set})

@@ -2,6 +2,7 @@ package nftgen
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -166,5 +167,48 @@ func TestPlannedUpdateCommitsWhatItPlanned(t *testing.T) {
 	}
 	if again := PlanUpdate(viaPlan, updates); len(again.Ops) != 0 {
 		t.Errorf("after the commit the same update plans %d operations", len(again.Ops))
+	}
+}
+
+// TestUpdateReplacesEndpointMaps: the endpoint map of a chain that is
+// rewritten goes with its old rule and is made again under its name in the
+// same transaction; on the Fake as in the kernel, an endpoint map is an
+// object of the table that a flush leaves behind.
+func TestUpdateReplacesEndpointMaps(t *testing.T) {
+	g := testGenerator("10.244.0.0/16")
+	port := func(n int) svcmodel.ServicePortState {
+		var eps []string
+		for i := range n {
+			eps = append(eps, fmt.Sprintf("10.244.%d.%d:80", i/200, i%200+1))
+		}
+		return nftgentest.Port("ns", "big", 80, "10.96.0.1", eps...)
+	}
+	first := port(CascadeMaxEndpoints + 1)
+	rs := g.Ruleset([]svcmodel.ServicePortState{first})
+	fake := applyFull(t, rs)
+	applied := AppliedFrom(rs)
+	ctx := context.Background()
+	endpointMaps := func() []string {
+		inv, _ := fake.Inventory(ctx, FamilyIPv4, nil)
+		return slices.DeleteFunc(inv.Sets, func(s string) bool { return !IsEndpointMap(s) })
+	}
+	want := []string{EndpointMapName(ServiceChainName(first.Name))}
+	if got := endpointMaps(); !slices.Equal(got, want) {
+		t.Fatalf("after the full sync: endpoint maps %v, want %v", got, want)
+	}
+	for _, n := range []int{CascadeMaxEndpoints + 2, 3} {
+		sp := port(n)
+		updates := map[string]*Fragment{ServiceKey(sp.Name): g.Service(&sp)}
+		tx := PlanUpdate(applied, updates)
+		if err := fake.Apply(ctx, tx); err != nil {
+			t.Fatalf("%d endpoints: %v\n%s", n, err, tx)
+		}
+		applied.Commit(updates)
+		if n == 3 {
+			want = nil
+		}
+		if got := endpointMaps(); !slices.Equal(got, want) {
+			t.Errorf("%d endpoints: endpoint maps %v, want %v", n, got, want)
+		}
 	}
 }

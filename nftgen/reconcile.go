@@ -16,12 +16,12 @@ import (
 // a half-written table.
 //
 // A chain that picks endpoints from a numgen map is kept like any other
-// when it is unchanged and the live table names its endpoint map
-// (live.EndpointMaps, which the transaction carries to the dataplane);
-// otherwise it is rewritten. The dataplane deletes the endpoint map of a
-// chain it flushes or deletes; the plan deletes the endpoint maps no live
-// chain reads. A non-empty transaction starts by declaring the table
-// (which makes a dormant table active) and is a patch, not a replacement.
+// when its rules, the endpoint map's name and elements included, are
+// unchanged; otherwise it is rewritten, and the endpoint map its live rule
+// read is deleted after the flush, with every endpoint map no live chain
+// reads, before the new rules create theirs. A non-empty transaction
+// starts by declaring the table (which makes a dormant table active) and
+// is a patch, not a replacement.
 //
 // It returns nil when the live table cannot be patched in place (objects
 // nftproxy cannot decode, a base chain or map declared differently, another
@@ -31,12 +31,9 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 	if live == nil || len(live.Unknown) > 0 || live.Foreign() {
 		return nil
 	}
-	tx := &Transaction{Family: desired.Family, EndpointMaps: live.EndpointMaps}
+	tx := &Transaction{Family: desired.Family}
 	add := func(op Op) { tx.Ops = append(tx.Ops, op) }
 	add(Op{Kind: OpAddTable})
-	// unknownMap: a chain whose endpoint map the live table does not name
-	// (a dataplane without them, the Fake) is rewritten, as it always was.
-	unknownMap := func(c *Chain) bool { return c.UsesEndpointMap() && live.EndpointMaps[c.Name] == "" }
 
 	liveChains := make(map[string]*Chain, len(live.Chains))
 	for _, c := range live.Chains {
@@ -72,7 +69,7 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 				same.Base = c.Base
 				rules = &same
 			}
-			if unknownMap(c) || !rules.Equal(c) {
+			if !rules.Equal(c) {
 				flush = append(flush, c.Name)
 				refill = append(refill, c)
 			}
@@ -133,19 +130,33 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 	}
 
 	tx.Ops = append(tx.Ops, delElems...)
+	flushed := map[string]bool{}
 	for _, name := range append(flush, stray...) {
+		flushed[name] = true
 		add(Op{Kind: OpFlushChain, Name: name})
+	}
+	// The endpoint maps that a kept chain reads stay; the others (those of
+	// the chains just flushed, and any no chain reads) go before the new
+	// rules create theirs, some of the same names.
+	kept := map[string]bool{}
+	for _, c := range live.Chains {
+		if !flushed[c.Name] {
+			for _, m := range c.EndpointMaps() {
+				kept[m] = true
+			}
+		}
+	}
+	for _, name := range live.SetNames {
+		if IsEndpointMap(name) && !kept[name] {
+			add(Op{Kind: OpDeleteSet, Name: name})
+		}
 	}
 	for _, c := range refill {
 		addRules(tx, c)
 	}
 	tx.Ops = append(tx.Ops, addElems...)
-	bound := map[string]bool{} // endpoint maps a live chain reads: the dataplane deletes them with the chain's rules
-	for _, m := range live.EndpointMaps {
-		bound[m] = true
-	}
 	for _, name := range live.SetNames {
-		if IsEndpointMap(name) && !bound[name] || !IsEndpointMap(name) && !wantMap[name] && !wantSet[name] {
+		if !IsEndpointMap(name) && !wantMap[name] && !wantSet[name] {
 			add(Op{Kind: OpDeleteSet, Name: name})
 		}
 	}
@@ -180,6 +191,19 @@ func (c *Chain) UsesEndpointMap() bool {
 		}
 	}
 	return false
+}
+
+// EndpointMaps returns the named endpoint maps c's rules read.
+func (c *Chain) EndpointMaps() []string {
+	var out []string
+	for i := range c.Rules {
+		for _, s := range c.Rules[i].Stmts {
+			if v, ok := s.(NumgenVmap); ok && v.Map != "" {
+				out = append(out, v.Map)
+			}
+		}
+	}
+	return out
 }
 
 func sortedElements(m map[MapKey]MapElement) []MapElement {

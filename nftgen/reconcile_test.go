@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
@@ -99,9 +100,12 @@ func TestReconcileGivesUpOnWhatItCannotPatch(t *testing.T) {
 	}
 }
 
-// TestReconcileRewritesEndpointMapChains: chains that pick from a numgen
-// map are rewritten and the old endpoint maps deleted, whatever the live
-// table holds.
+// TestReconcileRewritesEndpointMapChains: a chain that picks from a numgen
+// map is kept while its rule and endpoint map are unchanged (the Fake holds
+// endpoint maps as the kernel does), an endpoint map no chain reads is
+// deleted, and a chain whose live rule reads a map of another name (one an
+// older nftproxy named) is rewritten and that map deleted before the new
+// rule creates its own.
 func TestReconcileRewritesEndpointMapChains(t *testing.T) {
 	g := testGenerator("10.244.0.0/16")
 	var eps []string
@@ -111,23 +115,47 @@ func TestReconcileRewritesEndpointMapChains(t *testing.T) {
 	rs := g.Ruleset([]svcmodel.ServicePortState{nftgentest.Port("ns", "big", 80, "10.96.0.1", eps...)})
 	fake := applyFull(t, rs)
 	ctx := context.Background()
+	count := func(tx *Transaction, stray string) (flushed, deleted int) {
+		for _, op := range tx.Ops {
+			switch {
+			case op.Kind == OpFlushChain:
+				flushed++
+			case op.Kind == OpDeleteSet && op.Name == stray:
+				deleted++
+			}
+		}
+		return flushed, deleted
+	}
 	live, _ := fake.Read(ctx, FamilyIPv4)
+	if tx := PlanReconcile(rs, live); tx == nil || !tx.Empty() {
+		t.Fatalf("reconcile of the untouched table: %v", tx)
+	}
 	live.SetNames = append(live.SetNames, EndpointMapPrefix+"0123")
 	tx := PlanReconcile(rs, live)
 	if tx == nil {
 		t.Fatal("reconcile gave up")
 	}
-	flushed, deleted := 0, 0
-	for _, op := range tx.Ops {
-		switch {
-		case op.Kind == OpFlushChain:
-			flushed++
-		case op.Kind == OpDeleteSet && op.Name == EndpointMapPrefix+"0123":
-			deleted++
+	if flushed, deleted := count(tx, EndpointMapPrefix+"0123"); flushed != 0 || deleted != 1 {
+		t.Errorf("stray endpoint map: flushed %d chains and deleted it %d times; want 0 and 1:\n%s", flushed, deleted, tx)
+	}
+	// The service chain's rule reads the stray map instead.
+	for _, c := range live.Chains {
+		c.Rules = slices.Clone(c.Rules) // the Fake shares them with rs
+		for i := range c.Rules {
+			c.Rules[i].Stmts = slices.Clone(c.Rules[i].Stmts)
+			for j, st := range c.Rules[i].Stmts {
+				if v, ok := st.(NumgenVmap); ok {
+					v.Map = EndpointMapPrefix + "0123"
+					c.Rules[i].Stmts[j] = v
+				}
+			}
 		}
 	}
-	if flushed != 1 || deleted != 1 {
-		t.Errorf("reconcile flushed %d chains and deleted %d old endpoint maps; want 1 and 1:\n%s", flushed, deleted, tx)
+	if tx = PlanReconcile(rs, live); tx == nil {
+		t.Fatal("reconcile gave up")
+	}
+	if flushed, deleted := count(tx, EndpointMapPrefix+"0123"); flushed != 1 || deleted != 1 {
+		t.Errorf("renamed endpoint map: flushed %d chains and deleted it %d times; want 1 and 1:\n%s", flushed, deleted, tx)
 	}
 }
 

@@ -189,7 +189,7 @@ func (g *Generator) Service(sp *svcmodel.ServicePortState) *Fragment {
 		if internalChain == name && hasInternal && masq != nil {
 			c.Rules = append(c.Rules, *masq)
 		}
-		c.Rules = append(c.Rules, b.endpointRules(eps)...)
+		c.Rules = append(c.Rules, b.endpointRules(name, eps)...)
 		b.frag.Chains = append(b.frag.Chains, c)
 	}
 	if usesClusterChain {
@@ -332,9 +332,9 @@ func (b *svcBuild) epComment(s string) string {
 // sets, and only Services larger than this get one.
 const CascadeMaxEndpoints = 100
 
-// endpointRules picks one of eps: first the affinity checks, then a random
-// choice.
-func (b *svcBuild) endpointRules(eps []svcmodel.Endpoint) []Rule {
+// endpointRules are the rules of chain that pick one of eps: first the
+// affinity checks, then a random choice.
+func (b *svcBuild) endpointRules(chain string, eps []svcmodel.Endpoint) []Rule {
 	n := 1 // the numgen map
 	if len(eps) <= CascadeMaxEndpoints {
 		n = len(eps)
@@ -371,7 +371,7 @@ func (b *svcBuild) endpointRules(eps []svcmodel.Endpoint) []Rule {
 			comments = append(comments, TruncateComment(b.name+" -> "+e.String()))
 		}
 	}
-	return append(rules, NewRule(b.epComment(b.name), NumgenVmap{Targets: targets, Comments: comments}))
+	return append(rules, NewRule(b.epComment(b.name), NumgenVmap{Map: EndpointMapName(chain), Targets: targets, Comments: comments}))
 }
 
 // endpointChain is KUBE-SEP-: hairpin masquerade, then DNAT (recording the

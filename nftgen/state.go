@@ -15,10 +15,6 @@ type TableState struct {
 	// Dormant is set when another process made the table dormant (its
 	// chains hook nothing then); nftproxy writes it active.
 	Dormant bool
-	// EndpointMaps names, per chain, the endpoint map its numgen rule
-	// reads (the rule itself is decoded as a NumgenVmap). It is set by a
-	// dataplane that keeps endpoint maps (never nil there), nil otherwise.
-	EndpointMaps map[string]string
 	// Chains are in the kernel's order (Ruleset order for a desired one).
 	Chains []*Chain
 	// Maps are the named verdict maps with their elements.
@@ -126,7 +122,7 @@ func (f *Fake) State(fam Family) *TableState {
 	for _, name := range slices.Sorted(maps.Keys(t.sets)) {
 		s.Sets = append(s.Sets, t.sets[name])
 	}
-	s.SetNames = append(slices.Sorted(maps.Keys(t.maps)), slices.Sorted(maps.Keys(t.sets))...)
+	s.SetNames = t.setNames()
 	return s
 }
 

@@ -82,7 +82,12 @@ type DispatchMap struct{ Map string }
 // NumgenVmap picks one of Targets at random and jumps there with goto
 // ("numgen random mod N vmap { 0 : goto A, 1 : goto B }"). Comments, if
 // set, label each target ("ns/svc:port -> IP:port") on its map element.
+// Map names the endpoint map that holds the targets in the kernel
+// (EndpointMapName of the rule's chain): the rule that reads it creates it
+// with its elements, and the plan that flushes or deletes that rule
+// deletes it. Empty stands for an anonymous map, bound to the rule.
 type NumgenVmap struct {
+	Map      string
 	Targets  []string
 	Comments []string
 }
@@ -204,7 +209,7 @@ func (Reject) nft(f Family) string {
 func stmtEqual(a, b Stmt) bool {
 	if na, ok := a.(NumgenVmap); ok {
 		nb, ok := b.(NumgenVmap)
-		return ok && slices.Equal(na.Targets, nb.Targets) && slices.Equal(na.Comments, nb.Comments)
+		return ok && na.Map == nb.Map && slices.Equal(na.Targets, nb.Targets) && slices.Equal(na.Comments, nb.Comments)
 	}
 	if _, ok := b.(NumgenVmap); ok {
 		return false

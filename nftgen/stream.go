@@ -43,7 +43,7 @@ type ColdBuilder struct {
 // NewColdBuilder starts the table of family f with its maps and the regular
 // chains and elements of top; top's base chains wait for Finish.
 func NewColdBuilder(f Family, maps []MapSpec, top *Fragment, maxOps int) *ColdBuilder {
-	b := &ColdBuilder{maps: maps, maxOps: maxOps, cur: &Transaction{Family: f, Replace: true}}
+	b := &ColdBuilder{maps: maps, maxOps: maxOps, cur: &Transaction{Family: f}}
 	b.cur.Ops = append(b.cur.Ops, Op{Kind: OpAddTable})
 	for i := range maps {
 		b.cur.Ops = append(b.cur.Ops, Op{Kind: OpAddMap, Name: maps[i].Name, Map: &maps[i]})

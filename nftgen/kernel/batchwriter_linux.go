@@ -35,27 +35,6 @@ type batchWriter struct {
 	anonErr   error
 	table     *nftables.Table
 	family    nftgen.Family
-	n         *Netlink
-	// created maps chains to the endpoint maps created for them in this
-	// batch; unbound holds the chains flushed or deleted, whose previous
-	// endpoint maps are gone.
-	created map[string]string
-	unbound map[string]bool
-	// known maps chains to their endpoint maps in the kernel before this
-	// batch (nil on a full sync).
-	known map[string]string
-}
-
-// unbind records that chain's rules are gone and deletes the endpoint map
-// they used, before anything can delete the chains its elements jump to.
-func (w *batchWriter) unbind(chain string) {
-	if w.unbound[chain] {
-		return
-	}
-	w.unbound[chain] = true
-	if name, ok := w.known[chain]; ok {
-		w.conn.DelSet(&nftables.Set{Table: w.table, Name: name})
-	}
 }
 
 func (w *batchWriter) chain(name string) *nftables.Chain {
@@ -125,10 +104,8 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 		w.conn.AddChain(ch)
 	case nftgen.OpFlushChain:
 		w.conn.FlushChain(w.chain(op.Name))
-		w.unbind(op.Name)
 	case nftgen.OpDeleteChain:
 		w.conn.DelChain(w.chain(op.Name))
-		w.unbind(op.Name)
 	case nftgen.OpAddRule:
 		if err := w.addRule(op); err != nil {
 			return i, err
@@ -185,22 +162,20 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 }
 
 // addEndpointMap declares the numgen map of the rule being added to
-// w.ruleChain in the batch and returns its name and ID (exprBuilder's
-// addAnon); an error is left in w.anonErr.
+// w.ruleChain in the batch, by the name the rule gives it, and returns its
+// name and ID (exprBuilder's addAnon); an error is left in w.anonErr.
 func (w *batchWriter) addEndpointMap(m anonVmap) (string, uint32) {
 	w.dirty = true
-	if prev, ok := w.created[w.ruleChain]; ok {
-		w.anonErr = fmt.Errorf("chain %s has a second numgen rule (endpoint map %s)", w.ruleChain, prev)
+	if !nftgen.IsEndpointMap(m.Map) {
+		w.anonErr = fmt.Errorf("numgen rule of chain %s names no endpoint map (%q)", w.ruleChain, m.Map)
 	}
-	w.n.endpointMapSeq++
 	set := &nftables.Set{
 		Table:    w.table,
-		Name:     endpointMapName(w.n.endpointMapSeq),
+		Name:     m.Map,
 		IsMap:    true,
 		KeyType:  nftables.TypeMark,
 		DataType: nftables.TypeVerdict,
 	}
-	w.created[w.ruleChain] = set.Name
 	elems := make([]nftables.SetElement, len(m.Targets))
 	for i, t := range m.Targets {
 		elems[i] = nftables.SetElement{Key: native32(uint32(i)), VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: t}}

@@ -89,7 +89,11 @@ func (d *exprDecoder) match(es []expr.Any) (nftgen.Stmt, int) {
 		}
 		if l, ok := at(1).(*expr.Lookup); ok && e.Type == unix.NFT_NG_RANDOM && d.anon != nil {
 			if targets, comments, ok := d.anon(l.SetName); ok && uint32(len(targets)) == e.Modulus {
-				return nftgen.NumgenVmap{Targets: targets, Comments: comments}, 2
+				v := nftgen.NumgenVmap{Targets: targets, Comments: comments}
+				if nftgen.IsEndpointMap(l.SetName) {
+					v.Map = l.SetName // else anonymous, bound to the rule
+				}
+				return v, 2
 			}
 		}
 	case *expr.Fib:

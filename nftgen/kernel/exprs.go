@@ -25,9 +25,10 @@ const (
 
 // anonVmap is the verdict map of one "numgen ... vmap { ... }" rule, keyed
 // by a 32-bit integer in host byte order. The rule text shows it inline;
-// the netlink layer declares it as a named endpoint map (see
-// EndpointMapPrefix).
+// the netlink layer declares it as the named endpoint map Map in the batch
+// that adds the rule (see nftgen.NumgenVmap).
 type anonVmap struct {
+	Map      string
 	Targets  []string
 	Comments []string
 }
@@ -193,7 +194,7 @@ func (b *exprBuilder) appendStmt(out []expr.Any, s nftgen.Stmt) ([]expr.Any, err
 		if len(s.Targets) == 0 {
 			return out, fmt.Errorf("numgen vmap with no targets")
 		}
-		name, id := b.addAnon(anonVmap{Targets: s.Targets, Comments: s.Comments})
+		name, id := b.addAnon(anonVmap{Map: s.Map, Targets: s.Targets, Comments: s.Comments})
 		return append(out,
 			&expr.Numgen{Register: reg1, Modulus: uint32(len(s.Targets)), Type: unix.NFT_NG_RANDOM},
 			&expr.Lookup{SourceRegister: reg1, SetName: name, SetID: id, DestRegister: regVerdict, IsDestRegSet: true},

@@ -7,13 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"iter"
-	"maps"
-	"math/bits"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/google/nftables"
 	"github.com/mdlayher/netlink"
@@ -41,18 +38,10 @@ type Netlink struct {
 	fullListings atomic.Int64
 	// monitorReadBuffer is the receive buffer of Watch's socket.
 	monitorReadBuffer int
-	// endpointMaps names, per family and chain, the endpoint map that the
-	// chain's numgen rule uses in the kernel (see endpointMapName).
-	endpointMaps map[nftgen.Family]map[string]string
-	// epMu guards endpointMaps.
-	epMu sync.Mutex
 	// blocks are the free blocks of the batches' arenas.
 	blocks blockPool
 	// batchSeq numbers the messages of the batches sendBatch sends.
 	batchSeq uint32
-	// endpointMapSeq makes endpoint map names unique across commits and
-	// processes.
-	endpointMapSeq uint64
 
 	// mu guards the two sockets kept open: lasting, for listings and
 	// deletions, and batches, for transactions. Closing an nftables
@@ -77,7 +66,7 @@ func NewNetlink() *Netlink { return newNetlink(-1) }
 
 func newNetlink(fd int) *Netlink {
 	Reserve()
-	return &Netlink{netnsFd: fd, endpointMaps: map[nftgen.Family]map[string]string{}, endpointMapSeq: uint64(time.Now().UnixNano()),
+	return &Netlink{netnsFd: fd,
 		monitorReadBuffer: defaultMonitorReadBuffer, missed: make(chan string, 1)}
 }
 
@@ -226,9 +215,6 @@ type prepared struct {
 	batch  []netlink.Message
 	// arena holds the batch's rule messages.
 	arena *arena
-	// commit records what the batch did to the endpoint maps once the
-	// kernel took it.
-	commit func()
 }
 
 // prepare encodes tx.
@@ -253,7 +239,7 @@ func (n *Netlink) prepare(tx *nftgen.Transaction) (*prepared, error) {
 		return nil, fmt.Errorf("open encoding connection: %w", err)
 	}
 	defer c.CloseLasting()
-	if p.commit, err = n.encode(c, tx, p.arena, func(m netlink.Message) { p.batch = append(p.batch, m) }); err != nil {
+	if err = n.encode(c, tx, p.arena, func(m netlink.Message) { p.batch = append(p.batch, m) }); err != nil {
 		p.arena.release()
 		return nil, err
 	}
@@ -273,71 +259,28 @@ func (n *Netlink) send(p *prepared) error {
 	if err != nil {
 		return fmt.Errorf("commit %d operations to table %s %s: %w", p.ops, p.family, nftgen.TableName, err)
 	}
-	p.commit()
 	n.sentMessages += msgs
 	n.sentBytes += size
 	return nil
 }
 
 // encode writes tx on c as one batch and flushes it; c captures the batch
-// (see Apply). commit records what the batch did to the endpoint maps, once
-// the kernel has taken it.
-func (n *Netlink) encode(c *nftables.Conn, tx *nftgen.Transaction, a *arena, emit func(netlink.Message)) (commit func(), err error) {
+// (see Apply). Every object the batch touches is one of tx's operations:
+// the writer keeps nothing from one transaction to the next.
+func (n *Netlink) encode(c *nftables.Conn, tx *nftgen.Transaction, a *arena, emit func(netlink.Message)) error {
 	table := &nftables.Table{Name: nftgen.TableName, Family: tableFamily(tx.Family)}
-	w := &batchWriter{conn: c, emit: emit, arena: a, table: table, family: tx.Family, n: n, created: map[string]string{}, unbound: map[string]bool{}}
-	// A replacing transaction deletes every set it does not want, old
-	// endpoint maps included; a patch deletes the endpoint maps of the
-	// chains it flushes or deletes, by the names the transaction read
-	// from the live table or, failing that, that this Netlink remembers
-	// from earlier commits.
-	full := tx.Replace
-	switch {
-	case full:
-	case tx.EndpointMaps != nil:
-		w.known = maps.Clone(tx.EndpointMaps)
-	default:
-		// A copy: the transaction before this one may still be committing
-		// (ApplyStream) and its commit updates the map.
-		n.epMu.Lock()
-		w.known = maps.Clone(n.endpointMaps[tx.Family])
-		n.epMu.Unlock()
-	}
+	w := &batchWriter{conn: c, emit: emit, arena: a, table: table, family: tx.Family}
 	for i := 0; i < len(tx.Ops); {
 		j, err := w.write(tx.Ops, i)
 		if err != nil {
-			return nil, fmt.Errorf("encode op %d (%s): %w", i, tx.Ops[i].Text(tx.Family), err)
+			return fmt.Errorf("encode op %d (%s): %w", i, tx.Ops[i].Text(tx.Family), err)
 		}
 		i = j
 	}
 	if err := c.Flush(); err != nil {
-		return nil, fmt.Errorf("encode %d operations: %w", len(tx.Ops), err)
+		return fmt.Errorf("encode %d operations: %w", len(tx.Ops), err)
 	}
-	return func() {
-		n.epMu.Lock()
-		defer n.epMu.Unlock()
-		known := n.endpointMaps[tx.Family]
-		switch {
-		case full || known == nil:
-			known = map[string]string{}
-		case tx.EndpointMaps != nil:
-			known = maps.Clone(tx.EndpointMaps)
-		}
-		n.endpointMaps[tx.Family] = known
-		for chain := range w.unbound {
-			delete(known, chain)
-		}
-		for chain, name := range w.created {
-			known[chain] = name
-		}
-	}, nil
-}
-
-// endpointMapName names a new endpoint map; seq makes it unique, so a
-// replacement can be created in the batch that deletes the old one. The
-// name is short and its fastest-changing digits come first, because the
-// kernel finds a set by comparing its name with every set of the table.
-func endpointMapName(seq uint64) string {
-	return fmt.Sprintf("%s%016x", nftgen.EndpointMapPrefix, bits.ReverseBytes64(seq))
+	return nil
 }
 
 // findTable returns the family's nftproxy table on c, or nil and no error

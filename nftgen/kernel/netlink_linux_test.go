@@ -85,6 +85,20 @@ func TestNetlinkApply(t *testing.T) {
 	if n := strings.Count(list, "map "+nftgen.EndpointMapPrefix); n != 1 {
 		t.Errorf("after update, %d endpoint maps, want 1:\n%s", n, list)
 	}
+	// One more endpoint: the map is deleted and made again under its
+	// name, in one batch.
+	a2b := nftgentest.Port("ns1", "a", 80, "10.96.0.10", append(many, "10.244.9.9:8080")...)
+	updates = map[string]*nftgen.Fragment{nftgen.ServiceKey(a.Name): g.Service(&a2b)}
+	tx := nftgen.PlanUpdate(state, updates)
+	if err := dp.Apply(ctx, tx); err != nil {
+		t.Fatalf("grow the numgen map: %v\n%s", err, tx)
+	}
+	state.Commit(updates)
+	list = ns.MustRun(t, "nft", "list", "table", "ip", nftgen.TableName)
+	want := fmt.Sprintf("numgen random mod %d vmap @%s", nftgen.CascadeMaxEndpoints+2, nftgen.EndpointMapName(nftgen.ServiceChainName(a.Name)))
+	if !strings.Contains(list, want) || strings.Count(list, "map "+nftgen.EndpointMapPrefix) != 1 {
+		t.Errorf("after growing the map, want one endpoint map and %q:\n%s", want, list)
+	}
 	// Back to 4 endpoints: a cascade again, and the map is gone.
 	a3 := nftgentest.Port("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080", "10.244.0.4:8080", "10.244.0.5:8080")
 	updates = map[string]*nftgen.Fragment{nftgen.ServiceKey(a.Name): g.Service(&a3)}

@@ -123,14 +123,8 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 		m, ok := anon[name]
 		return m.targets, m.comments, ok
 	}}
-	st.EndpointMaps = map[string]string{}
 	decode := func(r *parsedRule) nftgen.Rule {
 		comment, _ := userdata.GetString(r.userData, userdata.TypeComment)
-		for _, e := range r.exprs {
-			if l, ok := e.e.(*expr.Lookup); ok && nftgen.IsEndpointMap(l.SetName) {
-				st.EndpointMaps[r.chain] = l.SetName
-			}
-		}
 		return nftgen.Rule{Stmts: dec.decodeRule(r.exprs), Comment: comment, Handle: r.handle}
 	}
 	// The table's use count counts its named objects (the counters) too.
