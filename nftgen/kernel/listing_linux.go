@@ -3,6 +3,7 @@
 package kernel
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -18,26 +19,70 @@ func (n *Netlink) dump(msgType uint16, family nftables.TableFamily, requests [][
 	return n.request(msgType, netlink.Request|netlink.Dump, family, requests, nil)
 }
 
-// decoder returns a google/nftables connection that never reaches the
-// kernel and answers its one request with msgs, so that the library
-// decodes messages nftproxy fetched itself. A multi-part answer ends with
-// Done, which Execute took off; without it the library loses the last
-// message. The answers are renumbered as answers to the library's request.
-func decoder(msgs []netlink.Message) (*nftables.Conn, error) {
-	answered := false
-	return nftables.New(nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
-		if answered || len(reqs) == 0 {
-			return nil, nil
+// decodeChains decodes the chain messages of a listing or of lookups by
+// name (NFT_MSG_NEWCHAIN answers; others are skipped) into the library's
+// Chain type, with the fields google/nftables' own listing fills (name,
+// table, type, policy, hook and priority): a decoder of nftproxy's own,
+// tested against the library's (TestChainDecodingMatchesLibrary).
+func decodeChains(family nftables.TableFamily, msgs []netlink.Message) ([]*nftables.Chain, error) {
+	newChain := netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWCHAIN)
+	var out []*nftables.Chain
+	for _, m := range msgs {
+		if m.Header.Type != newChain || len(m.Data) < 4 {
+			continue
 		}
-		answered = true
-		out := append(msgs, netlink.Message{Header: netlink.Header{Type: netlink.Done, Flags: netlink.Multi}, Data: make([]byte, 4)})
-		for i := range out {
-			// Some listings check that answers carry their request's
-			// sequence number.
-			out[i].Header.Sequence, out[i].Header.PID = reqs[0].Header.Sequence, reqs[0].Header.PID
+		c, err := decodeChain(nftables.TableFamily(m.Data[0]), m.Data[4:])
+		if err != nil {
+			return nil, fmt.Errorf("decode chain: %w", err)
 		}
-		return out, nil
-	}))
+		if c.Table != nil && c.Table.Family == family {
+			out = append(out, c)
+		}
+	}
+	return out, nil
+}
+
+// decodeChain decodes the attributes of one chain message.
+func decodeChain(family nftables.TableFamily, attrs []byte) (*nftables.Chain, error) {
+	ad, err := netlink.NewAttributeDecoder(attrs)
+	if err != nil {
+		return nil, err
+	}
+	ad.ByteOrder = binary.BigEndian
+	var c nftables.Chain
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_CHAIN_NAME:
+			c.Name = ad.String()
+		case unix.NFTA_CHAIN_TABLE:
+			c.Table = &nftables.Table{Name: ad.String(), Family: family}
+		case unix.NFTA_CHAIN_TYPE:
+			c.Type = nftables.ChainType(ad.String())
+		case unix.NFTA_CHAIN_POLICY:
+			policy := nftables.ChainPolicy(ad.Uint32())
+			c.Policy = &policy
+		case unix.NFTA_CHAIN_HOOK:
+			ad.Nested(func(hd *netlink.AttributeDecoder) error {
+				hd.ByteOrder = binary.BigEndian
+				var hook nftables.ChainHook
+				var prio nftables.ChainPriority
+				for hd.Next() {
+					switch hd.Type() {
+					case unix.NFTA_HOOK_HOOKNUM:
+						hook = nftables.ChainHook(hd.Uint32())
+					case unix.NFTA_HOOK_PRIORITY:
+						prio = nftables.ChainPriority(hd.Uint32())
+					}
+				}
+				c.Hooknum, c.Priority = &hook, &prio
+				return nil
+			})
+		}
+	}
+	if err := ad.Err(); err != nil {
+		return nil, err
+	}
+	return &c, nil
 }
 
 // tableChains lists the chains of the family's nftproxy table in one dump.
@@ -46,11 +91,7 @@ func (n *Netlink) tableChains(table *nftables.Table) ([]*nftables.Chain, error) 
 	if err != nil {
 		return nil, fmt.Errorf("dump chains: %w", err)
 	}
-	dec, err := decoder(answers[0])
-	if err != nil {
-		return nil, err
-	}
-	return dec.ListChainsOfTableFamily(table.Family)
+	return decodeChains(table.Family, answers[0])
 }
 
 // chainRules dumps the rules of the named chains of table, one dump per
@@ -100,11 +141,7 @@ func (n *Netlink) chainsByName(table *nftables.Table, names []string) ([]*nftabl
 	if len(all) == 0 {
 		return nil, nil
 	}
-	dec, err := decoder(all)
-	if err != nil {
-		return nil, err
-	}
-	return dec.ListChainsOfTableFamily(table.Family)
+	return decodeChains(table.Family, all)
 }
 
 // existingChains returns those of names that are chains of table.
