@@ -13,14 +13,13 @@ import (
 	"github.com/nftproxy/nftproxy/nftgen"
 )
 
-// batchWriter queues operations on a Conn.
+// batchWriter encodes a transaction's operations, in order, into the
+// messages of one batch.
 type batchWriter struct {
-	conn *nftables.Conn
-	// emit adds a message the writer encoded itself to the batch; dirty
-	// says the library holds operations not yet flushed, which must go
-	// first.
-	emit  func(netlink.Message)
-	dirty bool
+	// emit adds a message to the batch.
+	emit func(netlink.Message)
+	// objs encodes what is not a rule or a regular chain.
+	objs *objEncoder
 	// scratch is reused to build rule messages, which are kept in arena.
 	scratch []byte
 	arena   *arena
@@ -35,10 +34,6 @@ type batchWriter struct {
 	anonErr   error
 	table     *nftables.Table
 	family    nftgen.Family
-}
-
-func (w *batchWriter) chain(name string) *nftables.Chain {
-	return &nftables.Chain{Table: w.table, Name: name}
 }
 
 func (w *batchWriter) addrType() nftables.SetDatatype {
@@ -78,16 +73,13 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 	if op.Kind == nftgen.OpAddChain && op.Base == nil {
 		return i + 1, w.addRegularChain(op.Name)
 	}
-	if op.Kind != nftgen.OpAddRule {
-		w.dirty = true
-	}
 	switch op.Kind {
 	case nftgen.OpAddTable:
-		w.conn.AddTable(w.table)
+		w.emit(w.objs.addTable())
 	case nftgen.OpDeleteTable:
-		w.conn.DelTable(w.table)
+		w.emit(w.objs.deleteTable())
 	case nftgen.OpAddChain:
-		ch := w.chain(op.Name)
+		ch := &nftables.Chain{Table: w.table, Name: op.Name}
 		if op.Base != nil {
 			ch.Hooknum = hooks[op.Base.Hook]
 			ch.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(op.Base.Priority))
@@ -101,23 +93,23 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 				ch.Type = nftables.ChainTypeNAT
 			}
 		}
-		w.conn.AddChain(ch)
+		w.emit(w.objs.addBaseChain(ch))
 	case nftgen.OpFlushChain:
-		w.conn.FlushChain(w.chain(op.Name))
+		w.emit(w.objs.flushChain(op.Name))
 	case nftgen.OpDeleteChain:
-		w.conn.DelChain(w.chain(op.Name))
+		w.emit(w.objs.deleteChain(op.Name))
 	case nftgen.OpAddRule:
 		if err := w.addRule(op); err != nil {
 			return i, err
 		}
 	case nftgen.OpAddMap:
-		if err := w.conn.AddSet(w.serviceMap(op.Name, op.Map), nil); err != nil {
+		if err := w.addSet(w.serviceMap(op.Name, op.Map), nil); err != nil {
 			return i, err
 		}
 	case nftgen.OpFlushMap:
-		w.conn.FlushSet(w.serviceMap(op.Name, nil))
+		w.emit(w.objs.flushSet(op.Name))
 	case nftgen.OpDeleteMap, nftgen.OpDeleteSet:
-		w.conn.DelSet(&nftables.Set{Table: w.table, Name: op.Name})
+		w.emit(w.objs.deleteSet(op.Name))
 	case nftgen.OpAddSet:
 		set := &nftables.Set{
 			Table:      w.table,
@@ -131,11 +123,11 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 			set.KeyType = nftables.MustConcatSetType(w.addrType(), w.addrType(), nftables.TypeInetService)
 			set.Concatenation = true
 		}
-		if err := w.conn.AddSet(set, nil); err != nil {
+		if err := w.addSet(set, nil); err != nil {
 			return i, err
 		}
 	case nftgen.OpAddCounter:
-		w.conn.AddObj(&nftables.CounterObj{Table: w.table, Name: op.Name})
+		w.emit(w.objs.addCounter(op.Name))
 	case nftgen.OpAddElement, nftgen.OpDeleteElement:
 		j := i
 		var elems []nftables.SetElement
@@ -147,14 +139,14 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 				Comment:     e.Comment,
 			})
 		}
-		set := w.serviceMap(op.Name, nil)
-		var err error
-		if op.Kind == nftgen.OpAddElement {
-			err = w.conn.SetAddElements(set, elems)
-		} else {
-			err = w.conn.SetDeleteElements(set, elems)
+		typ := unixNewSetElem
+		if op.Kind == nftgen.OpDeleteElement {
+			typ = unixDelSetElem
 		}
-		return j, err
+		for _, m := range w.objs.elements(typ, &nftables.Set{Name: op.Name}, elems) {
+			w.emit(m)
+		}
+		return j, nil
 	default:
 		return i, fmt.Errorf("unknown op %q", op.Kind)
 	}
@@ -165,7 +157,6 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 // w.ruleChain in the batch, by the name the rule gives it, and returns its
 // name and ID (exprBuilder's addAnon); an error is left in w.anonErr.
 func (w *batchWriter) addEndpointMap(m anonVmap) (string, uint32) {
-	w.dirty = true
 	if !nftgen.IsEndpointMap(m.Map) {
 		w.anonErr = fmt.Errorf("numgen rule of chain %s names no endpoint map (%q)", w.ruleChain, m.Map)
 	}
@@ -183,32 +174,25 @@ func (w *batchWriter) addEndpointMap(m anonVmap) (string, uint32) {
 			elems[i].Comment = m.Comments[i]
 		}
 	}
-	if err := w.conn.AddSet(set, elems); err != nil {
+	if err := w.addSet(set, elems); err != nil {
 		w.anonErr = err
 	}
 	return set.Name, set.ID
 }
 
-// addRegularChain adds a chain without a hook, encoded by nftproxy as its
-// rules are (a cold sync adds a million of them).
-func (w *batchWriter) addRegularChain(name string) error {
-	if err := w.flushLibrary(); err != nil {
-		return err
+// addSet declares set with elems.
+func (w *batchWriter) addSet(set *nftables.Set, elems []nftables.SetElement) error {
+	msgs, err := w.objs.addSet(set, elems)
+	for _, m := range msgs {
+		w.emit(m)
 	}
-	w.emit(chainMessage(w.table.Family, w.table.Name, name, &w.scratch, w.arena))
-	return nil
+	return err
 }
 
-// flushLibrary sends what the library holds (a chain, a set the rule names,
-// an earlier flush of a chain) before a message nftproxy encodes itself.
-func (w *batchWriter) flushLibrary() error {
-	if !w.dirty {
-		return nil
-	}
-	if err := w.conn.Flush(); err != nil {
-		return err
-	}
-	w.dirty = false
+// addRegularChain adds a chain without a hook (a cold sync adds a million
+// of them).
+func (w *batchWriter) addRegularChain(name string) error {
+	w.emit(chainMessage(w.table.Family, w.table.Name, name, &w.scratch, w.arena))
 	return nil
 }
 
@@ -232,9 +216,6 @@ func (w *batchWriter) addRule(op nftgen.Op) error {
 	}
 	msg, err := ruleMessage(w.table.Family, w.table.Name, op.Name, exprs, userData, &w.scratch, w.arena)
 	if err != nil {
-		return err
-	}
-	if err := w.flushLibrary(); err != nil {
 		return err
 	}
 	w.emit(msg)

@@ -34,6 +34,13 @@ func (w wire) u32(typ uint16, v uint32) wire {
 	return binary.BigEndian.AppendUint32(w, v)
 }
 
+// u64 appends a big-endian 64-bit attribute.
+func (w wire) u64(typ uint16, v uint64) wire {
+	w = binary.NativeEndian.AppendUint16(w, 12)
+	w = binary.NativeEndian.AppendUint16(w, typ)
+	return binary.BigEndian.AppendUint64(w, v)
+}
+
 // str appends a NUL-terminated string attribute.
 func (w wire) str(typ uint16, s string) wire {
 	w = binary.NativeEndian.AppendUint16(w, uint16(4+len(s)+1))
@@ -56,6 +63,14 @@ func (w wire) nest(typ uint16) (wire, int) {
 	start := len(w)
 	w = binary.NativeEndian.AppendUint16(w, 0)
 	return binary.NativeEndian.AppendUint16(w, unix.NLA_F_NESTED|typ), start
+}
+
+// group opens an attribute that holds attributes but, as some of the
+// library's do, lacks the nested flag; end closes it.
+func (w wire) group(typ uint16) (wire, int) {
+	start := len(w)
+	w = binary.NativeEndian.AppendUint16(w, 0)
+	return binary.NativeEndian.AppendUint16(w, typ), start
 }
 
 func (w wire) end(start int) wire {

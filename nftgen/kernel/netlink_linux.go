@@ -140,8 +140,9 @@ func tableFamily(f nftgen.Family) nftables.TableFamily {
 // made, for measuring.
 func (n *Netlink) Sent() (messages, bytes int) { return n.sentMessages, n.sentBytes }
 
-// Apply implements Dataplane. The batch is encoded by google/nftables and
-// sent by sendBatch, without asking the kernel to echo every rule.
+// Apply implements Dataplane. The batch is encoded by nftproxy's own
+// encoders (see encode) and sent by sendBatch, without asking the kernel to
+// echo every rule.
 func (n *Netlink) Apply(ctx context.Context, tx *nftgen.Transaction) error {
 	if tx.Empty() {
 		return nil
@@ -217,29 +218,12 @@ type prepared struct {
 	arena *arena
 }
 
-// prepare encodes tx.
+// prepare encodes tx into one batch: a begin, one message per operation
+// (or a few, for long element lists) and an end.
 func (n *Netlink) prepare(tx *nftgen.Transaction) (*prepared, error) {
 	p := &prepared{family: tx.Family, ops: len(tx.Ops), batch: make([]netlink.Message, 0, len(tx.Ops)+2), arena: &arena{pool: &n.blocks}}
-	// The library's messages come out at each Flush (with a batch begin
-	// and end of their own); the rules the writer encodes itself go in
-	// between, in order. One begin and end wrap the whole.
 	p.batch = append(p.batch, batchMessage(unix.NFNL_MSG_BATCH_BEGIN))
-	// Lasting: the batch writer flushes the library's messages often, and
-	// each flush of a passing connection would dial (and seed a random
-	// source) anew.
-	c, err := nftables.New(nftables.AsLasting(), nftables.WithTestDial(func(reqs []netlink.Message) ([]netlink.Message, error) {
-		for _, m := range reqs { // also called with none, to receive
-			if !isBatchBoundary(m) {
-				p.batch = append(p.batch, m)
-			}
-		}
-		return nil, nil
-	}))
-	if err != nil {
-		return nil, fmt.Errorf("open encoding connection: %w", err)
-	}
-	defer c.CloseLasting()
-	if err = n.encode(c, tx, p.arena, func(m netlink.Message) { p.batch = append(p.batch, m) }); err != nil {
+	if err := encode(tx, p.arena, func(m netlink.Message) { p.batch = append(p.batch, m) }); err != nil {
 		p.arena.release()
 		return nil, err
 	}
@@ -264,21 +248,19 @@ func (n *Netlink) send(p *prepared) error {
 	return nil
 }
 
-// encode writes tx on c as one batch and flushes it; c captures the batch
-// (see Apply). Every object the batch touches is one of tx's operations:
-// the writer keeps nothing from one transaction to the next.
-func (n *Netlink) encode(c *nftables.Conn, tx *nftgen.Transaction, a *arena, emit func(netlink.Message)) error {
+// encode gives the messages of tx's operations, in order, to emit. Every
+// object the batch touches is one of tx's operations: nothing is kept from
+// one transaction to the next.
+func encode(tx *nftgen.Transaction, a *arena, emit func(netlink.Message)) error {
 	table := &nftables.Table{Name: nftgen.TableName, Family: tableFamily(tx.Family)}
-	w := &batchWriter{conn: c, emit: emit, arena: a, table: table, family: tx.Family}
+	w := &batchWriter{emit: emit, arena: a, table: table, family: tx.Family,
+		objs: &objEncoder{family: table.Family, table: table.Name, arena: a}}
 	for i := 0; i < len(tx.Ops); {
 		j, err := w.write(tx.Ops, i)
 		if err != nil {
 			return fmt.Errorf("encode op %d (%s): %w", i, tx.Ops[i].Text(tx.Family), err)
 		}
 		i = j
-	}
-	if err := c.Flush(); err != nil {
-		return fmt.Errorf("encode %d operations: %w", len(tx.Ops), err)
 	}
 	return nil
 }

@@ -16,8 +16,8 @@ import (
 // message through several intermediate copies and keeps a map of every
 // message for the echo it asks for; ruleMessage writes the same rule into
 // one buffer, without the echo (nftproxy reads nothing back). The other
-// operations still go through the library, and the batch keeps the order
-// of the operations (see batchWriter.addRule).
+// operations are encoded by objEncoder, and the batch keeps the order of
+// the operations (see batchWriter).
 
 // appendAttr appends one netlink attribute (header, value, padding).
 func appendAttr(b []byte, typ uint16, v []byte) []byte {
