@@ -122,10 +122,12 @@ fuzz:
 	$(GO) test ./nftgen/kernel -run '^$$' -fuzz FuzzGenerate -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) -timeout $(FUZZ_TIMEOUT)
 
 FUZZ_MODEL_EXECS ?= 100000x
+FUZZ_YAML_EXECS ?= 100000x
 FUZZ_GENERATE_EXECS ?= 20000x
 fuzz-short:
 	$(GO) test ./proxier/model -run '^$$' -fuzz FuzzModel -fuzztime $(FUZZ_MODEL_EXECS) -fuzzminimizetime $(FUZZMINIMIZE) -timeout $(TEST_TIMEOUT)
 	$(GO) test ./nftgen/kernel -run '^$$' -fuzz FuzzGenerate -fuzztime $(FUZZ_GENERATE_EXECS) -fuzzminimizetime $(FUZZMINIMIZE) -timeout $(TEST_TIMEOUT)
+	$(GO) test ./proxier/objfile -run '^$$' -fuzz FuzzFastYAML -fuzztime $(FUZZ_YAML_EXECS) -fuzzminimizetime $(FUZZMINIMIZE) -timeout $(TEST_TIMEOUT)
 
 # The differential test against kube-proxy's own iptables proxier over
 # DIFF_SEEDS generated cluster states (make test runs 100); about 0.3 s per

@@ -18,7 +18,7 @@ const benchServices = 10000
 
 // scaleList returns the List `kubectl get svc,endpointslices -A -o yaml`
 // would print for the scale objects, in YAML and in JSON.
-func scaleList(b *testing.B, n int) (yamlText, jsonText []byte) {
+func scaleList(b testing.TB, n int) (yamlText, jsonText []byte) {
 	b.Helper()
 	list := &v1.List{}
 	list.APIVersion, list.Kind = "v1", "List"

@@ -13,9 +13,10 @@ import (
 	"os"
 	"strings"
 
+	jsoniter "github.com/json-iterator/go"
+
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
@@ -29,6 +30,10 @@ type Objects struct {
 	Ignored map[string]int
 	// trim keeps of each Service and EndpointSlice what the model reads.
 	trim *model.Trimmer
+	// json decodes objects as encoding/json does (the same types, tags,
+	// Unmarshaler methods and results) without its validating pre-pass,
+	// several times faster; encoding/json stays the reference for errors.
+	json jsoniter.API
 }
 
 // Load reads and decodes path.
@@ -58,8 +63,8 @@ func Decode(data []byte) (*Objects, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, ErrEmpty
 	}
-	objs := &Objects{Ignored: map[string]int{}, trim: model.NewTrimmer()}
-	if err := eachDocument(data, objs.add); err != nil {
+	objs := &Objects{Ignored: map[string]int{}, trim: model.NewTrimmer(), json: jsoniter.ConfigCompatibleWithStandardLibrary}
+	if err := eachDocument(objs.json, data, objs.add); err != nil {
 		return nil, err
 	}
 	objs.applyDefaults()
@@ -95,9 +100,19 @@ func (o *Objects) applyDefaults() {
 // block style (what kubectl prints) is split into its items before any is
 // converted, so that only one object's text and tree exist at a time: a
 // 20 MB List is never held as one generic tree.
-func eachDocument(data []byte, fn func(doc json.RawMessage, where string) error) error {
+func eachDocument(api jsoniter.API, data []byte, fn func(doc json.RawMessage, where string) error) error {
+	var yc blockConverter
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
+		if docs, ok := splitJSON(api, trimmed); ok {
+			for _, d := range docs {
+				if err := fn(d.raw, d.where); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+		// Not valid JSON: encoding/json says where.
 		dec := json.NewDecoder(bytes.NewReader(trimmed))
 		for n := 1; ; n++ {
 			var raw json.RawMessage
@@ -132,7 +147,7 @@ func eachDocument(data []byte, fn func(doc json.RawMessage, where string) error)
 		where := fmt.Sprintf("document %d", i+1)
 		if items, ok := listItems(part); ok {
 			for j, item := range items {
-				doc, err := yaml.YAMLToJSON([]byte(item))
+				doc, err := yc.yamlToJSON(item)
 				if err != nil {
 					return fmt.Errorf("%s, items[%d]: invalid YAML: %w", where, j, err)
 				}
@@ -142,7 +157,7 @@ func eachDocument(data []byte, fn func(doc json.RawMessage, where string) error)
 			}
 			continue
 		}
-		doc, err := yaml.YAMLToJSON([]byte(part))
+		doc, err := yc.yamlToJSON(part)
 		if err != nil {
 			return fmt.Errorf("%s: invalid YAML: %w", where, err)
 		}
@@ -151,6 +166,44 @@ func eachDocument(data []byte, fn func(doc json.RawMessage, where string) error)
 		}
 	}
 	return nil
+}
+
+// jsonDocument is one JSON document of a file, or one item of an array.
+type jsonDocument struct {
+	raw   json.RawMessage
+	where string
+}
+
+// splitJSON splits a stream of JSON values into its documents, arrays into
+// their items; ok is false if the stream is not valid JSON.
+func splitJSON(api jsoniter.API, data []byte) (docs []jsonDocument, ok bool) {
+	iter := jsoniter.ParseBytes(api, data)
+	for n := 1; ; n++ {
+		next := iter.WhatIsNext()
+		if errors.Is(iter.Error, io.EOF) {
+			return docs, true
+		}
+		if iter.Error != nil || next == jsoniter.InvalidValue {
+			return nil, false
+		}
+		if next != jsoniter.ArrayValue {
+			raw := iter.SkipAndReturnBytes()
+			if iter.Error != nil && !errors.Is(iter.Error, io.EOF) {
+				return nil, false
+			}
+			docs = append(docs, jsonDocument{raw, fmt.Sprintf("document %d", n)})
+			continue
+		}
+		i := 0
+		iter.ReadArrayCB(func(it *jsoniter.Iterator) bool {
+			docs = append(docs, jsonDocument{it.SkipAndReturnBytes(), fmt.Sprintf("document %d, items[%d]", n, i)})
+			i++
+			return it.Error == nil
+		})
+		if iter.Error != nil && !errors.Is(iter.Error, io.EOF) {
+			return nil, false
+		}
+	}
 }
 
 // listItems splits a YAML document that is a List in block style into the
@@ -235,88 +288,4 @@ func stripComments(s string) string {
 		}
 	}
 	return b.String()
-}
-
-type header struct {
-	APIVersion string            `json:"apiVersion"`
-	Kind       string            `json:"kind"`
-	Items      []json.RawMessage `json:"items"`
-	Metadata   struct {
-		Namespace string `json:"namespace"`
-		Name      string `json:"name"`
-	} `json:"metadata"`
-}
-
-func (o *Objects) add(doc json.RawMessage, where string) error {
-	if string(bytes.TrimSpace(doc)) == "null" {
-		return nil
-	}
-	var h header
-	if err := json.Unmarshal(doc, &h); err != nil {
-		return fmt.Errorf("%s: not an object: %w", where, err)
-	}
-	if h.Kind == "" {
-		return fmt.Errorf("%s: field kind: missing", where)
-	}
-	if strings.HasSuffix(h.Kind, "List") {
-		for i, item := range h.Items {
-			if err := o.add(item, fmt.Sprintf("%s, items[%d]", where, i)); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	name := h.Metadata.Name
-	if h.Metadata.Namespace != "" {
-		name = h.Metadata.Namespace + "/" + name
-	}
-	ident := fmt.Sprintf("%s %s (%s)", h.Kind, name, where)
-	if h.Metadata.Name == "" {
-		return fmt.Errorf("%s: field metadata.name: missing", ident)
-	}
-	switch {
-	case h.Kind == "Service" && h.APIVersion == "v1":
-		var svc v1.Service
-		if err := decodeStrictTypes(doc, &svc); err != nil {
-			return fmt.Errorf("%s: %w", ident, err)
-		}
-		if svc.Namespace == "" {
-			svc.Namespace = "default"
-		}
-		o.Services = append(o.Services, o.trim.Service(&svc))
-	case h.Kind == "EndpointSlice" && h.APIVersion == "discovery.k8s.io/v1":
-		var slice discovery.EndpointSlice
-		if err := decodeStrictTypes(doc, &slice); err != nil {
-			return fmt.Errorf("%s: %w", ident, err)
-		}
-		if slice.Namespace == "" {
-			slice.Namespace = "default"
-		}
-		o.EndpointSlices = append(o.EndpointSlices, o.trim.EndpointSlice(&slice))
-	case h.Kind == "Node" && h.APIVersion == "v1":
-		var node v1.Node
-		if err := decodeStrictTypes(doc, &node); err != nil {
-			return fmt.Errorf("%s: %w", ident, err)
-		}
-		o.Nodes = append(o.Nodes, &node)
-	case h.Kind == "Service" || h.Kind == "EndpointSlice" || h.Kind == "Node":
-		return fmt.Errorf("%s: field apiVersion: unsupported %q", ident, h.APIVersion)
-	default:
-		o.Ignored[h.Kind]++
-	}
-	return nil
-}
-
-// decodeStrictTypes decodes doc into out. Unknown fields are allowed (newer
-// API versions add them) but values of the wrong type are not; the error
-// names the field.
-func decodeStrictTypes(doc json.RawMessage, out any) error {
-	if err := json.Unmarshal(doc, out); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			return fmt.Errorf("field %s: cannot use JSON %s as %s", te.Field, te.Value, te.Type)
-		}
-		return err
-	}
-	return nil
 }

@@ -71,6 +71,8 @@ func TestDecodeErrorsNameObjectAndField(t *testing.T) {
 		"bad apiVersion": {"apiVersion: v2\nkind: Service\nmetadata: {name: x}\n", `field apiVersion: unsupported "v2"`},
 		"broken YAML":    {"kind: [\n", "document 1: invalid YAML"},
 		"broken JSON":    {`{"kind": `, "document 1: invalid JSON"},
+		"cut array":      {`[{"apiVersion": "v1"`, "document 1: invalid JSON"},
+		"garbage after":  {`{"apiVersion": "v1", "kind": "List", "items": []} x`, "document 2: invalid JSON"},
 	}
 	for name, tt := range tests {
 		t.Run(name, func(t *testing.T) {
