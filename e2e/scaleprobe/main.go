@@ -159,10 +159,18 @@ func main() {
 	inuse := flag.String("inuseprofile", "", "write a heap profile (in use) to this file right after the cold sync")
 	changeProf := flag.String("changeprofile", "", "write a CPU profile of the repeated one-Service changes only to this file")
 	chunk := flag.Int("chunk", 0, "operations per transaction of the streamed cold sync (nftproxy's default if 0)")
+	objects := flag.String("objects", "", "only write the N Services and their slices to this file as kubectl's List (YAML, or JSON for a .json name) and exit")
 	flag.Parse()
-	if *nsPath == "" || *n < 1 || *endpoints < 2 {
+	if *nsPath == "" && *objects == "" || *n < 1 || *endpoints < 2 {
 		fmt.Fprintln(os.Stderr, "scaleprobe: -netns is required, -n must be positive and -endpoints at least 2")
 		os.Exit(2)
+	}
+	if *objects != "" {
+		if err := writeObjects(*objects, *n, *endpoints); err != nil {
+			fmt.Fprintln(os.Stderr, "scaleprobe:", err)
+			os.Exit(1)
+		}
+		return
 	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
