@@ -156,8 +156,13 @@ BENCH_DAEMON_SIZES ?= 1000,10000,30000
 # Services held by the engine benchmark of one Service change (nftproxy's
 # own work per change, the kernel left out).
 BENCH_ENGINE_SERVICES ?= 30000
+# Services of the large table (large.md: cold sync, one change, save, a
+# full resync and --cleanup; about 4 min at 100,000).
+BENCH_LARGE_SERVICES ?= 100000
 bench: e2e-binaries
-	$(GO) test -count=1 -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./nftgen ./compat ./proxier/model
+	$(GO) test -count=1 -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./nftgen ./compat ./proxier/model ./proxier/objfile
+	NFTPROXY_LARGE_SERVICES=$(BENCH_LARGE_SERVICES) NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results \
+	$(GO) test -count=1 -v -timeout 30m -run TestLargeScale ./e2e
 	NFTPROXY_BENCH_SERVICES=$(BENCH_ENGINE_SERVICES) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^$$' \
 		-bench OneServiceChange -benchmem -benchtime 2000x ./proxier
 	NFTPROXY_BENCH_SIZES=$(BENCH_SIZES) NFTPROXY_BENCH_CONNS=$(BENCH_CONNS) NFTPROXY_BENCH_ROUNDS=$(BENCH_ROUNDS) \
