@@ -84,6 +84,18 @@ func (w wire) data(typ uint16, v []byte) wire {
 	return w.attr(unix.NFTA_DATA_VALUE, v).end(start)
 }
 
+// verdict appends a nested attribute typ holding verdict v (its code and
+// chain), as an immediate's data or a map element's.
+func (w wire) verdict(typ uint16, v *expr.Verdict) wire {
+	w, outer := w.nest(typ)
+	w, inner := w.nest(unix.NFTA_DATA_VERDICT)
+	w = w.u32(unix.NFTA_VERDICT_CODE, uint32(v.Kind))
+	if v.Chain != "" {
+		w = w.str(unix.NFTA_VERDICT_CHAIN, v.Chain)
+	}
+	return w.end(inner).end(outer)
+}
+
 // register appends a source or destination register attribute.
 func (w wire) register(source bool, sreg, dreg uint16, r uint32) wire {
 	if source {
@@ -148,15 +160,7 @@ func appendExpr(b []byte, fam byte, e expr.Any) ([]byte, error) {
 		w = w.u32(unix.NFTA_IMMEDIATE_DREG, e.Register).data(unix.NFTA_IMMEDIATE_DATA, e.Data)
 	case *expr.Verdict:
 		start("immediate")
-		w = w.u32(unix.NFTA_IMMEDIATE_DREG, unix.NFT_REG_VERDICT)
-		var imm, verdict int
-		w, imm = w.nest(unix.NFTA_IMMEDIATE_DATA)
-		w, verdict = w.nest(unix.NFTA_DATA_VERDICT)
-		w = w.u32(unix.NFTA_VERDICT_CODE, uint32(e.Kind))
-		if e.Chain != "" {
-			w = w.str(unix.NFTA_VERDICT_CHAIN, e.Chain)
-		}
-		w = w.end(verdict).end(imm)
+		w = w.u32(unix.NFTA_IMMEDIATE_DREG, unix.NFT_REG_VERDICT).verdict(unix.NFTA_IMMEDIATE_DATA, e)
 	case *expr.Lookup:
 		start("lookup")
 		if e.SourceRegister != 0 {

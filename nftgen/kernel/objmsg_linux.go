@@ -196,15 +196,8 @@ func (e *objEncoder) elements(typ int, s *nftables.Set, elems []nftables.SetElem
 func appendElement(w wire, i uint16, el *nftables.SetElement) wire {
 	w, at := w.nest(i)
 	w = w.data(unix.NFTA_SET_ELEM_KEY, el.Key)
-	if v := el.VerdictData; v != nil {
-		var data, verdict int
-		w, data = w.nest(unix.NFTA_SET_ELEM_DATA)
-		w, verdict = w.nest(unix.NFTA_DATA_VERDICT)
-		w = w.u32(unix.NFTA_VERDICT_CODE, uint32(v.Kind))
-		if v.Chain != "" {
-			w = w.str(unix.NFTA_VERDICT_CHAIN, v.Chain)
-		}
-		w = w.end(verdict).end(data)
+	if el.VerdictData != nil {
+		w = w.verdict(unix.NFTA_SET_ELEM_DATA, el.VerdictData)
 	}
 	if el.Comment != "" {
 		w = w.attr(unix.NFTA_SET_ELEM_USERDATA, userdata.AppendString(nil, userdata.NFTNL_UDATA_SET_ELEM_COMMENT, el.Comment))
