@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+
+	jsoniter "github.com/json-iterator/go"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -15,20 +18,35 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
-// object is one document or List item, decoded in one pass: what identifies
-// it, and, kept as JSON for a typed decode, the parts of the kinds nftproxy
-// reads. Metadata keeps only what the model reads (see model.Trimmer), so
-// managed fields and annotations are skipped, not decoded.
+// object is one document or List item, decoded in one pass into its
+// identity and, typed, the parts of the kinds nftproxy reads: a Service's
+// spec and load balancer status, an EndpointSlice's address type, ports
+// and endpoints, a Node's spec and addresses. Metadata keeps only what the
+// model reads (see model.Trimmer), so managed fields and annotations are
+// skipped, not decoded. A document of another kind whose fields of these
+// names have other types fails this decode and takes addTyped's way.
 type object struct {
-	APIVersion  string            `json:"apiVersion"`
-	Kind        string            `json:"kind"`
-	Metadata    objectMeta        `json:"metadata"`
-	Items       []json.RawMessage `json:"items"`
-	Spec        json.RawMessage   `json:"spec"`
-	Status      json.RawMessage   `json:"status"`
-	AddressType json.RawMessage   `json:"addressType"`
-	Endpoints   json.RawMessage   `json:"endpoints"`
-	Ports       json.RawMessage   `json:"ports"`
+	APIVersion  string                   `json:"apiVersion"`
+	Kind        string                   `json:"kind"`
+	Metadata    objectMeta               `json:"metadata"`
+	Items       []*object                `json:"items"` // pointers: growing a slice of the large values copied them
+	Spec        objectSpec               `json:"spec"`
+	Status      objectStatus             `json:"status"`
+	AddressType discovery.AddressType    `json:"addressType"`
+	Endpoints   []discovery.Endpoint     `json:"endpoints"`
+	Ports       []discovery.EndpointPort `json:"ports"`
+}
+
+// objectSpec is a Service's or a Node's spec (their fields' names differ).
+type objectSpec struct {
+	v1.ServiceSpec
+	v1.NodeSpec
+}
+
+// objectStatus is what nftproxy reads of a Service's or a Node's status.
+type objectStatus struct {
+	LoadBalancer v1.LoadBalancerStatus `json:"loadBalancer"`
+	Addresses    []v1.NodeAddress      `json:"addresses"`
 }
 
 // objectMeta is the part of metadata the model reads.
@@ -43,12 +61,14 @@ type objectMeta struct {
 	} `json:"annotations"`
 }
 
-func (m *objectMeta) objectMeta() metav1.ObjectMeta {
+// objectMeta returns m as metadata; namespaced objects without a namespace
+// are in "default".
+func (m *objectMeta) objectMeta(namespaced bool) metav1.ObjectMeta {
 	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Labels: m.Labels}
 	if m.Annotations.TriggerTime != nil {
 		out.Annotations = map[string]string{model.TriggerTimeAnnotation: *m.Annotations.TriggerTime}
 	}
-	if out.Namespace == "" {
+	if out.Namespace == "" && namespaced {
 		out.Namespace = "default"
 	}
 	return out
@@ -76,48 +96,92 @@ func (o *Objects) add(doc json.RawMessage, where string) error {
 		// names it.
 		return o.addTyped(doc, where)
 	}
+	return o.addObject(&obj, where)
+}
+
+// addObject keeps a decoded object (or a List's items).
+func (o *Objects) addObject(obj *object, where string) error {
 	if obj.Kind == "" {
 		return fmt.Errorf("%s: field kind: missing", where)
 	}
 	if strings.HasSuffix(obj.Kind, "List") {
 		for i, item := range obj.Items {
-			if err := o.add(item, fmt.Sprintf("%s, items[%d]", where, i)); err != nil {
+			if item == nil {
+				continue // null, as encoding/json leaves it
+			}
+			if err := o.addObject(item, fmt.Sprintf("%s, items[%d]", where, i)); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	if obj.Metadata.Name == "" || obj.Kind == "Node" {
-		return o.addTyped(doc, where)
+	if obj.Metadata.Name == "" {
+		return fmt.Errorf("%s: field metadata.name: missing", ident(obj, where))
 	}
+	tm := metav1.TypeMeta{Kind: obj.Kind, APIVersion: obj.APIVersion}
 	switch {
 	case obj.Kind == "Service" && obj.APIVersion == "v1":
-		svc := &v1.Service{TypeMeta: metav1.TypeMeta{Kind: obj.Kind, APIVersion: obj.APIVersion}, ObjectMeta: obj.Metadata.objectMeta()}
-		if err := o.decodePart(obj.Spec, "spec", &svc.Spec); err != nil {
-			return fmt.Errorf("%s: %w", ident(&obj, where), err)
-		}
-		if err := o.decodePart(obj.Status, "status", &svc.Status); err != nil {
-			return fmt.Errorf("%s: %w", ident(&obj, where), err)
-		}
+		svc := &v1.Service{TypeMeta: tm, ObjectMeta: obj.Metadata.objectMeta(true), Spec: obj.Spec.ServiceSpec,
+			Status: v1.ServiceStatus{LoadBalancer: obj.Status.LoadBalancer}}
 		o.Services = append(o.Services, o.trim.Service(svc))
 	case obj.Kind == "EndpointSlice" && obj.APIVersion == "discovery.k8s.io/v1":
-		sl := &discovery.EndpointSlice{TypeMeta: metav1.TypeMeta{Kind: obj.Kind, APIVersion: obj.APIVersion}, ObjectMeta: obj.Metadata.objectMeta()}
-		for _, part := range []struct {
-			raw  json.RawMessage
-			name string
-			into any
-		}{{obj.AddressType, "addressType", &sl.AddressType}, {obj.Endpoints, "endpoints", &sl.Endpoints}, {obj.Ports, "ports", &sl.Ports}} {
-			if err := o.decodePart(part.raw, part.name, part.into); err != nil {
-				return fmt.Errorf("%s: %w", ident(&obj, where), err)
-			}
-		}
+		sl := &discovery.EndpointSlice{TypeMeta: tm, ObjectMeta: obj.Metadata.objectMeta(true),
+			AddressType: obj.AddressType, Endpoints: obj.Endpoints, Ports: obj.Ports}
 		o.EndpointSlices = append(o.EndpointSlices, o.trim.EndpointSlice(sl))
-	case obj.Kind == "Service" || obj.Kind == "EndpointSlice":
-		return fmt.Errorf("%s: field apiVersion: unsupported %q", ident(&obj, where), obj.APIVersion)
+	case obj.Kind == "Node" && obj.APIVersion == "v1":
+		// What nftproxy reads of its Node: labels, pod CIDRs, taints,
+		// addresses.
+		o.Nodes = append(o.Nodes, &v1.Node{TypeMeta: tm, ObjectMeta: obj.Metadata.objectMeta(false), Spec: obj.Spec.NodeSpec,
+			Status: v1.NodeStatus{Addresses: obj.Status.Addresses}})
+	case obj.Kind == "Service" || obj.Kind == "EndpointSlice" || obj.Kind == "Node":
+		return fmt.Errorf("%s: field apiVersion: unsupported %q", ident(obj, where), obj.APIVersion)
 	default:
 		o.Ignored[obj.Kind]++
 	}
 	return nil
+}
+
+// addJSON decodes a stream of JSON documents (objects, Lists, arrays) in
+// one pass and keeps them; ok is false, with nothing kept, when the stream
+// does not decode so (invalid JSON, a field of a wrong type), for
+// eachDocument's slower way to say where.
+func (o *Objects) addJSON(data []byte) (ok bool, err error) {
+	type document struct {
+		obj   object
+		where string
+	}
+	var docs []document
+	iter := jsoniter.ParseBytes(o.json, data)
+	for n := 1; ; n++ {
+		next := iter.WhatIsNext()
+		if errors.Is(iter.Error, io.EOF) {
+			break
+		}
+		if iter.Error != nil || next == jsoniter.InvalidValue || next == jsoniter.NilValue {
+			return false, nil
+		}
+		if next == jsoniter.ArrayValue {
+			i := 0
+			iter.ReadArrayCB(func(it *jsoniter.Iterator) bool {
+				docs = append(docs, document{where: fmt.Sprintf("document %d, items[%d]", n, i)})
+				it.ReadVal(&docs[len(docs)-1].obj)
+				i++
+				return it.Error == nil
+			})
+		} else {
+			docs = append(docs, document{where: fmt.Sprintf("document %d", n)})
+			iter.ReadVal(&docs[len(docs)-1].obj)
+		}
+		if iter.Error != nil && !errors.Is(iter.Error, io.EOF) {
+			return false, nil
+		}
+	}
+	for i := range docs {
+		if err := o.addObject(&docs[i].obj, docs[i].where); err != nil {
+			return true, err
+		}
+	}
+	return true, nil
 }
 
 // ident names an object in an error: "Service ns/web (document 1)".
@@ -127,30 +191,6 @@ func ident(obj *object, where string) string {
 		name = obj.Metadata.Namespace + "/" + name
 	}
 	return fmt.Sprintf("%s %s (%s)", obj.Kind, name, where)
-}
-
-// decodePart decodes the field called name of an object (nothing if it is
-// absent) into out, naming the field of an error from the object's top.
-func (o *Objects) decodePart(raw json.RawMessage, name string, out any) error {
-	if raw == nil {
-		return nil
-	}
-	if o.json.Unmarshal(raw, out) == nil {
-		return nil
-	}
-	// The reference decoder names the field that is wrong.
-	if err := json.Unmarshal(raw, out); err != nil {
-		var te *json.UnmarshalTypeError
-		if errors.As(err, &te) {
-			field := name
-			if te.Field != "" {
-				field += "." + te.Field
-			}
-			return fmt.Errorf("field %s: cannot use JSON %s as %s", field, te.Value, te.Type)
-		}
-		return fmt.Errorf("field %s: %w", name, err)
-	}
-	return nil
 }
 
 // addTyped decodes a document whole into its type, the way for Nodes and

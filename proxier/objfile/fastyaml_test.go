@@ -140,6 +140,9 @@ func TestOnePassDecodeMatchesTypedDecode(t *testing.T) {
 		  "endpoints":[{"addresses":["10.0.0.1","10.0.0.9"],"conditions":{"ready":true,"serving":true,"terminating":false},"nodeName":"n1","zone":"z1",
 		  "hints":{"forZones":[{"name":"z1"}],"forNodes":[{"name":"n1"}]},"targetRef":{"kind":"Pod","name":"p"}},{"addresses":["10.0.0.2"]}]}`,
 	}
+	docs = append(docs, `{"apiVersion":"v1","kind":"Node","metadata":{"name":"node-a","labels":{"topology.kubernetes.io/zone":"z1"},"annotations":{"a":"b"}},
+	  "spec":{"podCIDR":"10.244.1.0/24","podCIDRs":["10.244.1.0/24","fd00:1::/64"],"taints":[{"key":"k","effect":"NoSchedule"}],"providerID":"p"},
+	  "status":{"addresses":[{"type":"InternalIP","address":"192.0.2.10"},{"type":"Hostname","address":"node-a"}],"conditions":[{"type":"Ready","status":"True"}]}}`)
 	for _, doc := range docs {
 		one, typed := newTestObjects(), newTestObjects()
 		if err := one.add([]byte(doc), "document 1"); err != nil {
@@ -147,6 +150,18 @@ func TestOnePassDecodeMatchesTypedDecode(t *testing.T) {
 		}
 		if err := typed.addTyped([]byte(doc), "document 1"); err != nil {
 			t.Fatal(err)
+		}
+		// Of a Node, nftproxy reads the labels, pod CIDRs, taints and
+		// addresses.
+		for i, n := range typed.Nodes {
+			if len(one.Nodes) <= i {
+				t.Fatalf("the one-pass decode lost a Node")
+			}
+			got := one.Nodes[i]
+			if got.Name != n.Name || !reflect.DeepEqual(got.Labels, n.Labels) || !reflect.DeepEqual(got.Spec.PodCIDRs, n.Spec.PodCIDRs) ||
+				!reflect.DeepEqual(got.Spec.Taints, n.Spec.Taints) || !reflect.DeepEqual(got.Status.Addresses, n.Status.Addresses) {
+				t.Errorf("Node: one pass %+v, typed %+v", got, n)
+			}
 		}
 		if !reflect.DeepEqual(one.Services, typed.Services) || !reflect.DeepEqual(one.EndpointSlices, typed.EndpointSlices) {
 			a, _ := json.Marshal([]any{one.Services, one.EndpointSlices})

@@ -64,7 +64,17 @@ func Decode(data []byte) (*Objects, error) {
 		return nil, ErrEmpty
 	}
 	objs := &Objects{Ignored: map[string]int{}, trim: model.NewTrimmer(), json: jsoniter.ConfigCompatibleWithStandardLibrary}
-	if err := eachDocument(objs.json, data, objs.add); err != nil {
+	if trimmed := bytes.TrimSpace(data); trimmed[0] == '{' || trimmed[0] == '[' {
+		// JSON: in one pass when it decodes so; otherwise the slower way
+		// below says what and where.
+		if ok, err := objs.addJSON(trimmed); err != nil {
+			return nil, err
+		} else if ok {
+			objs.applyDefaults()
+			return objs, nil
+		}
+	}
+	if err := eachDocument(data, objs.add); err != nil {
 		return nil, err
 	}
 	objs.applyDefaults()
@@ -100,19 +110,10 @@ func (o *Objects) applyDefaults() {
 // block style (what kubectl prints) is split into its items before any is
 // converted, so that only one object's text and tree exist at a time: a
 // 20 MB List is never held as one generic tree.
-func eachDocument(api jsoniter.API, data []byte, fn func(doc json.RawMessage, where string) error) error {
+func eachDocument(data []byte, fn func(doc json.RawMessage, where string) error) error {
 	var yc blockConverter
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) > 0 && (trimmed[0] == '{' || trimmed[0] == '[') {
-		if docs, ok := splitJSON(api, trimmed); ok {
-			for _, d := range docs {
-				if err := fn(d.raw, d.where); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		// Not valid JSON: encoding/json says where.
 		dec := json.NewDecoder(bytes.NewReader(trimmed))
 		for n := 1; ; n++ {
 			var raw json.RawMessage
@@ -166,44 +167,6 @@ func eachDocument(api jsoniter.API, data []byte, fn func(doc json.RawMessage, wh
 		}
 	}
 	return nil
-}
-
-// jsonDocument is one JSON document of a file, or one item of an array.
-type jsonDocument struct {
-	raw   json.RawMessage
-	where string
-}
-
-// splitJSON splits a stream of JSON values into its documents, arrays into
-// their items; ok is false if the stream is not valid JSON.
-func splitJSON(api jsoniter.API, data []byte) (docs []jsonDocument, ok bool) {
-	iter := jsoniter.ParseBytes(api, data)
-	for n := 1; ; n++ {
-		next := iter.WhatIsNext()
-		if errors.Is(iter.Error, io.EOF) {
-			return docs, true
-		}
-		if iter.Error != nil || next == jsoniter.InvalidValue {
-			return nil, false
-		}
-		if next != jsoniter.ArrayValue {
-			raw := iter.SkipAndReturnBytes()
-			if iter.Error != nil && !errors.Is(iter.Error, io.EOF) {
-				return nil, false
-			}
-			docs = append(docs, jsonDocument{raw, fmt.Sprintf("document %d", n)})
-			continue
-		}
-		i := 0
-		iter.ReadArrayCB(func(it *jsoniter.Iterator) bool {
-			docs = append(docs, jsonDocument{it.SkipAndReturnBytes(), fmt.Sprintf("document %d, items[%d]", n, i)})
-			i++
-			return it.Error == nil
-		})
-		if iter.Error != nil && !errors.Is(iter.Error, io.EOF) {
-			return nil, false
-		}
-	}
 }
 
 // listItems splits a YAML document that is a List in block style into the
