@@ -175,3 +175,36 @@ func newTestObjects() *Objects {
 	o, _ := Decode([]byte("apiVersion: v1\nkind: List\nitems: []\n"))
 	return o
 }
+
+// FuzzDecodeJSON: on any input, the one-pass JSON decode and the
+// document-by-document way keep the same objects, or the one-pass decode
+// gives way.
+func FuzzDecodeJSON(f *testing.F) {
+	f.Add(`{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","namespace":"n"},"spec":{"ports":[{"port":80}],"clusterIP":"10.96.0.1"}},null]}`)
+	f.Add(`[{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"a-1","labels":{"kubernetes.io/service-name":"a"}},"addressType":"IPv4","endpoints":[{"addresses":["10.0.0.1"]}],"ports":[{"port":8080}]}] {"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}`)
+	f.Add(`{"kind":"List","items":[{"kind":"Deployment","metadata":{"name":"d"},"spec":{"selector":{"matchLabels":{"a":"b"}}}}]}`)
+	f.Fuzz(func(t *testing.T, doc string) {
+		data := []byte(strings.TrimSpace(doc))
+		if len(data) == 0 || (data[0] != '{' && data[0] != '[') {
+			return
+		}
+		fast := newTestObjects()
+		ok, fastErr := fast.addJSON(data)
+		if !ok {
+			return
+		}
+		slow := newTestObjects()
+		slowErr := eachDocument(data, slow.add)
+		if (fastErr == nil) != (slowErr == nil) {
+			t.Fatalf("one pass: %v, document by document: %v", fastErr, slowErr)
+		}
+		if fastErr != nil {
+			return
+		}
+		if !reflect.DeepEqual(fast.Services, slow.Services) || !reflect.DeepEqual(fast.EndpointSlices, slow.EndpointSlices) || len(fast.Nodes) != len(slow.Nodes) || !reflect.DeepEqual(fast.Ignored, slow.Ignored) {
+			a, _ := json.Marshal(fast)
+			b, _ := json.Marshal(slow)
+			t.Fatalf("one pass %s\ndocument by document %s", a, b)
+		}
+	})
+}
