@@ -180,19 +180,6 @@ func samePlacement(a, b *BaseChain) bool {
 	return a.Type == b.Type && a.Hook == b.Hook && a.Priority == b.Priority
 }
 
-// UsesEndpointMap reports whether a rule of c picks its endpoint from a
-// numgen map.
-func (c *Chain) UsesEndpointMap() bool {
-	for i := range c.Rules {
-		for _, s := range c.Rules[i].Stmts {
-			if _, ok := s.(NumgenVmap); ok {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // EndpointMaps returns the named endpoint maps c's rules read.
 func (c *Chain) EndpointMaps() []string {
 	var out []string

@@ -43,10 +43,8 @@ func (n *Netlink) sendBatch(batch []netlink.Message) error {
 		n.batches = c
 	}
 	c := n.batches
-	for i := range batch {
-		batch[i].Header.Flags &^= netlink.Echo | netlink.Acknowledge
-		batch[i].Header.Sequence, batch[i].Header.PID, batch[i].Header.Length = 0, 0, 0
-	}
+	// No message asks for an echo or an acknowledgement (nftproxy encodes
+	// them all); writeBatch numbers them.
 	last := len(batch) - 2
 	batch[last].Header.Flags |= netlink.Acknowledge
 	if size := batchBytes(batch); size > 0 {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/nftproxy/nftproxy/nftgen"
 )
@@ -139,9 +140,9 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 				Comment:     e.Comment,
 			})
 		}
-		typ := unixNewSetElem
+		typ := unix.NFT_MSG_NEWSETELEM
 		if op.Kind == nftgen.OpDeleteElement {
-			typ = unixDelSetElem
+			typ = unix.NFT_MSG_DELSETELEM
 		}
 		for _, m := range w.objs.elements(typ, &nftables.Set{Name: op.Name}, elems) {
 			w.emit(m)
@@ -192,7 +193,7 @@ func (w *batchWriter) addSet(set *nftables.Set, elems []nftables.SetElement) err
 // addRegularChain adds a chain without a hook (a cold sync adds a million
 // of them).
 func (w *batchWriter) addRegularChain(name string) error {
-	w.emit(chainMessage(w.table.Family, w.table.Name, name, &w.scratch, w.arena))
+	w.emit(w.objs.addRegularChain(name))
 	return nil
 }
 

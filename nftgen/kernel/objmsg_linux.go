@@ -62,9 +62,20 @@ func (e *objEncoder) deleteTable() netlink.Message {
 	return e.finish(unix.NFT_MSG_DELTABLE, 0, e.start().str(unix.NFTA_TABLE_NAME, e.table).u32(unix.NFTA_TABLE_FLAGS, 0))
 }
 
+// chainStart begins a chain message: its table and name.
+func (e *objEncoder) chainStart(name string) wire {
+	return e.start().str(unix.NFTA_CHAIN_TABLE, e.table).str(unix.NFTA_CHAIN_NAME, name)
+}
+
+// addRegularChain declares a chain without a hook (a cold sync declares a
+// million of them).
+func (e *objEncoder) addRegularChain(name string) netlink.Message {
+	return e.finish(unix.NFT_MSG_NEWCHAIN, netlink.Create, e.chainStart(name))
+}
+
 // addBaseChain declares a chain on a hook, with its type and policy.
 func (e *objEncoder) addBaseChain(c *nftables.Chain) netlink.Message {
-	w := e.start().str(unix.NFTA_CHAIN_TABLE, e.table).str(unix.NFTA_CHAIN_NAME, c.Name)
+	w := e.chainStart(c.Name)
 	if c.Hooknum != nil && c.Priority != nil {
 		var at int
 		w, at = w.nest(unix.NFTA_CHAIN_HOOK)
@@ -86,7 +97,7 @@ func (e *objEncoder) flushChain(name string) netlink.Message {
 
 // deleteChain deletes an empty chain nothing jumps to.
 func (e *objEncoder) deleteChain(name string) netlink.Message {
-	return e.finish(unix.NFT_MSG_DELCHAIN, 0, e.start().str(unix.NFTA_CHAIN_TABLE, e.table).str(unix.NFTA_CHAIN_NAME, name))
+	return e.finish(unix.NFT_MSG_DELCHAIN, 0, e.chainStart(name))
 }
 
 // deleteSet deletes a set or map with its elements.
@@ -204,9 +215,3 @@ func appendElement(w wire, i uint16, el *nftables.SetElement) wire {
 	}
 	return w.end(at)
 }
-
-// The element message types.
-const (
-	unixNewSetElem = unix.NFT_MSG_NEWSETELEM
-	unixDelSetElem = unix.NFT_MSG_DELSETELEM
-)

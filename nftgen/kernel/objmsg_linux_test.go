@@ -11,6 +11,7 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // libraryMessages returns what google/nftables' Conn sends for the
@@ -115,12 +116,12 @@ func TestObjectMessagesMatchLibrary(t *testing.T) {
 			{"add elements", func(c *nftables.Conn) error {
 				return c.SetAddElements(&nftables.Set{Table: table, Name: "service-ips"}, few)
 			}, func(e *objEncoder) ([]netlink.Message, error) {
-				return e.elements(unixNewSetElem, &nftables.Set{Name: "service-ips"}, few), nil
+				return e.elements(unix.NFT_MSG_NEWSETELEM, &nftables.Set{Name: "service-ips"}, few), nil
 			}},
 			{"delete elements", func(c *nftables.Conn) error {
 				return c.SetDeleteElements(&nftables.Set{Table: table, Name: "service-ips"}, few)
 			}, func(e *objEncoder) ([]netlink.Message, error) {
-				return e.elements(unixDelSetElem, &nftables.Set{Name: "service-ips"}, few), nil
+				return e.elements(unix.NFT_MSG_DELSETELEM, &nftables.Set{Name: "service-ips"}, few), nil
 			}},
 		}
 		for name, set := range sets {

@@ -209,8 +209,8 @@ func TestChainMessageMatchesTheLibrary(t *testing.T) {
 			if err := c.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			var scratch []byte
-			own := chainMessage(fam, nftgen.TableName, name, &scratch, nil)
+			enc := &objEncoder{family: fam, table: nftgen.TableName, arena: &arena{pool: &blockPool{}}}
+			own := enc.addRegularChain(name)
 			if len(lib) != 1 {
 				t.Fatalf("library wrote %d chain messages", len(lib))
 			}

@@ -74,19 +74,6 @@ func ruleMessage(fam nftables.TableFamily, table, chain string, exprs []expr.Any
 	}, nil
 }
 
-// chainMessage encodes a NEWCHAIN of a regular chain (no hook), as
-// google/nftables' AddChain writes it, built in scratch and kept in a.
-func chainMessage(fam nftables.TableFamily, table, chain string, scratch *[]byte, a *arena) netlink.Message {
-	b := append((*scratch)[:0], byte(fam), unix.NFNETLINK_V0, 0, 0)
-	b = appendString(b, unix.NFTA_CHAIN_TABLE, table)
-	b = appendString(b, unix.NFTA_CHAIN_NAME, chain)
-	*scratch = b
-	return netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWCHAIN), Flags: netlink.Request | netlink.Create},
-		Data:   a.copyOf(b),
-	}
-}
-
 // batchMessage is the begin or end message of an nf_tables batch.
 func batchMessage(typ uint16) netlink.Message {
 	return netlink.Message{
