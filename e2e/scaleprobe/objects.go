@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,7 +30,7 @@ func writeObjects(path string, n, endpoints int) error {
 	if err != nil {
 		return fmt.Errorf("objects: %w", err)
 	}
-	if len(path) < 5 || path[len(path)-5:] != ".json" {
+	if !strings.HasSuffix(path, ".json") {
 		if out, err = yaml.JSONToYAML(out); err != nil {
 			return fmt.Errorf("objects: %w", err)
 		}

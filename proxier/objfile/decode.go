@@ -85,6 +85,48 @@ type header struct {
 	} `json:"metadata"`
 }
 
+// readKind is what nftproxy does with an object of a kind and API version.
+type readKind int
+
+const (
+	// ignoredKind is any other kind: counted, not read.
+	ignoredKind readKind = iota
+	serviceKind
+	sliceKind
+	nodeKind
+	// unsupportedVersion is a kind nftproxy reads in an API version it
+	// does not.
+	unsupportedVersion
+)
+
+// kindOf decides, once for both decoders, what an object is to nftproxy.
+func kindOf(kind, apiVersion string) readKind {
+	var k readKind
+	want := "v1"
+	switch kind {
+	case "Service":
+		k = serviceKind
+	case "Node":
+		k = nodeKind
+	case "EndpointSlice":
+		k, want = sliceKind, "discovery.k8s.io/v1"
+	default:
+		return ignoredKind
+	}
+	if apiVersion != want {
+		return unsupportedVersion
+	}
+	return k
+}
+
+// ident names an object in an error: "Service ns/web (document 1)".
+func ident(kind, namespace, name, where string) string {
+	if namespace != "" {
+		name = namespace + "/" + name
+	}
+	return fmt.Sprintf("%s %s (%s)", kind, name, where)
+}
+
 // add decodes one document (or List item) at where and keeps it.
 func (o *Objects) add(doc json.RawMessage, where string) error {
 	if string(bytes.TrimSpace(doc)) == "null" {
@@ -115,26 +157,28 @@ func (o *Objects) addObject(obj *object, where string) error {
 		}
 		return nil
 	}
+	// Named only for an error: most objects need no name built.
+	id := func() string { return ident(obj.Kind, obj.Metadata.Namespace, obj.Metadata.Name, where) }
 	if obj.Metadata.Name == "" {
-		return fmt.Errorf("%s: field metadata.name: missing", ident(obj, where))
+		return fmt.Errorf("%s: field metadata.name: missing", id())
 	}
 	tm := metav1.TypeMeta{Kind: obj.Kind, APIVersion: obj.APIVersion}
-	switch {
-	case obj.Kind == "Service" && obj.APIVersion == "v1":
+	switch kindOf(obj.Kind, obj.APIVersion) {
+	case serviceKind:
 		svc := &v1.Service{TypeMeta: tm, ObjectMeta: obj.Metadata.objectMeta(true), Spec: obj.Spec.ServiceSpec,
 			Status: v1.ServiceStatus{LoadBalancer: obj.Status.LoadBalancer}}
 		o.Services = append(o.Services, o.trim.Service(svc))
-	case obj.Kind == "EndpointSlice" && obj.APIVersion == "discovery.k8s.io/v1":
+	case sliceKind:
 		sl := &discovery.EndpointSlice{TypeMeta: tm, ObjectMeta: obj.Metadata.objectMeta(true),
 			AddressType: obj.AddressType, Endpoints: obj.Endpoints, Ports: obj.Ports}
 		o.EndpointSlices = append(o.EndpointSlices, o.trim.EndpointSlice(sl))
-	case obj.Kind == "Node" && obj.APIVersion == "v1":
+	case nodeKind:
 		// What nftproxy reads of its Node: labels, pod CIDRs, taints,
 		// addresses.
 		o.Nodes = append(o.Nodes, &v1.Node{TypeMeta: tm, ObjectMeta: obj.Metadata.objectMeta(false), Spec: obj.Spec.NodeSpec,
 			Status: v1.NodeStatus{Addresses: obj.Status.Addresses}})
-	case obj.Kind == "Service" || obj.Kind == "EndpointSlice" || obj.Kind == "Node":
-		return fmt.Errorf("%s: field apiVersion: unsupported %q", ident(obj, where), obj.APIVersion)
+	case unsupportedVersion:
+		return fmt.Errorf("%s: field apiVersion: unsupported %q", id(), obj.APIVersion)
 	default:
 		o.Ignored[obj.Kind]++
 	}
@@ -184,18 +228,8 @@ func (o *Objects) addJSON(data []byte) (ok bool, err error) {
 	return true, nil
 }
 
-// ident names an object in an error: "Service ns/web (document 1)".
-func ident(obj *object, where string) string {
-	name := obj.Metadata.Name
-	if obj.Metadata.Namespace != "" {
-		name = obj.Metadata.Namespace + "/" + name
-	}
-	return fmt.Sprintf("%s %s (%s)", obj.Kind, name, where)
-}
-
-// addTyped decodes a document whole into its type, the way for Nodes and
-// for documents whose one-pass decode failed: its errors name the object
-// and the field.
+// addTyped decodes a document whole into its type, the way for documents
+// whose one-pass decode failed: its errors name the object and the field.
 func (o *Objects) addTyped(doc json.RawMessage, where string) error {
 	if string(bytes.TrimSpace(doc)) == "null" {
 		return nil
@@ -215,41 +249,37 @@ func (o *Objects) addTyped(doc json.RawMessage, where string) error {
 		}
 		return nil
 	}
-	name := h.Metadata.Name
-	if h.Metadata.Namespace != "" {
-		name = h.Metadata.Namespace + "/" + name
-	}
-	ident := fmt.Sprintf("%s %s (%s)", h.Kind, name, where)
+	id := ident(h.Kind, h.Metadata.Namespace, h.Metadata.Name, where)
 	if h.Metadata.Name == "" {
-		return fmt.Errorf("%s: field metadata.name: missing", ident)
+		return fmt.Errorf("%s: field metadata.name: missing", id)
 	}
-	switch {
-	case h.Kind == "Service" && h.APIVersion == "v1":
+	switch kindOf(h.Kind, h.APIVersion) {
+	case serviceKind:
 		var svc v1.Service
 		if err := decodeStrictTypes(doc, &svc); err != nil {
-			return fmt.Errorf("%s: %w", ident, err)
+			return fmt.Errorf("%s: %w", id, err)
 		}
 		if svc.Namespace == "" {
 			svc.Namespace = "default"
 		}
 		o.Services = append(o.Services, o.trim.Service(&svc))
-	case h.Kind == "EndpointSlice" && h.APIVersion == "discovery.k8s.io/v1":
+	case sliceKind:
 		var slice discovery.EndpointSlice
 		if err := decodeStrictTypes(doc, &slice); err != nil {
-			return fmt.Errorf("%s: %w", ident, err)
+			return fmt.Errorf("%s: %w", id, err)
 		}
 		if slice.Namespace == "" {
 			slice.Namespace = "default"
 		}
 		o.EndpointSlices = append(o.EndpointSlices, o.trim.EndpointSlice(&slice))
-	case h.Kind == "Node" && h.APIVersion == "v1":
+	case nodeKind:
 		var node v1.Node
 		if err := decodeStrictTypes(doc, &node); err != nil {
-			return fmt.Errorf("%s: %w", ident, err)
+			return fmt.Errorf("%s: %w", id, err)
 		}
 		o.Nodes = append(o.Nodes, &node)
-	case h.Kind == "Service" || h.Kind == "EndpointSlice" || h.Kind == "Node":
-		return fmt.Errorf("%s: field apiVersion: unsupported %q", ident, h.APIVersion)
+	case unsupportedVersion:
+		return fmt.Errorf("%s: field apiVersion: unsupported %q", id, h.APIVersion)
 	default:
 		o.Ignored[h.Kind]++
 	}

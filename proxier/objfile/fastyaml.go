@@ -12,14 +12,14 @@ import (
 // indentation, scalars plain or quoted, long strings as literal blocks.
 // Converting that with a general YAML library (a token stream, a generic
 // tree, then JSON) took three quarters of reading a large objects file.
-// fastYAMLToJSON converts that style straight to JSON text, line by line,
+// toJSON converts that style straight to JSON text, line by line,
 // and gives up (errNotPlainBlock) on anything else: flow collections that
 // are not empty, anchors, aliases, tags, folded or indented blocks,
 // multi-line scalars, tabs, duplicate keys, plain scalars it cannot type
 // exactly as the library would. A document it gives up on is converted by
 // sigs.k8s.io/yaml, which stays the reference: FuzzFastYAML compares the two.
 
-// errNotPlainBlock is fastYAMLToJSON giving up on a document.
+// errNotPlainBlock is toJSON giving up on a document.
 var errNotPlainBlock = errors.New("not plain block YAML")
 
 // yamlToJSON converts one YAML document to JSON with c: the fast way when
@@ -53,12 +53,6 @@ type blockConverter struct {
 	// unterminated is set when the document's last line has no line
 	// break (a literal block that ends there ends without one).
 	unterminated bool
-}
-
-// fastYAMLToJSON converts a document in kubectl's block style to JSON.
-func fastYAMLToJSON(doc []byte) ([]byte, error) {
-	var c blockConverter
-	return c.toJSON(string(doc))
 }
 
 // toJSON converts a document in kubectl's block style to JSON; the result

@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The scalars and keys of kubectl's block style (see fastYAMLToJSON).
+// The scalars and keys of kubectl's block style (see blockConverter.toJSON).
 
 // plainKey reports whether a plain key is a string that YAML reads as
 // itself (not a number, a boolean, null, or special syntax).

@@ -14,7 +14,8 @@ import (
 // the fast one converted.
 func sameAsReference(t *testing.T, doc string) bool {
 	t.Helper()
-	fast, err := fastYAMLToJSON([]byte(doc))
+	var c blockConverter
+	fast, err := c.toJSON(doc)
 	if err != nil {
 		return false
 	}
