@@ -77,11 +77,8 @@ func (a *Applied) Summarize(f *Fragment) *FragmentSummary {
 	}
 	s := &FragmentSummary{Chains: make([]ChainDigest, len(f.Chains)), Sets: slices.Clip(slices.Clone(f.Sets))}
 	for i, c := range f.Chains {
-		s.Chains[i] = ChainDigest{Name: c.Name, Digest: a.digest(c)}
+		s.Chains[i] = ChainDigest{Name: c.Name, Digest: a.digestRecording(c, s)}
 		s.Rules += len(c.Rules)
-		for _, m := range c.EndpointMaps() {
-			s.EndpointMaps = append(s.EndpointMaps, ChainMap{Chain: c.Name, Map: m})
-		}
 	}
 	s.SetElements(f)
 	return s
@@ -169,7 +166,11 @@ func (s *FragmentSummary) Objects() ObjectCounts {
 }
 
 // digest hashes a chain's hook and rules.
-func (a *Applied) digest(c *Chain) uint64 {
+func (a *Applied) digest(c *Chain) uint64 { return a.digestRecording(c, nil) }
+
+// digestRecording is digest, recording in s (if not nil) the endpoint maps
+// c's rules read, in the same walk.
+func (a *Applied) digestRecording(c *Chain, s *FragmentSummary) uint64 {
 	var h maphash.Hash
 	h.SetSeed(a.seed)
 	if c.Base != nil {
@@ -178,8 +179,11 @@ func (a *Applied) digest(c *Chain) uint64 {
 	for i := range c.Rules {
 		r := &c.Rules[i]
 		maphash.WriteComparable(&h, len(r.Stmts))
-		for _, s := range r.Stmts {
-			if v, ok := s.(NumgenVmap); ok {
+		for _, st := range r.Stmts {
+			if v, ok := st.(NumgenVmap); ok {
+				if s != nil && v.Map != "" {
+					s.EndpointMaps = append(s.EndpointMaps, ChainMap{Chain: c.Name, Map: v.Map})
+				}
 				// The one statement with slices, not comparable as a value.
 				h.WriteByte(1)
 				writeStrings(&h, []string{v.Map})
@@ -188,7 +192,7 @@ func (a *Applied) digest(c *Chain) uint64 {
 				continue
 			}
 			h.WriteByte(0)
-			maphash.WriteComparable(&h, s)
+			maphash.WriteComparable(&h, st)
 		}
 		writeStrings(&h, []string{r.Comment})
 	}
