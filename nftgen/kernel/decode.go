@@ -28,7 +28,9 @@ type exprDecoder struct {
 
 // decode returns the statements of one rule.
 func (d *exprDecoder) decode(exprs []expr.Any) []nftgen.Stmt {
-	var out []nftgen.Stmt
+	// A statement takes two or three expressions; most rules are read
+	// without growing this.
+	out := make([]nftgen.Stmt, 0, len(exprs)/2+1)
 	for i := 0; i < len(exprs); {
 		s, n := d.match(exprs[i:])
 		if n == 0 {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -96,7 +97,7 @@ func (n *Netlink) tableChains(table *nftables.Table) ([]*nftables.Chain, error) 
 
 // chainRules dumps the rules of the named chains of table, one dump per
 // chain, and gives each rule of chains[i] to each(i, r) as it arrives (r
-// points into the receive buffer: only valid during the call). each is
+// and what it points to are only valid during the call). each is
 // called from several goroutines, never at once for one chain. The kernel
 // finds a chain named in a rule dump through its hash, so one dump per
 // chain costs what the chain holds; a dump of the whole table restarts its
@@ -111,15 +112,19 @@ func (n *Netlink) chainRules(table *nftables.Table, chains []string, each func(i
 		}
 	}
 	newRule := netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE)
+	// Each rule is parsed into a parsedRule taken from scratch and given
+	// back after each: a listing parses millions of rules.
+	scratch := sync.Pool{New: func() any { return new(parsedRule) }}
 	err := n.requestEach(unix.NFT_MSG_GETRULE, netlink.Request|netlink.Dump, table.Family, requests, nil, nil, func(i int, h netlink.Header, data []byte) error {
 		if h.Type != newRule {
 			return nil
 		}
-		r, err := parseRuleMsg(data)
-		if err != nil {
+		r := scratch.Get().(*parsedRule)
+		defer scratch.Put(r)
+		if err := parseRuleMsg(data, r); err != nil {
 			return fmt.Errorf("decode rule of %s: %w", chains[i], err)
 		}
-		return each(i, &r)
+		return each(i, r)
 	})
 	if err != nil {
 		return fmt.Errorf("dump rules: %w", err)

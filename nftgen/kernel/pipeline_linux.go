@@ -138,24 +138,29 @@ type pipeline struct {
 	skip  func(error) bool
 	sink  answerSink
 	buf   []byte
+	// msg is the send buffer and open the requests not yet answered,
+	// both reused from window to window.
+	msg  []byte
+	open map[uint32]bool
 }
 
 // exchange sends the requests numbered w in one sendmsg and reads until
 // each is answered. It returns the ones the kernel refused as busy.
 func (p *pipeline) exchange(w []int, bodies [][]byte) (busy []int, err error) {
-	var msg []byte
+	msg := p.msg[:0]
 	for _, i := range w {
 		body := bodies[i]
-		h := make([]byte, nlmsgHeaderLen)
+		var h [nlmsgHeaderLen]byte
 		binary.NativeEndian.PutUint32(h[0:], uint32(nlmsgHeaderLen+len(body)))
 		binary.NativeEndian.PutUint16(h[4:], p.typ)
 		binary.NativeEndian.PutUint16(h[6:], p.flags)
 		binary.NativeEndian.PutUint32(h[8:], uint32(i+1))
-		msg = append(append(msg, h...), body...)
+		msg = append(append(msg, h[:]...), body...)
 		for len(msg)%4 != 0 {
 			msg = append(msg, 0)
 		}
 	}
+	p.msg = msg
 	var sendErr error
 	if err := p.rc.Write(func(fd uintptr) bool {
 		sendErr = unix.Sendto(int(fd), msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
@@ -163,7 +168,11 @@ func (p *pipeline) exchange(w []int, bodies [][]byte) (busy []int, err error) {
 	}); err != nil || sendErr != nil {
 		return nil, fmt.Errorf("send %d requests: %w", len(w), errors.Join(err, sendErr))
 	}
-	open := map[uint32]bool{}
+	if p.open == nil {
+		p.open = map[uint32]bool{}
+	}
+	open := p.open
+	clear(open)
 	for _, i := range w {
 		open[uint32(i+1)] = true
 	}
@@ -175,7 +184,9 @@ func (p *pipeline) exchange(w []int, bodies [][]byte) (busy []int, err error) {
 		var got int
 		var recvErr error
 		if err := p.rc.Read(func(fd uintptr) bool {
-			got, _, recvErr = unix.Recvfrom(int(fd), p.buf, 0)
+			// read(2), not recvfrom: the sender is always the kernel,
+			// and its address would be allocated for every answer.
+			got, recvErr = unix.Read(int(fd), p.buf)
 			return recvErr != unix.EAGAIN
 		}); err != nil {
 			return nil, fmt.Errorf("answers to %d requests (%d open): %w", len(w), len(open), err)

@@ -22,9 +22,10 @@ import (
 // nftproxy writes, and keeps the kernel's name of any other kind so that
 // the rule shows it (Unknown) instead of losing it.
 
-// parsedRule is one rule message.
+// parsedRule is one rule message; chain, userData and unknown
+// expressions' data point into the receive buffer.
 type parsedRule struct {
-	chain    string
+	chain    []byte
 	handle   uint64
 	userData []byte
 	exprs    []ruleExpr
@@ -45,7 +46,7 @@ type ruleExpr struct {
 // read as Unknown in its place.
 func (d *exprDecoder) decodeRule(exprs []ruleExpr) []nftgen.Stmt {
 	var out []nftgen.Stmt
-	var run []expr.Any
+	run := make([]expr.Any, 0, len(exprs))
 	for _, x := range exprs {
 		if x.e != nil {
 			run = append(run, x.e)
@@ -54,6 +55,10 @@ func (d *exprDecoder) decodeRule(exprs []ruleExpr) []nftgen.Stmt {
 		out = append(out, d.decode(run)...)
 		run = run[:0]
 		out = append(out, nftgen.Unknown{Desc: x.unknown + " expression"})
+	}
+	if out == nil {
+		// Every expression known: the usual case, without a copy.
+		return d.decode(run)
 	}
 	return append(out, d.decode(run)...)
 }
@@ -110,35 +115,36 @@ func dataValue(v []byte) []byte {
 }
 
 // parseRuleMsg decodes the payload of a NEWRULE message (after the 4-byte
-// nfgenmsg header).
-func parseRuleMsg(data []byte) (parsedRule, error) {
-	var r parsedRule
+// nfgenmsg header) into r, whose expression slice is reused: a caller
+// decoding many rules one after another keeps one parsedRule.
+func parseRuleMsg(data []byte, r *parsedRule) error {
+	*r = parsedRule{exprs: r.exprs[:0]}
 	if len(data) < 4 {
-		return r, errMalformed
+		return errMalformed
 	}
 	a := attrs{b: data[4:]}
 	for typ, v, ok := a.next(); ok; typ, v, ok = a.next() {
 		switch typ {
 		case unix.NFTA_RULE_CHAIN:
-			r.chain = cstring(v)
+			r.chain = bytes.TrimRight(v, "\x00")
 		case unix.NFTA_RULE_HANDLE:
 			r.handle = be64(v)
 		case unix.NFTA_RULE_USERDATA:
 			r.userData = v
 		case unix.NFTA_RULE_EXPRESSIONS:
-			exprs, err := parseExprList(v)
-			if err != nil {
-				return r, err
-			}
+			exprs, err := parseExprList(v, r.exprs)
 			r.exprs = exprs
+			if err != nil {
+				return err
+			}
 		}
 	}
-	return r, a.err
+	return a.err
 }
 
-// parseExprList decodes a list of NFTA_LIST_ELEM expressions.
-func parseExprList(v []byte) ([]ruleExpr, error) {
-	var out []ruleExpr
+// parseExprList decodes a list of NFTA_LIST_ELEM expressions, appended to
+// out.
+func parseExprList(v []byte, out []ruleExpr) ([]ruleExpr, error) {
 	list := attrs{b: v}
 	for typ, elem, ok := list.next(); ok; typ, elem, ok = list.next() {
 		if typ != unix.NFTA_LIST_ELEM {

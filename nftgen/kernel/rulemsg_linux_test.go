@@ -62,8 +62,8 @@ func TestRuleDecoderMatchesTheLibrary(t *testing.T) {
 		}
 		kinds := map[string]bool{}
 		for i, m := range msgs {
-			got, err := parseRuleMsg(m.Data)
-			if err != nil {
+			var got parsedRule
+			if err := parseRuleMsg(m.Data, &got); err != nil {
 				t.Fatalf("%s rule %d: %v", fam, i, err)
 			}
 			var exprs []expr.Any
@@ -75,7 +75,7 @@ func TestRuleDecoderMatchesTheLibrary(t *testing.T) {
 				exprs = append(exprs, x.e)
 				kinds[reflect.TypeOf(x.e).Elem().Name()] = true
 			}
-			if got.chain != want[i].Chain.Name || string(got.userData) != string(want[i].UserData) {
+			if string(got.chain) != want[i].Chain.Name || string(got.userData) != string(want[i].UserData) {
 				t.Errorf("%s rule %d: chain %q userdata %q, library %q %q", fam, i, got.chain, got.userData, want[i].Chain.Name, want[i].UserData)
 			}
 			if (len(exprs) > 0 || len(want[i].Exprs) > 0) && !reflect.DeepEqual(exprs, want[i].Exprs) {
@@ -99,14 +99,22 @@ func TestRuleDecoderKeepsForeignExpressions(t *testing.T) {
 		{Type: unix.NFTA_RULE_CHAIN, Data: []byte("KUBE-SERVICES\x00")},
 		{Type: unix.NLA_F_NESTED | unix.NFTA_RULE_EXPRESSIONS, Data: list},
 	})
-	r, err := parseRuleMsg(append([]byte{2, 0, 0, 0}, body...))
-	if err != nil {
+	var r parsedRule
+	if err := parseRuleMsg(append([]byte{2, 0, 0, 0}, body...), &r); err != nil {
 		t.Fatal(err)
 	}
 	if len(r.exprs) != 3 || r.exprs[0].e == nil || r.exprs[1].unknown != "frobnicate" || r.exprs[2].unknown != "log" {
 		t.Errorf("expressions %+v, want counter, then frobnicate and log by name", r.exprs)
 	}
-	if _, err := parseRuleMsg([]byte{2, 0, 0, 0, 200, 0, 1, 0}); err == nil {
+	// The parsedRule is reused: a second rule replaces what the first left.
+	short, _ := netlink.MarshalAttributes([]netlink.Attribute{{Type: unix.NFTA_RULE_HANDLE, Data: []byte{0, 0, 0, 0, 0, 0, 0, 7}}})
+	if err := parseRuleMsg(append([]byte{2, 0, 0, 0}, short...), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.exprs) != 0 || r.chain != nil || r.handle != 7 {
+		t.Errorf("second rule parsed into the first's parsedRule: %+v", r)
+	}
+	if err := parseRuleMsg([]byte{2, 0, 0, 0, 200, 0, 1, 0}, &r); err == nil {
 		t.Error("a truncated attribute decoded without an error")
 	}
 }
