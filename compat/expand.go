@@ -101,7 +101,7 @@ func (b *builder) expandNumgen(table, chain string, s nftgen.NumgenVmap, comment
 
 // endpointOf returns "IP:port" of an endpoint chain, from its DNAT rule.
 func (b *builder) endpointOf(sep string) string {
-	if c := b.st.Chain(sep); c != nil {
+	if c := b.index.chain(sep); c != nil {
 		for _, r := range c.Rules {
 			for _, s := range r.Stmts {
 				if d, ok := s.(nftgen.DNAT); ok {

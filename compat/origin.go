@@ -42,7 +42,7 @@ func TargetKey(i int) string { return fmt.Sprintf("#%d", i) }
 // nftables rule, map element and random target became. An object that
 // the view cannot express has no lines.
 func Origins(st *nftgen.TableState) map[Origin][]Line {
-	b := newBuilder(st)
+	b := newBuilder(st, chainCount(st))
 	b.origins = map[Origin][]Line{}
 	if st != nil {
 		b.build()

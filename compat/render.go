@@ -7,7 +7,7 @@ package compat
 import (
 	"fmt"
 	"net/netip"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/nftproxy/nftproxy/nftgen"
@@ -65,41 +65,45 @@ var tableOrder = []string{"nat", "filter", "mangle"}
 // Build converts one family's table into kube-proxy's iptables tables. A
 // nil state (no table in the kernel) gives empty tables.
 func Build(st *nftgen.TableState) []*Table {
-	b := newBuilder(st)
+	b := newBuilder(st, chainCount(st))
 	if st != nil {
 		b.build()
 	}
+	return b.finish()
+}
+
+// finish lists each table's chains: the built-in ones first, then the
+// canary, every chain that has rules and every declared chain, sorted.
+func (b *builder) finish() []*Table {
 	var out []*Table
 	for _, name := range tableOrder {
 		t := b.tables[name]
-		user := []string{canary}
+		user := make([]string, 0, len(t.Rules)+len(b.emptyChains[name])+1)
+		user = append(user, canary)
 		for c := range t.Rules {
-			if !t.Builtin[c] && c != canary {
+			if !t.Builtin[c] {
 				user = append(user, c)
 			}
 		}
-		seen := make(map[string]bool, len(user))
-		for _, c := range user {
-			seen[c] = true
-		}
-		for _, c := range b.emptyChains[name] {
-			if !seen[c] {
-				seen[c] = true
-				user = append(user, c)
-			}
-		}
-		sort.Strings(user)
+		user = append(user, b.emptyChains[name]...)
+		slices.Sort(user)
+		user = slices.Compact(user)
 		t.Chains = append(append([]string(nil), builtins[name]...), user...)
 		out = append(out, t)
 	}
 	return out
 }
 
-// newBuilder starts the view of st with kube-proxy's empty tables.
-func newBuilder(st *nftgen.TableState) *builder {
-	b := &builder{st: st, tables: map[string]*Table{}}
+// newBuilder starts the view of st with kube-proxy's empty tables, with
+// room for about chains chains in the nat table (where nearly all are).
+func newBuilder(st *nftgen.TableState, chains int) *builder {
+	b := &builder{st: st, tables: map[string]*Table{}, index: &index{st: st}}
 	for _, name := range tableOrder {
-		t := &Table{Name: name, Builtin: map[string]bool{}, Rules: map[string][]string{}}
+		size := 0
+		if name == "nat" {
+			size = chains
+		}
+		t := &Table{Name: name, Builtin: map[string]bool{}, Rules: make(map[string][]string, size)}
 		for _, c := range builtins[name] {
 			t.Builtin[c] = true
 		}
@@ -111,6 +115,11 @@ func newBuilder(st *nftgen.TableState) *builder {
 type builder struct {
 	st     *nftgen.TableState
 	tables map[string]*Table
+	// index finds st's chains and sets by name.
+	index *index
+	// workers is how many goroutines render the regular chains (0:
+	// GOMAXPROCS; tests set it).
+	workers int
 	// origin is the nftables object being rendered; origins, when not
 	// nil, collects the lines rendered for each (see Origins).
 	origin  Origin
@@ -159,7 +168,7 @@ func (b *builder) build() {
 	}
 	// Built-in chains hold kube-proxy's jump rules.
 	for _, name := range []string{nftgen.ChainNATPrerouting, nftgen.ChainNATOutput, nftgen.ChainNATPostrouting, nftgen.ChainFilterInput, nftgen.ChainFilterForward} {
-		if c := b.st.Chain(name); c != nil {
+		if c := b.index.chain(name); c != nil {
 			role, _ := nftgen.RoleOf(name)
 			for i, r := range c.Rules {
 				b.origin = Origin{Chain: name, Rule: i}
@@ -175,7 +184,7 @@ func (b *builder) build() {
 		r  nftgen.Rule
 	}
 	var first, rest []located
-	if c := b.st.Chain(nftgen.ChainFilterOutput); c != nil {
+	if c := b.index.chain(nftgen.ChainFilterOutput); c != nil {
 		for i, r := range c.Rules {
 			l := located{Origin{Chain: c.Name, Rule: i}, r}
 			if jumpTarget(r) == nftgen.ChainFilterKubeletFirewall {
@@ -185,7 +194,7 @@ func (b *builder) build() {
 			}
 		}
 	}
-	if c := b.st.Chain(nftgen.ChainFilterOutputPostNAT); c != nil {
+	if c := b.index.chain(nftgen.ChainFilterOutputPostNAT); c != nil {
 		for i, r := range c.Rules {
 			first = append(first, located{Origin{Chain: c.Name, Rule: i}, r})
 		}
@@ -194,7 +203,14 @@ func (b *builder) build() {
 		b.origin = l.at
 		b.baseRule("filter", "OUTPUT", l.r)
 	}
-	for _, c := range b.st.Chains {
+	b.chainsInParallel(b.st.Chains)
+}
+
+// chains renders the regular chains of the table.
+func (b *builder) chains(chains []*nftgen.Chain) {
+	for _, c := range chains {
+		// What a counting rule counts is its own chain's map rule.
+		b.counted = nil
 		role, ok := nftgen.RoleOf(c.Name)
 		if role.Base || c.Name == nftgen.ChainReject {
 			continue
@@ -410,7 +426,7 @@ func (b *builder) rule(table, chain string, r nftgen.Rule) {
 }
 
 func (b *builder) affinitySeconds(set string) int32 {
-	if s, ok := b.st.Set(set); ok {
+	if s, ok := b.index.set(set); ok {
 		return s.TimeoutSeconds
 	}
 	b.note("nat", "affinity set %s is missing", set)
