@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -69,7 +70,9 @@ func timeCommand(t *testing.T, name string, args ...string) timedRun {
 // TestLargeScale programs NFTPROXY_LARGE_SERVICES Services x 10 endpoints
 // (1,000 in make test, 100,000 in make bench) in a namespace of its own and
 // times what operators do with such a table: the cold sync and one-Service
-// changes (scaleprobe), `nftproxy save`, a full resync of the live table
+// changes (scaleprobe), new connections through the first and the last
+// Service (from a client namespace, through the node, to a server one),
+// `nftproxy save`, a full resync of the live table
 // (`nftproxy sync --objects` of the same objects: a read back and a
 // patch) and `nftproxy --cleanup` (the first step of a rollback); none of
 // them lists the table's chains (they follow jumps, or delete the table
@@ -90,13 +93,15 @@ func TestLargeScale(t *testing.T) {
 		t.Fatal(err)
 	}
 	nftproxy := nftproxyBinary
-	ns := testns.New(t, "nfp-large")
+	net := newBenchNet(t, "nftproxy")
+	ns := net.node
 
 	cold := timeCommand(t, probe, "-n", strconv.Itoa(n), "-netns", ns.Path())
 	var rep probeReport
 	if err := json.Unmarshal(cold.out, &rep); err != nil {
 		t.Fatalf("scaleprobe output %q: %v", cold.out, err)
 	}
+	first, last := firstAndLastRates(t, net, n)
 	objects := filepath.Join(t.TempDir(), "objects.json")
 	timeCommand(t, probe, "-n", strconv.Itoa(n), "-objects", objects)
 
@@ -125,6 +130,7 @@ func TestLargeScale(t *testing.T) {
 		fmt.Sprintf("| cold sync (scaleprobe, in-process model) | %.2f s | %.2f s | %.2f s | %.0f MiB |", rep.Cold.Seconds, rep.Cold.UserSeconds, rep.Cold.SystemSeconds, rep.PeakRSSMiB),
 		fmt.Sprintf("| one Service added / changed / deleted | %.0f / %.0f / %.0f ms | | | |", 1000*rep.Add.Seconds, 1000*rep.Change.Seconds, 1000*rep.Delete.Seconds),
 		fmt.Sprintf("| kernel floor: one jump rule added / deleted | %.0f / %.0f ms | | | |", 1000*rep.FloorAdd.Seconds, 1000*rep.FloorDelete.Seconds),
+		fmt.Sprintf("| new connections through the first / last Service (median of %d rounds) | %.0f / %.0f conn/s (%.2fx) | | | |", rateRounds, first, last, last/first),
 		row("`nftproxy save`", save),
 		row("full resync of the live table (`nftproxy sync --objects`, JSON)", resync),
 		row("`nftproxy --cleanup`", cleanup),
@@ -138,4 +144,40 @@ func TestLargeScale(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// rateRounds and rateConns are the rounds and the connections per round
+// of firstAndLastRates.
+const (
+	rateRounds = 5
+	rateConns  = 1000
+)
+
+// firstAndLastRates serves the endpoints of the first and the last of n
+// scale Services and opens connections through both ClusterIPs in
+// alternating rounds; it returns the median rate of each. Every
+// connection must be answered; the rates are only reported.
+func firstAndLastRates(t *testing.T, net *benchNet, n int) (first, last float64) {
+	net.serve(t, append(ScaleEndpointIPs(0, 10), ScaleEndpointIPs(n-1, 10)...))
+	addrs := []string{ScaleClusterIP(0) + ":80", ScaleClusterIP(n-1) + ":80"}
+	rates := make([][]float64, len(addrs))
+	for _, a := range addrs {
+		if _, err := net.connRate(a, 50); err != nil { // warm-up
+			t.Fatal(err)
+		}
+	}
+	for range rateRounds {
+		for i, a := range addrs {
+			r, err := net.connRate(a, rateConns)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rates[i] = append(rates[i], r)
+		}
+	}
+	for i := range rates {
+		slices.Sort(rates[i])
+	}
+	t.Logf("conn/s through svc-0: %.0f, through svc-%d: %.0f", rates[0], n-1, rates[1])
+	return rates[0][rateRounds/2], rates[1][rateRounds/2]
 }
