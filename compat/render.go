@@ -166,6 +166,9 @@ func (b *builder) build() {
 	for _, u := range b.st.Unknown {
 		b.note("nat", "object nftproxy does not know: %s", u)
 	}
+	if b.st.Unreached > 0 {
+		b.note("nat", "%d chains that no rule or map element reaches (not listed: listing every chain of a table this large takes minutes)", b.st.Unreached)
+	}
 	// Built-in chains hold kube-proxy's jump rules.
 	for _, name := range []string{nftgen.ChainNATPrerouting, nftgen.ChainNATOutput, nftgen.ChainNATPostrouting, nftgen.ChainFilterInput, nftgen.ChainFilterForward} {
 		if c := b.index.chain(name); c != nil {

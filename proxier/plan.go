@@ -181,6 +181,10 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 	live, err := s.dp.Read(ctx, fam)
 	if err == nil {
 		inv = live.Inventory()
+		if live != nil && live.Unreached > 0 {
+			klog.FromContext(ctx).Info("The table holds chains that no rule reaches and that nftproxy did not create; at this size they are not listed (the kernel's listing takes minutes), so they stay in place",
+				"family", fam, "chains", live.Unreached)
+		}
 	} else {
 		klog.FromContext(ctx).Error(err, "Reading the table failed; listing it to rewrite it", "family", fam)
 		if rs, keys, owners, err = s.desired(ctx, fs, snap); err != nil {

@@ -86,6 +86,21 @@ func decodeChain(family nftables.TableFamily, attrs []byte) (*nftables.Chain, er
 	return &c, nil
 }
 
+// listingMaxChains is the number of chains found by following jumps above
+// which Read and Inventory do not list every chain of nftproxy's table to
+// find the ones nothing reaches: the kernel restarts a chain listing from
+// the first chain for every buffer of a few hundred, so at a million
+// chains (100,000 Services) one listing takes more than ten minutes.
+const listingMaxChains = 20000
+
+// listingMax is listingMaxChains, or what a test set.
+func (n *Netlink) listingMax() int {
+	if n.listingLimit > 0 {
+		return n.listingLimit
+	}
+	return listingMaxChains
+}
+
 // tableChains lists the chains of the family's nftproxy table in one dump.
 func (n *Netlink) tableChains(table *nftables.Table) ([]*nftables.Chain, error) {
 	answers, err := n.dump(unix.NFT_MSG_GETCHAIN, table.Family, [][]netlink.Attribute{{{Type: unix.NFTA_CHAIN_TABLE, Data: []byte(table.Name + "\x00")}}})

@@ -493,6 +493,44 @@ func TestReadFindsChainsNothingJumpsTo(t *testing.T) {
 	}
 }
 
+// TestLargeTableIsNotListed: in a table with more chains than a listing
+// may walk (the limit lowered here), a chain nothing reaches is counted,
+// not listed, by Read and left out by Inventory, and the table can still
+// be patched: the kernel's chain listing is quadratic, minutes at 100,000
+// Services.
+func TestLargeTableIsNotListed(t *testing.T) {
+	testns.RequireRoot(t)
+	ns, dp := kernelNetlink(t, "nfp-unlisted")
+	ctx := context.Background()
+	a := nftgentest.Port("ns1", "a", 80, "10.96.0.10", "10.244.0.2:8080", "10.244.0.3:8080")
+	rs := testGenerator("10.244.0.0/16").Ruleset([]svcmodel.ServicePortState{a})
+	if err := dp.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
+		t.Fatal(err)
+	}
+	dp.listingLimit = 3
+	ns.MustRun(t, "nft", "add", "chain", "ip", nftgen.TableName, "stray")
+	st, err := dp.Read(ctx, nftgen.FamilyIPv4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Unreached != 1 || st.Chain("stray") != nil || st.Chain(nftgen.ServiceChainName(a.Name)) == nil {
+		t.Errorf("Read: unreached %d, stray read %v, want 1 unreached and the stray chain not listed", st.Unreached, st.Chain("stray") != nil)
+	}
+	inv, err := dp.Inventory(ctx, nftgen.FamilyIPv4, rs.ChainNames())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(inv.Chains, "stray") {
+		t.Error("Inventory listed the chains of a table above the limit")
+	}
+	if n := dp.fullListings.Load(); n != 0 {
+		t.Errorf("the table was listed %d times", n)
+	}
+	if tx := nftgen.PlanReconcile(rs, st); tx == nil || !tx.Empty() {
+		t.Errorf("an unlisted stray chain made the table unpatchable or different: %+v", tx)
+	}
+}
+
 // kernelNetlink returns a throwaway network namespace and a Netlink that
 // programs it, both closed when the test ends.
 func kernelNetlink(t *testing.T, prefix string) (*testns.NS, *Netlink) {

@@ -136,7 +136,12 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 	if err != nil {
 		return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
 	}
-	if !complete {
+	switch {
+	case complete:
+	case len(chains) > n.listingMax():
+		// Something nothing jumps to, in a table too large to list.
+		st.Unreached = max(1, int(table.Use)-len(chains)-len(sets)-len(objs))
+	default:
 		// Something nothing jumps to: list every chain after all.
 		n.fullListings.Add(1)
 		if chains, err = n.tableChains(table); err != nil {
