@@ -93,12 +93,15 @@ func decodeChain(family nftables.TableFamily, attrs []byte) (*nftables.Chain, er
 // chains (100,000 Services) one listing takes more than ten minutes.
 const listingMaxChains = 20000
 
-// listingMax is listingMaxChains, or what a test set.
-func (n *Netlink) listingMax() int {
+// listable reports whether a table in which chains were found by
+// following jumps may still be listed whole: at most listingMaxChains, or
+// the limit a test set.
+func (n *Netlink) listable(chains int) bool {
+	limit := listingMaxChains
 	if n.listingLimit > 0 {
-		return n.listingLimit
+		limit = n.listingLimit
 	}
-	return listingMaxChains
+	return chains <= limit
 }
 
 // tableChains lists the chains of the family's nftproxy table in one dump.

@@ -320,7 +320,7 @@ func (n *Netlink) Inventory(ctx context.Context, f nftgen.Family, expected []str
 	if inv.Chains, err = n.existingChains(table, slices.Compact(names)); err != nil {
 		return nil, fmt.Errorf("look up chains of %s %s: %w", f, nftgen.TableName, err)
 	}
-	if uint32(len(inv.Chains)+len(sets)+len(objs)) == table.Use || len(inv.Chains) > n.listingMax() {
+	if uint32(len(inv.Chains)+len(sets)+len(objs)) == table.Use || !n.listable(len(inv.Chains)) {
 		// Every object named, or a table too large to list (see
 		// listingMaxChains): what nothing names stays unnamed.
 		return inv, nil

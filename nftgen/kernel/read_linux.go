@@ -138,7 +138,7 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 	}
 	switch {
 	case complete:
-	case len(chains) > n.listingMax():
+	case !n.listable(len(chains)):
 		// Something nothing jumps to, in a table too large to list.
 		st.Unreached = max(1, int(table.Use)-len(chains)-len(sets)-len(objs))
 	default:
