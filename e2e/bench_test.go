@@ -438,23 +438,33 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 // drift over the run hits all of them alike, and records the median and
 // best round of each.
 func measureRates(t *testing.T, cfg benchConfig, res *benchreport.Results, nets []*benchNet) {
+	rates := alternatingRates(t, nets, cfg.rounds, cfg.conns)
+	for i, b := range nets {
+		rs := rates[i]
+		res.Add(benchreport.DataPlane, b.name, b.services, benchreport.MetricRate, rs[len(rs)/2])
+		res.Add(benchreport.DataPlane, b.name, b.services, benchreport.MetricRateBest, rs[len(rs)-1])
+		t.Logf("%s at %d Services: %.0f conn/s (rounds %.0f)", b.name, b.services, rs[len(rs)/2], rs)
+	}
+}
+
+// alternatingRates opens conns connections through each of nets (to its
+// addr) in rounds rounds that alternate between them, so that the
+// machine's drift hits all alike; it returns each one's rates, sorted.
+func alternatingRates(t *testing.T, nets []*benchNet, rounds, conns int) [][]float64 {
 	rates := make([][]float64, len(nets))
-	for range cfg.rounds {
+	for range rounds {
 		for i, b := range nets {
-			rate, err := b.connRate(b.addr, cfg.conns)
+			rate, err := b.connRate(b.addr, conns)
 			if err != nil {
 				t.Fatal(err)
 			}
 			rates[i] = append(rates[i], rate)
 		}
 	}
-	for i, b := range nets {
-		rs := rates[i]
+	for _, rs := range rates {
 		slices.Sort(rs)
-		res.Add(benchreport.DataPlane, b.name, b.services, benchreport.MetricRate, rs[len(rs)/2])
-		res.Add(benchreport.DataPlane, b.name, b.services, benchreport.MetricRateBest, rs[len(rs)-1])
-		t.Logf("%s at %d Services: %.0f conn/s (rounds %.0f)", b.name, b.services, rs[len(rs)/2], rs)
 	}
+	return rates
 }
 
 // withoutComments drops the "#" lines (the save header and footer).

@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -159,25 +158,16 @@ const (
 // connection must be answered; the rates are only reported.
 func firstAndLastRates(t *testing.T, net *benchNet, n int) (first, last float64) {
 	net.serve(t, append(ScaleEndpointIPs(0, 10), ScaleEndpointIPs(n-1, 10)...))
-	addrs := []string{ScaleClusterIP(0) + ":80", ScaleClusterIP(n-1) + ":80"}
-	rates := make([][]float64, len(addrs))
-	for _, a := range addrs {
-		if _, err := net.connRate(a, 50); err != nil { // warm-up
+	var nets []*benchNet
+	for _, i := range []int{0, n - 1} {
+		through := *net
+		through.addr = ScaleClusterIP(i) + ":80"
+		if _, err := through.connRate(through.addr, 50); err != nil { // warm-up
 			t.Fatal(err)
 		}
+		nets = append(nets, &through)
 	}
-	for range rateRounds {
-		for i, a := range addrs {
-			r, err := net.connRate(a, rateConns)
-			if err != nil {
-				t.Fatal(err)
-			}
-			rates[i] = append(rates[i], r)
-		}
-	}
-	for i := range rates {
-		slices.Sort(rates[i])
-	}
+	rates := alternatingRates(t, nets, rateRounds, rateConns)
 	t.Logf("conn/s through svc-0: %.0f, through svc-%d: %.0f", rates[0], n-1, rates[1])
 	return rates[0][rateRounds/2], rates[1][rateRounds/2]
 }
