@@ -174,6 +174,26 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 	return tx
 }
 
+// SharedRules returns what a read of a live table to compare with rs does
+// with the rules read of each chain (Dataplane.ReadAgainst): it returns
+// the rules of rs's chain of that name when they are equal, and the rules
+// read otherwise. A table that matches rs then holds no copy of its rules,
+// and PlanReconcile sees at once that they are equal. The function may be
+// called from several goroutines at once.
+func (rs *Ruleset) SharedRules() func(chain string, rules []Rule) []Rule {
+	chains := rs.Chains()
+	want := make(map[string][]Rule, len(chains))
+	for _, c := range chains {
+		want[c.Name] = c.Rules
+	}
+	return func(chain string, rules []Rule) []Rule {
+		if d, ok := want[chain]; ok && len(d) == len(rules) && len(d) > 0 && slices.EqualFunc(d, rules, func(a, b Rule) bool { return a.Equal(&b) }) {
+			return d
+		}
+		return rules
+	}
+}
+
 // samePlacement reports whether two base chains hook the same place: the
 // same type, hook and priority, whatever their policies.
 func samePlacement(a, b *BaseChain) bool {

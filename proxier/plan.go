@@ -171,14 +171,27 @@ func fullSyncOf(rs *nftgen.Ruleset, counter nftgen.RuleCounter, keys map[types.N
 // whatever the table holds, and what to record once they are applied.
 func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error, err error) {
 	fam := fs.gen.Family()
+	top := &nftgen.Ruleset{Top: fs.gen.Top()}
 	// The table as it is: read once, it tells whether the table is live
 	// and what differs. Only if it cannot be read are its objects listed
-	// by name instead, and a live one rewritten.
+	// by name instead, and a live one rewritten. A live table is read
+	// against the desired rules, built once the read found it hooked, so
+	// that the chains that match are not held twice.
 	var inv *nftgen.Inventory
 	var rs *nftgen.Ruleset
 	var keys map[types.NamespacedName][]string
 	var owners map[destination]claim
-	live, err := s.dp.Read(ctx, fam)
+	var desiredErr error
+	live, err := s.dp.ReadAgainst(ctx, fam, func(found *nftgen.Inventory) *nftgen.Ruleset {
+		if !found.Hooked(top) {
+			return nil
+		}
+		rs, keys, owners, desiredErr = s.desired(ctx, fs, snap)
+		return rs
+	})
+	if desiredErr != nil {
+		return nil, false, nil, desiredErr
+	}
 	if err == nil {
 		inv = live.Inventory()
 		if live != nil && live.Unreached > 0 {
@@ -187,14 +200,16 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 		}
 	} else {
 		klog.FromContext(ctx).Error(err, "Reading the table failed; listing it to rewrite it", "family", fam)
-		if rs, keys, owners, err = s.desired(ctx, fs, snap); err != nil {
-			return nil, false, nil, err
+		if rs == nil {
+			if rs, keys, owners, err = s.desired(ctx, fs, snap); err != nil {
+				return nil, false, nil, err
+			}
 		}
 		if inv, err = s.dp.Inventory(ctx, fam, rs.ChainNames()); err != nil {
 			return nil, false, nil, fmt.Errorf("inventory of %s table: %w", fam, err)
 		}
 	}
-	if !inv.Hooked(&nftgen.Ruleset{Top: fs.gen.Top()}) {
+	if !inv.Hooked(top) {
 		// Nothing hooked up yet (none, or one whose streamed sync did not
 		// finish): build it anew in chunks.
 		if inv != nil {

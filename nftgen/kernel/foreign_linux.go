@@ -71,9 +71,13 @@ func (n *Netlink) ForeignTable(ctx context.Context, family nftables.TableFamily,
 	if t == nil || err != nil {
 		return nil, err
 	}
-	found, rules, complete, err := discoverChains(n, t, roots, nil, others, foreignRule)
+	found, names, rules, complete, err := discoverChains(n, t, roots, nil, others, foreignRule, nil)
 	if err != nil {
 		return nil, fmt.Errorf("read table %s: %w", table, err)
+	}
+	base := map[string]bool{}
+	for _, ch := range found {
+		base[ch.Name] = ch.Hooknum != nil
 	}
 	if !complete {
 		n.fullListings.Add(1)
@@ -81,21 +85,22 @@ func (n *Netlink) ForeignTable(ctx context.Context, family nftables.TableFamily,
 		if err != nil {
 			return nil, fmt.Errorf("list chains of table %s: %w", table, err)
 		}
-		found = found[:0]
+		names = names[:0]
 		for _, ch := range all {
 			// The dump answers with the chains of every table of the
 			// family.
 			if ch.Table.Name == table {
-				found = append(found, ch)
+				names = append(names, ch.Name)
+				base[ch.Name] = ch.Hooknum != nil
 			}
 		}
-		if rules, err = allRules(n, t, found, foreignRule); err != nil {
+		if rules, err = allRules(n, t, names, foreignRule, nil); err != nil {
 			return nil, fmt.Errorf("list rules of table %s: %w", table, err)
 		}
 	}
-	chains = make([]ForeignChain, len(found))
-	for i, ch := range found {
-		chains[i] = ForeignChain{Name: ch.Name, Base: ch.Hooknum != nil, Rules: rules[i]}
+	chains = make([]ForeignChain, len(names))
+	for i, name := range names {
+		chains[i] = ForeignChain{Name: name, Base: base[name], Rules: rules[i]}
 	}
 	return chains, nil
 }

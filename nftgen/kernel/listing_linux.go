@@ -115,25 +115,25 @@ func (n *Netlink) tableChains(table *nftables.Table) ([]*nftables.Chain, error) 
 
 // chainRules dumps the rules of the named chains of table, one dump per
 // chain, and gives each rule of chains[i] to each(i, r) as it arrives (r
-// and what it points to are only valid during the call). each is
-// called from several goroutines, never at once for one chain. The kernel
+// and what it points to are only valid during the call), then calls
+// end(i), if not nil, once the chain's last rule was given. each and end
+// are called from several goroutines, never at once for one chain. The kernel
 // finds a chain named in a rule dump through its hash, so one dump per
 // chain costs what the chain holds; a dump of the whole table restarts its
 // walk over every rule for each 32 KB buffer, which is quadratic (26 s
 // against 8.5 s at 3,000 Services).
-func (n *Netlink) chainRules(table *nftables.Table, chains []string, each func(i int, r *parsedRule) error) error {
-	requests := make([][]netlink.Attribute, len(chains))
-	for i, chain := range chains {
-		requests[i] = []netlink.Attribute{
-			{Type: unix.NFTA_RULE_TABLE, Data: []byte(table.Name + "\x00")},
-			{Type: unix.NFTA_RULE_CHAIN, Data: []byte(chain + "\x00")},
-		}
+func (n *Netlink) chainRules(table *nftables.Table, chains []string, each func(i int, r *parsedRule) error, end func(i int)) error {
+	body := func(i int, dst []byte) []byte {
+		return appendString(appendString(dst, unix.NFTA_RULE_TABLE, table.Name), unix.NFTA_RULE_CHAIN, chains[i])
 	}
 	newRule := netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE)
 	// Each rule is parsed into a parsedRule taken from scratch and given
 	// back after each: a listing parses millions of rules.
 	scratch := sync.Pool{New: func() any { return new(parsedRule) }}
-	err := n.requestEach(unix.NFT_MSG_GETRULE, netlink.Request|netlink.Dump, table.Family, requests, nil, nil, func(i int, h netlink.Header, data []byte) error {
+	err := n.requestEach(unix.NFT_MSG_GETRULE, netlink.Request|netlink.Dump, table.Family, len(chains), body, nil, nil, func(i int, h netlink.Header, data []byte) error {
+		if h.Type == netlink.Done && end != nil {
+			end(i)
+		}
 		if h.Type != newRule {
 			return nil
 		}
@@ -202,17 +202,19 @@ func chainRequests(table *nftables.Table, names []string) [][]netlink.Attribute 
 // chain's rules. A chain that a live rule or element jumps to exists and
 // is a regular chain (the kernel refuses a jump to a missing chain or to a
 // base chain, and a chain in use cannot be deleted), so those are not
-// looked up: that halves the requests. Each rule is decoded by decode as
-// it arrives; rules[i] are those of chains[i]. The read is not atomic: a
+// looked up: that halves the requests. found are the layout's chains that
+// exist, as the kernel describes them, and names every chain found, those
+// first. Each rule is decoded by decode as it arrives; rules[i] are those
+// of names[i], or what finish (if not nil) returned for them once the
+// chain was read. The read is not atomic: a
 // commit between two requests shows half (as any listing does). The
 // table's use count (its chains, sets and named objects; others counts the
 // sets and objects) tells whether this found every chain; complete is false
 // when it did not, for example when another process added a chain that
 // nothing jumps to.
-func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []string, others int, decode func(*parsedRule) R) (chains []*nftables.Chain, rules [][]R, complete bool, err error) {
-	found, err := n.chainsByName(table, layout)
-	if err != nil {
-		return nil, nil, false, err
+func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []string, others int, decode func(*parsedRule) R, finish chainFinisher[R]) (found []*nftables.Chain, names []string, rules [][]R, complete bool, err error) {
+	if found, err = n.chainsByName(table, layout); err != nil {
+		return nil, nil, nil, false, err
 	}
 	seen := map[string]bool{}
 	var frontier []string
@@ -220,7 +222,7 @@ func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []
 		seen[name] = true
 	}
 	for _, ch := range found {
-		chains = append(chains, ch)
+		names = append(names, ch.Name)
 		frontier = append(frontier, ch.Name)
 	}
 	// add queues a jump target: an existing regular chain.
@@ -228,7 +230,7 @@ func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []
 		if name != "" && !seen[name] {
 			seen[name] = true
 			frontier = append(frontier, name)
-			chains = append(chains, &nftables.Chain{Name: name, Table: table})
+			names = append(names, name)
 		}
 	}
 	for _, name := range targets {
@@ -248,9 +250,9 @@ func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []
 			}
 			rules[start+i] = append(rules[start+i], decode(r))
 			return nil
-		})
+		}, finish.end(level, rules[start:]))
 		if err != nil {
-			return nil, nil, false, err
+			return nil, nil, nil, false, err
 		}
 		for _, js := range jumps {
 			for _, j := range js {
@@ -258,20 +260,31 @@ func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []
 			}
 		}
 	}
-	return chains, rules, uint32(len(chains)+others) == table.Use, nil
+	return found, names, rules, uint32(len(names)+others) == table.Use, nil
 }
 
-// allRules dumps the rules of every chain of chains, decoded by decode;
-// rules[i] are those of chains[i].
-func allRules[R any](n *Netlink, table *nftables.Table, chains []*nftables.Chain, decode func(*parsedRule) R) ([][]R, error) {
-	names := make([]string, len(chains))
-	for i, ch := range chains {
-		names[i] = ch.Name
-	}
-	rules := make([][]R, len(chains))
+// allRules dumps the rules of every chain of table named in names,
+// decoded by decode; rules[i] are those of names[i], or what finish (if
+// not nil) returned for them.
+func allRules[R any](n *Netlink, table *nftables.Table, names []string, decode func(*parsedRule) R, finish chainFinisher[R]) ([][]R, error) {
+	rules := make([][]R, len(names))
 	err := n.chainRules(table, names, func(i int, r *parsedRule) error {
 		rules[i] = append(rules[i], decode(r))
 		return nil
-	})
+	}, finish.end(names, rules))
 	return rules, err
+}
+
+// chainFinisher is given the rules of a chain once they are all read and
+// returns what the listing keeps of them (a reader comparing the table
+// with rules it holds keeps those where they are equal).
+type chainFinisher[R any] func(chain string, rules []R) []R
+
+// end returns the end callback of chainRules that replaces rules[i], those
+// of chains[i], by what f returns for them; nil when f is.
+func (f chainFinisher[R]) end(chains []string, rules [][]R) func(i int) {
+	if f == nil {
+		return nil
+	}
+	return func(i int) { rules[i] = f(chains[i], rules[i]) }
 }

@@ -479,6 +479,10 @@ func TestReadFindsChainsNothingJumpsTo(t *testing.T) {
 	if n := dp.fullListings.Load(); n != 0 {
 		t.Errorf("reading nftproxy's own table listed all of it %d times", n)
 	}
+	// Another program's table of the same family: the whole-table listing
+	// answers with its chains too, which are not nftproxy's to read.
+	ns.MustRun(t, "nft", "add", "table", "ip", "other")
+	ns.MustRun(t, "nft", "add", "chain", "ip", "other", "theirs")
 	ns.MustRun(t, "nft", "add", "chain", "ip", nftgen.TableName, "stray")
 	if !has("stray") {
 		t.Error("a chain nothing jumps to was not read")
@@ -588,4 +592,61 @@ func nftgentestChunks(rs *nftgen.Ruleset) []*nftgen.Transaction {
 		}
 	}
 	return append(out, b.Finish()...)
+}
+
+// TestReadAgainstSharesEqualRules reads an untouched table against the
+// ruleset that wrote it: every chain read back must hold the ruleset's own
+// rules (not a decoded copy), and one that another program changed the
+// rules it read.
+func TestReadAgainstSharesEqualRules(t *testing.T) {
+	testns.RequireRoot(t)
+	ctx := context.Background()
+	g := featureGenerator(t)
+	rs := g.Ruleset(nftgentest.FeaturePortsOf(false))
+	ns, dp := kernelNetlink(t, "nfp-ra")
+	if err := dp.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
+		t.Fatal(err)
+	}
+	want := rs.State()
+	var tampered string
+	for _, c := range want.Chains {
+		if c.Base == nil && len(c.Rules) > 0 && len(c.EndpointMaps()) == 0 {
+			tampered = c.Name
+			break
+		}
+	}
+	ns.MustRun(t, "nft", "add", "rule", "ip", nftgen.TableName, tampered, "counter")
+	var top *nftgen.Inventory
+	got, err := dp.ReadAgainst(ctx, nftgen.FamilyIPv4, func(found *nftgen.Inventory) *nftgen.Ruleset {
+		top = found
+		return rs
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !top.Hooked(rs) {
+		t.Errorf("want was told %v: no base chain of the layout", top.Chains)
+	}
+	shared := 0
+	for _, wc := range want.Chains {
+		gc := got.Chain(wc.Name)
+		if gc == nil || len(wc.Rules) == 0 {
+			continue
+		}
+		same := len(gc.Rules) > 0 && &gc.Rules[0] == &wc.Rules[0]
+		switch {
+		case wc.Name == tampered && same:
+			t.Errorf("chain %s changed by nft holds the ruleset's rules", wc.Name)
+		case wc.Name != tampered && len(wc.EndpointMaps()) == 0 && !same:
+			t.Errorf("chain %s read back equal holds a copy of its rules:\n%s", wc.Name, gc.Text(nftgen.FamilyIPv4))
+		case same:
+			shared++
+		}
+	}
+	if shared == 0 {
+		t.Fatal("no chain shares the ruleset's rules")
+	}
+	if tx := nftgen.PlanReconcile(rs, got); tx == nil || !slices.ContainsFunc(tx.Ops, func(op nftgen.Op) bool { return op.Kind == nftgen.OpFlushChain && op.Name == tampered }) {
+		t.Errorf("reconcile does not refill the tampered chain %s: %v", tampered, tx)
+	}
 }

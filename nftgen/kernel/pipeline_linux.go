@@ -51,46 +51,54 @@ const pipelineTimeout = 30 * time.Second
 // netlink.Dump) end with Done; other requests ask for an acknowledgement.
 // An answer that is an error for which skip returns true is left empty.
 func (n *Netlink) request(msgType uint16, flags netlink.HeaderFlags, family nftables.TableFamily, requests [][]netlink.Attribute, skip func(error) bool) ([][]netlink.Message, error) {
-	out := make([][]netlink.Message, len(requests))
-	return out, n.requestEach(msgType, flags, family, requests, skip, out, nil)
-}
-
-// answerSink takes answer message h, data of request i as it arrives;
-// data is only valid during the call. It is called from several
-// goroutines at once, never twice at once for one request.
-type answerSink func(i int, h netlink.Header, data []byte) error
-
-// requestEach is request with the answers given to sink instead of kept
-// in out (when sink is not nil), so that a large listing is decoded
-// without holding or copying its messages.
-func (n *Netlink) requestEach(msgType uint16, flags netlink.HeaderFlags, family nftables.TableFamily, requests [][]netlink.Attribute, skip func(error) bool, out [][]netlink.Message, sink answerSink) error {
 	bodies := make([][]byte, len(requests))
 	for i, attrs := range requests {
 		data, err := netlink.MarshalAttributes(attrs)
 		if err != nil {
-			return fmt.Errorf("request %d: %w", i, err)
+			return nil, fmt.Errorf("request %d: %w", i, err)
 		}
-		bodies[i] = append([]byte{byte(family), unix.NFNETLINK_V0, 0, 0}, data...)
+		bodies[i] = data
 	}
+	out := make([][]netlink.Message, len(requests))
+	body := func(i int, dst []byte) []byte { return append(dst, bodies[i]...) }
+	return out, n.requestEach(msgType, flags, family, len(requests), body, skip, out, nil)
+}
+
+// requestBody appends the attributes of request i to dst. It is called
+// as each request goes out, so that hundreds of thousands of requests are
+// never held encoded at once.
+type requestBody func(i int, dst []byte) []byte
+
+// answerSink takes answer message h, data of request i as it arrives;
+// data is only valid during the call. A dump's Done comes last, with no
+// data: the request's answer is then complete. It is called from several
+// goroutines at once, never twice at once for one request.
+type answerSink func(i int, h netlink.Header, data []byte) error
+
+// requestEach is request with count requests whose attributes body
+// appends, and the answers given to sink instead of kept in out (when
+// sink is not nil), so that a large listing is decoded without holding or
+// copying its messages.
+func (n *Netlink) requestEach(msgType uint16, flags netlink.HeaderFlags, family nftables.TableFamily, count int, body requestBody, skip func(error) bool, out [][]netlink.Message, sink answerSink) error {
 	window := pipelineWindow
 	if flags&netlink.Dump != 0 {
 		window = 1
 	} else {
 		flags |= netlink.Acknowledge
 	}
-	workers := min(pipelineWorkers, (len(requests)+window-1)/window)
+	workers := min(pipelineWorkers, (count+window-1)/window)
 	errs := make([]error, workers)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
 			// Worker w takes every workers-th window.
 			var mine []int
-			for i := w * window; i < len(requests); i += workers * window {
-				for j := i; j < min(i+window, len(requests)); j++ {
+			for i := w * window; i < count; i += workers * window {
+				for j := i; j < min(i+window, count); j++ {
 					mine = append(mine, j)
 				}
 			}
-			errs[w] = n.runPipeline(unix.NFNL_SUBSYS_NFTABLES<<8|msgType, uint16(flags), window, mine, bodies, out, skip, sink)
+			errs[w] = n.runPipeline(unix.NFNL_SUBSYS_NFTABLES<<8|msgType, uint16(flags), byte(family), window, mine, body, out, skip, sink)
 		})
 	}
 	wg.Wait()
@@ -99,7 +107,7 @@ func (n *Netlink) requestEach(msgType uint16, flags netlink.HeaderFlags, family 
 
 // runPipeline sends the requests numbered mine on a socket of its own, a
 // window at a time, and stores their answers in out.
-func (n *Netlink) runPipeline(typ, flags uint16, window int, mine []int, bodies [][]byte, out [][]netlink.Message, skip func(error) bool, sink answerSink) error {
+func (n *Netlink) runPipeline(typ, flags uint16, family byte, window int, mine []int, body requestBody, out [][]netlink.Message, skip func(error) bool, sink answerSink) error {
 	c, err := netlink.Dial(unix.NETLINK_NETFILTER, &netlink.Config{NetNS: max(n.netnsFd, 0)})
 	if err != nil {
 		return fmt.Errorf("open netfilter socket: %w", err)
@@ -112,12 +120,12 @@ func (n *Netlink) runPipeline(typ, flags uint16, window int, mine []int, bodies 
 	if got := readBuffer(rc); got < pipelineReadBuffer {
 		window = max(1, min(window, got/(64<<10)))
 	}
-	p := &pipeline{rc: rc, conn: c, typ: typ, flags: flags, out: out, skip: skip, sink: sink, buf: make([]byte, 64<<10)}
+	p := &pipeline{rc: rc, conn: c, typ: typ, flags: flags, family: family, body: body, out: out, skip: skip, sink: sink, buf: make([]byte, 64<<10)}
 	for len(mine) > 0 {
 		w := mine[:min(window, len(mine))]
 		// The first request of a window always gets through: exchange
 		// reads every dump to its end.
-		busy, err := p.exchange(w, bodies)
+		busy, err := p.exchange(w)
 		if err != nil {
 			return err
 		}
@@ -130,14 +138,16 @@ func (n *Netlink) runPipeline(typ, flags uint16, window int, mine []int, bodies 
 
 // pipeline is one socket's state while request runs.
 type pipeline struct {
-	rc    syscall.RawConn
-	conn  *netlink.Conn
-	typ   uint16
-	flags uint16
-	out   [][]netlink.Message
-	skip  func(error) bool
-	sink  answerSink
-	buf   []byte
+	rc     syscall.RawConn
+	conn   *netlink.Conn
+	typ    uint16
+	flags  uint16
+	family byte
+	body   requestBody
+	out    [][]netlink.Message
+	skip   func(error) bool
+	sink   answerSink
+	buf    []byte
 	// msg is the send buffer and open the requests not yet answered,
 	// both reused from window to window.
 	msg  []byte
@@ -146,16 +156,18 @@ type pipeline struct {
 
 // exchange sends the requests numbered w in one sendmsg and reads until
 // each is answered. It returns the ones the kernel refused as busy.
-func (p *pipeline) exchange(w []int, bodies [][]byte) (busy []int, err error) {
+func (p *pipeline) exchange(w []int) (busy []int, err error) {
 	msg := p.msg[:0]
 	for _, i := range w {
-		body := bodies[i]
+		start := len(msg)
 		var h [nlmsgHeaderLen]byte
-		binary.NativeEndian.PutUint32(h[0:], uint32(nlmsgHeaderLen+len(body)))
 		binary.NativeEndian.PutUint16(h[4:], p.typ)
 		binary.NativeEndian.PutUint16(h[6:], p.flags)
 		binary.NativeEndian.PutUint32(h[8:], uint32(i+1))
-		msg = append(append(msg, h[:]...), body...)
+		msg = append(msg, h[:]...)
+		msg = append(msg, p.family, unix.NFNETLINK_V0, 0, 0)
+		msg = p.body(i, msg)
+		binary.NativeEndian.PutUint32(msg[start:], uint32(len(msg)-start))
 		for len(msg)%4 != 0 {
 			msg = append(msg, 0)
 		}
@@ -211,6 +223,11 @@ func (p *pipeline) exchange(w []int, bodies [][]byte) (busy []int, err error) {
 			switch h.Type {
 			case netlink.Done:
 				delete(open, h.Sequence)
+				if p.sink != nil {
+					if err := p.sink(i, h, nil); err != nil && failed == nil {
+						failed = fmt.Errorf("request %d: %w", i, err)
+					}
+				}
 			case netlink.Error:
 				delete(open, h.Sequence)
 				if len(data) < 4 {

@@ -36,6 +36,14 @@ func layoutChains(f nftgen.Family) []string {
 // a TableState; nil and no error when the table does not exist. It lists
 // the whole table, so it is for the compat view and tools, not for syncs.
 func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState, error) {
+	return n.ReadAgainst(ctx, f, nil)
+}
+
+// ReadAgainst implements nftgen.Dataplane: Read, with want (if not nil)
+// told the layout's chains found once the table's sets are read, and the
+// rules of each chain replaced by the shared ones as soon as the chain is
+// read, so that the decoded copies are garbage at once.
+func (n *Netlink) ReadAgainst(ctx context.Context, f nftgen.Family, want func(top *nftgen.Inventory) *nftgen.Ruleset) (*nftgen.TableState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -132,35 +140,56 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 	if err != nil {
 		return nil, fmt.Errorf("list objects of %s %s: %w", f, nftgen.TableName, err)
 	}
-	chains, rules, complete, err := discoverChains(n, table, layoutChains(f), targets, len(sets)+len(objs), decode)
+	layout := layoutChains(f)
+	var share chainFinisher[nftgen.Rule]
+	if want != nil {
+		top, err := n.existingChains(table, layout)
+		if err != nil {
+			return nil, fmt.Errorf("look up chains of %s %s: %w", f, nftgen.TableName, err)
+		}
+		if rs := want(&nftgen.Inventory{Chains: top, Sets: st.SetNames}); rs != nil {
+			share = rs.SharedRules()
+		}
+	}
+	found, names, rules, complete, err := discoverChains(n, table, layout, targets, len(sets)+len(objs), decode, share)
 	if err != nil {
 		return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
 	}
 	switch {
 	case complete:
-	case !n.listable(len(chains)):
+	case !n.listable(len(names)):
 		// Something nothing jumps to, in a table too large to list.
-		st.Unreached = max(1, int(table.Use)-len(chains)-len(sets)-len(objs))
+		st.Unreached = max(1, int(table.Use)-len(names)-len(sets)-len(objs))
 	default:
 		// Something nothing jumps to: list every chain after all.
 		n.fullListings.Add(1)
-		if chains, err = n.tableChains(table); err != nil {
+		all, err := n.tableChains(table)
+		if err != nil {
 			return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
 		}
-		if rules, err = allRules(n, table, chains, decode); err != nil {
+		found, names = found[:0], names[:0]
+		for _, ch := range all {
+			// The dump answers with the chains of every table of the
+			// family.
+			if ch.Table.Name == nftgen.TableName {
+				found = append(found, ch)
+				names = append(names, ch.Name)
+			}
+		}
+		if rules, err = allRules(n, table, names, decode, share); err != nil {
 			return nil, fmt.Errorf("list rules of %s %s: %w", f, nftgen.TableName, err)
 		}
 	}
-	for i, ch := range chains {
-		if ch.Table.Name != nftgen.TableName {
-			continue
-		}
-		out := &nftgen.Chain{Name: ch.Name, Rules: rules[i]}
+	base := make(map[string]*nftgen.BaseChain, len(found))
+	for _, ch := range found {
 		if ch.Hooknum != nil && ch.Priority != nil {
-			out.Base = &nftgen.BaseChain{Type: nftgen.ChainType(ch.Type), Hook: hookName(*ch.Hooknum), Priority: int32(*ch.Priority),
+			base[ch.Name] = &nftgen.BaseChain{Type: nftgen.ChainType(ch.Type), Hook: hookName(*ch.Hooknum), Priority: int32(*ch.Priority),
 				Drop: ch.Policy != nil && *ch.Policy == nftables.ChainPolicyDrop}
 		}
-		st.Chains = append(st.Chains, out)
+	}
+	st.Chains = make([]*nftgen.Chain, len(names))
+	for i, name := range names {
+		st.Chains[i] = &nftgen.Chain{Name: name, Base: base[name], Rules: rules[i]}
 	}
 	return st, nil
 }
