@@ -23,15 +23,13 @@ type Dataplane interface {
 	// and no error when the table does not exist. Objects it cannot
 	// decode are listed in the result's Unknown.
 	Read(ctx context.Context, f Family) (*TableState, error)
-	// ReadAgainst is Read for a comparison with a ruleset (a full sync
-	// of a live table). Once the table is found, want is called with
-	// the chains of nftproxy's layout it holds (top lists at least
-	// those) and returns the ruleset, or nil; a chain whose rules equal
-	// those of the ruleset's chain of its name then holds that chain's
-	// rules rather than a copy (SharedRules), so that reading a table
-	// that matches costs little memory beyond the ruleset. want is not
-	// called when there is no table.
-	ReadAgainst(ctx context.Context, f Family, want func(top *Inventory) *Ruleset) (*TableState, error)
+	// ReadAgainst is Read for a reconcile of a large table: finish is
+	// given the rules read of each chain once the chain is read, and the
+	// result holds what it returns instead (LiveDigests.Finish keeps
+	// digests of them and returns nil), so that the decoded rules of a
+	// whole table never exist at once. It may be called from several
+	// goroutines at once.
+	ReadAgainst(ctx context.Context, f Family, finish func(chain string, rules []Rule) []Rule) (*TableState, error)
 	// DeleteTable removes the family's table and everything in it. A
 	// missing table is not an error.
 	DeleteTable(ctx context.Context, f Family) error

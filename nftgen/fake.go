@@ -391,16 +391,12 @@ func (t *fakeTable) setNames() []string {
 // Read implements Dataplane.
 func (f *Fake) Read(_ context.Context, fam Family) (*TableState, error) { return f.State(fam), nil }
 
-// ReadAgainst implements Dataplane: top is the whole table's inventory.
-func (f *Fake) ReadAgainst(_ context.Context, fam Family, want func(top *Inventory) *Ruleset) (*TableState, error) {
+// ReadAgainst implements Dataplane.
+func (f *Fake) ReadAgainst(_ context.Context, fam Family, finish func(chain string, rules []Rule) []Rule) (*TableState, error) {
 	st := f.State(fam)
-	if st == nil {
-		return nil, nil
-	}
-	if rs := want(st.Inventory()); rs != nil {
-		share := rs.SharedRules()
+	if st != nil {
 		for _, c := range st.Chains {
-			c.Rules = share(c.Name, c.Rules)
+			c.Rules = finish(c.Name, c.Rules)
 		}
 	}
 	return st, nil

@@ -28,56 +28,142 @@ import (
 // program's table of nftproxy's name): the caller then rewrites the table
 // (PlanFull).
 func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
-	if live == nil || len(live.Unknown) > 0 || live.Foreign() {
-		return nil
+	r := NewReconciler(live, nil, desired.Top, desired.Maps)
+	for _, k := range desired.serviceKeys() {
+		r.Add(desired.Services[k], nil)
 	}
-	tx := &Transaction{Family: desired.Family}
-	add := func(op Op) { tx.Ops = append(tx.Ops, op) }
-	add(Op{Kind: OpAddTable})
+	return r.Transaction()
+}
 
-	liveChains := make(map[string]*Chain, len(live.Chains))
-	for _, c := range live.Chains {
-		liveChains[c.Name] = c
+// Reconciler plans PlanReconcile's transaction a fragment at a time, so
+// that a full sync of a live table never holds the whole desired ruleset:
+// each Service's chains are compared with the live table as they are
+// generated and only those that differ are kept. With LiveDigests, the
+// live table's chains outside the top level are compared by digest.
+type Reconciler struct {
+	live    *TableState
+	digests *LiveDigests
+	top     *Fragment
+	maps    []MapSpec
+	// failed is set once the table is found not to be patchable.
+	failed bool
+
+	liveChains map[string]*Chain
+	want       map[string]bool
+	addChains  []Op
+	flush      []string
+	refill     []*Chain
+	elements   map[string][]MapElement
+	sets       []SetSpec
+}
+
+// NewReconciler returns a Reconciler of the live table towards a ruleset
+// with this top level and these maps; digests, if not nil, is what the
+// read of live recorded of the chains whose rules it did not keep. The top
+// level is added at once; the Services follow through Add.
+func NewReconciler(live *TableState, digests *LiveDigests, top *Fragment, maps []MapSpec) *Reconciler {
+	r := &Reconciler{live: live, digests: digests, top: top, maps: maps, elements: map[string][]MapElement{}}
+	if !CanPatch(live) {
+		r.failed = true
+		return r
 	}
-	chains := desired.Chains()
-	want := make(map[string]bool, len(chains))
-	var refill []*Chain
-	var flush []string
-	for _, c := range chains {
-		want[c.Name] = true
-		old := liveChains[c.Name]
+	r.liveChains = make(map[string]*Chain, len(live.Chains))
+	for _, c := range live.Chains {
+		r.liveChains[c.Name] = c
+	}
+	r.want = make(map[string]bool, len(live.Chains))
+	r.Add(top, nil)
+	return r
+}
+
+// Add compares what fragment f holds (chains, sets, map elements; a
+// Service's chains and its settled elements may come in two calls) with
+// the live table. sum, if not nil, is f's summary by the Applied of the
+// reconciler's digests, whose chain digests are then not computed again.
+func (r *Reconciler) Add(f *Fragment, sum *FragmentSummary) {
+	if r.failed || f == nil {
+		return
+	}
+	for i, c := range f.Chains {
+		r.want[c.Name] = true
+		old := r.liveChains[c.Name]
 		switch {
 		case old == nil:
-			add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
-			refill = append(refill, c)
+			r.addChains = append(r.addChains, Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
+			if r.live.Unreached > 0 {
+				// The read did not reach every chain (a large table is not
+				// listed): this one may exist with rules, for example an
+				// endpoint chain of a Service chain another program
+				// flushed. Adding a chain that exists keeps its rules.
+				r.addChains = append(r.addChains, Op{Kind: OpFlushChain, Name: c.Name})
+			}
+			r.refill = append(r.refill, c)
 		case (old.Base == nil) != (c.Base == nil):
-			return nil
+			r.failed = true
+			return
 		case old.Base != nil && !samePlacement(old.Base, c.Base):
 			// Another hook, priority or type: the chain is made anew in
 			// the same transaction (a base chain is no jump target, and a
 			// chain that exists keeps its hook).
-			add(Op{Kind: OpFlushChain, Name: c.Name})
-			add(Op{Kind: OpDeleteChain, Name: c.Name})
-			add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
-			refill = append(refill, c)
+			r.addChains = append(r.addChains, Op{Kind: OpFlushChain, Name: c.Name}, Op{Kind: OpDeleteChain, Name: c.Name}, Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
+			r.refill = append(r.refill, c)
 		default:
-			rules := old
 			if old.Base != nil && *old.Base != *c.Base {
 				// Only the policy differs: adding the chain sets it again.
-				add(Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
-				same := *old
-				same.Base = c.Base
-				rules = &same
+				r.addChains = append(r.addChains, Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
 			}
-			if !rules.Equal(c) {
-				flush = append(flush, c.Name)
-				refill = append(refill, c)
+			if !r.sameRules(old, c, sum, i) {
+				r.flush = append(r.flush, c.Name)
+				r.refill = append(r.refill, c)
 			}
 		}
 	}
+	r.sets = append(r.sets, f.Sets...)
+	for m, els := range f.Elements {
+		r.elements[m] = append(r.elements[m], els...)
+	}
+}
+
+// sameRules reports whether the live chain old holds c's rules: compared
+// rule by rule when its rules were kept, by digest otherwise (c's is the
+// i-th of sum, when given).
+func (r *Reconciler) sameRules(old, c *Chain, sum *FragmentSummary, i int) bool {
+	ld, digested := r.digests.lookup(old.Name)
+	if !digested {
+		return slices.EqualFunc(old.Rules, c.Rules, func(a, b Rule) bool { return a.Equal(&b) })
+	}
+	if c.Base != nil {
+		return false // the digests of base chains are not comparable
+	}
+	if sum != nil && i < len(sum.Chains) && sum.Chains[i].Name == c.Name {
+		return sum.Chains[i].Digest == ld.digest
+	}
+	return r.digests.applied.digest(c) == ld.digest
+}
+
+// endpointMaps returns the endpoint maps the live chain c's rules read.
+func (r *Reconciler) endpointMaps(c *Chain) []string {
+	if ld, ok := r.digests.lookup(c.Name); ok {
+		return ld.maps
+	}
+	return c.EndpointMaps()
+}
+
+// Transaction returns the transaction that makes the live table hold
+// everything added: empty when it already does, nil when it cannot be
+// patched in place (see PlanReconcile).
+func (r *Reconciler) Transaction() *Transaction {
+	if r.failed {
+		return nil
+	}
+	live := r.live
+	tx := &Transaction{Family: live.Family}
+	add := func(op Op) { tx.Ops = append(tx.Ops, op) }
+	add(Op{Kind: OpAddTable})
+	tx.Ops = append(tx.Ops, r.addChains...)
 	var stray []string
 	for _, c := range live.Chains {
-		if !want[c.Name] {
+		if !r.want[c.Name] {
 			if c.Base != nil {
 				return nil
 			}
@@ -87,8 +173,8 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 
 	var delElems, addElems []Op
 	wantMap := map[string]bool{}
-	for i := range desired.Maps {
-		spec := &desired.Maps[i]
+	for i := range r.maps {
+		spec := &r.maps[i]
 		wantMap[spec.Name] = true
 		cur := live.Map(spec.Name)
 		if cur == nil {
@@ -102,7 +188,7 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 				have[e.Key] = e
 			}
 		}
-		for _, e := range desired.Elements(spec.Name) {
+		for _, e := range r.elements[spec.Name] {
 			old, ok := have[e.Key]
 			delete(have, e.Key)
 			if ok && old == e {
@@ -118,7 +204,7 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 		}
 	}
 	wantSet := map[string]bool{}
-	for _, set := range desired.Sets() {
+	for _, set := range r.sets {
 		wantSet[set.Name] = true
 		if old, ok := live.Set(set.Name); !ok {
 			add(Op{Kind: OpAddSet, Name: set.Name, Set: &set})
@@ -131,7 +217,7 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 
 	tx.Ops = append(tx.Ops, delElems...)
 	flushed := map[string]bool{}
-	for _, name := range append(flush, stray...) {
+	for _, name := range append(r.flush, stray...) {
 		flushed[name] = true
 		add(Op{Kind: OpFlushChain, Name: name})
 	}
@@ -141,7 +227,7 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 	kept := map[string]bool{}
 	for _, c := range live.Chains {
 		if !flushed[c.Name] {
-			for _, m := range c.EndpointMaps() {
+			for _, m := range r.endpointMaps(c) {
 				kept[m] = true
 			}
 		}
@@ -151,7 +237,7 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 			add(Op{Kind: OpDeleteSet, Name: name})
 		}
 	}
-	for _, c := range refill {
+	for _, c := range r.refill {
 		addRules(tx, c)
 	}
 	tx.Ops = append(tx.Ops, addElems...)
@@ -163,35 +249,15 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 	for _, name := range stray {
 		add(Op{Kind: OpDeleteChain, Name: name})
 	}
-	if len(refill) > 0 {
+	if len(r.refill) > 0 {
 		// The rules written may count in the named counters; one that
 		// exists keeps its counts.
-		tx.Ops = slices.Insert(tx.Ops, 1, counterOps(desired.Top.Counters)...)
+		tx.Ops = slices.Insert(tx.Ops, 1, counterOps(r.top.Counters)...)
 	}
 	if len(tx.Ops) == 1 && !live.Dormant { // the table op alone makes a dormant table active
 		tx.Ops = nil
 	}
 	return tx
-}
-
-// SharedRules returns what a read of a live table to compare with rs does
-// with the rules read of each chain (Dataplane.ReadAgainst): it returns
-// the rules of rs's chain of that name when they are equal, and the rules
-// read otherwise. A table that matches rs then holds no copy of its rules,
-// and PlanReconcile sees at once that they are equal. The function may be
-// called from several goroutines at once.
-func (rs *Ruleset) SharedRules() func(chain string, rules []Rule) []Rule {
-	chains := rs.Chains()
-	want := make(map[string][]Rule, len(chains))
-	for _, c := range chains {
-		want[c.Name] = c.Rules
-	}
-	return func(chain string, rules []Rule) []Rule {
-		if d, ok := want[chain]; ok && len(d) == len(rules) && len(d) > 0 && slices.EqualFunc(d, rules, func(a, b Rule) bool { return a.Equal(&b) }) {
-			return d
-		}
-		return rules
-	}
 }
 
 // samePlacement reports whether two base chains hook the same place: the
@@ -220,4 +286,12 @@ func sortedElements(m map[MapKey]MapElement) []MapElement {
 	}
 	slices.SortFunc(out, func(a, b MapElement) int { return strings.Compare(a.Text(), b.Text()) })
 	return out
+}
+
+// CanPatch reports whether the live table can be patched in place at
+// all: it holds nothing nftproxy cannot decode and is not another
+// program's table of nftproxy's name (PlanReconcile may still find a base
+// chain or a map declared differently).
+func CanPatch(live *TableState) bool {
+	return live != nil && len(live.Unknown) == 0 && !live.Foreign()
 }

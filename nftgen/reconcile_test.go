@@ -22,10 +22,38 @@ func reconcileOnto(t *testing.T, fake *Fake, rs *Ruleset) *Transaction {
 	if tx == nil {
 		t.Fatal("PlanReconcile gave up on a table it should patch")
 	}
+	if byDigest := reconcileByDigests(t, fake, rs); byDigest == nil || byDigest.String() != tx.String() {
+		t.Errorf("the reconcile by digests differs from the one by rules:\n%s\nby rules:\n%s", byDigest, tx)
+	}
 	if err := fake.Apply(ctx, tx); err != nil {
 		t.Fatalf("reconcile: %v\n%s", err, tx)
 	}
 	return tx
+}
+
+// reconcileByDigests plans the reconcile of fake's table towards rs as a
+// full sync of a live table does: the table read with only digests of its
+// chains outside the top level, each Service's fragment compared with its
+// summary.
+func reconcileByDigests(t *testing.T, fake *Fake, rs *Ruleset) *Transaction {
+	t.Helper()
+	applied := NewApplied(rs.Family, rs.Maps, rs.Top)
+	digests := applied.LiveDigests((&Ruleset{Top: rs.Top}).ChainNames())
+	live, err := fake.ReadAgainst(context.Background(), rs.Family, digests.Finish)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range live.Chains {
+		if c.Rules != nil && !slices.ContainsFunc(rs.Top.Chains, func(top *Chain) bool { return top.Name == c.Name }) {
+			t.Errorf("chain %s was read with its rules, not a digest", c.Name)
+		}
+	}
+	r := NewReconciler(live, digests, rs.Top, rs.Maps)
+	for _, k := range rs.serviceKeys() {
+		f := rs.Services[k]
+		r.Add(f, applied.Summarize(f))
+	}
+	return r.Transaction()
 }
 
 // TestReconcileUntouchedTableIsEmpty: a table that holds the desired
@@ -76,6 +104,43 @@ func TestReconcileRepairsTamperingAndFollowsChanges(t *testing.T) {
 	// the full sync's.
 	if full := len(PlanFull(rs, nil).Ops); len(tx.Ops)*4 > full {
 		t.Errorf("reconcile sent %d operations, a full sync %d; want only the differences", len(tx.Ops), full)
+	}
+	if again := reconcileOnto(t, fake, rs); !again.Empty() {
+		t.Errorf("a second reconcile sends %d operations:\n%s", len(again.Ops), again)
+	}
+}
+
+// TestReconcileRefillsChainsTheReadDidNotReach: in a table too large to
+// list, the chains of a Service chain another program flushed are not
+// reached by the read; the reconcile must empty them before refilling
+// them, not add their rules a second time.
+func TestReconcileRefillsChainsTheReadDidNotReach(t *testing.T) {
+	g := testGenerator("10.244.0.0/16")
+	ports := nftgentest.ManyPorts(5)
+	rs := g.Ruleset(ports)
+	fake := applyFull(t, rs)
+	ctx := context.Background()
+	frag := rs.Services[ServiceKey(ports[2].Name)]
+	svcChain := frag.Chains[0].Name
+	if err := fake.Apply(ctx, &Transaction{Family: FamilyIPv4, Ops: []Op{{Kind: OpFlushChain, Name: svcChain}}}); err != nil {
+		t.Fatal(err)
+	}
+	live, _ := fake.Read(ctx, FamilyIPv4)
+	unreached := map[string]bool{}
+	for _, c := range frag.Chains[1:] {
+		unreached[c.Name] = true
+	}
+	live.Chains = slices.DeleteFunc(live.Chains, func(c *Chain) bool { return unreached[c.Name] })
+	live.Unreached = len(unreached)
+	tx := PlanReconcile(rs, live)
+	if tx == nil {
+		t.Fatal("PlanReconcile gave up")
+	}
+	if err := fake.Apply(ctx, tx); err != nil {
+		t.Fatalf("reconcile: %v\n%s", err, tx)
+	}
+	if got, want := fake.Dump(FamilyIPv4), applyFull(t, rs).Dump(FamilyIPv4); got != want {
+		t.Errorf("after the reconcile the table differs from a fresh full sync:\n%s\nwant:\n%s", got, want)
 	}
 	if again := reconcileOnto(t, fake, rs); !again.Empty() {
 		t.Errorf("a second reconcile sends %d operations:\n%s", len(again.Ops), again)

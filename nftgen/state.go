@@ -31,7 +31,8 @@ type TableState struct {
 	// element reaches and that were not listed: only a listing of every
 	// chain names them, and the kernel's listing is quadratic in the
 	// table's chains (minutes at 100,000 Services). They carry no
-	// traffic; a full sync leaves them in place.
+	// traffic; a full sync leaves them in place, and flushes any chain it
+	// programs that the read did not reach (it may be one of them).
 	Unreached int
 	// Members are the addresses each dynamic (affinity) set holds, as read
 	// from the kernel; nil when not known (a desired Ruleset's state).

@@ -125,9 +125,6 @@ func (c *Chain) Equal(o *Chain) bool {
 	if (c.Base == nil) != (o.Base == nil) || (c.Base != nil && *c.Base != *o.Base) {
 		return false
 	}
-	if len(c.Rules) > 0 && &c.Rules[0] == &o.Rules[0] {
-		return true // the same rules, shared (SharedRules)
-	}
 	for i := range c.Rules {
 		if !c.Rules[i].Equal(&o.Rules[i]) {
 			return false

@@ -173,37 +173,29 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 	fam := fs.gen.Family()
 	top := &nftgen.Ruleset{Top: fs.gen.Top()}
 	// The table as it is: read once, it tells whether the table is live
-	// and what differs. Only if it cannot be read are its objects listed
-	// by name instead, and a live one rewritten. A live table is read
-	// against the desired rules, built once the read found it hooked, so
-	// that the chains that match are not held twice.
+	// and what differs. Only the top level's rules are kept whole; the
+	// other chains are kept as digests of their rules, compared with the
+	// desired ones as they are generated (planLive). Only if it cannot be
+	// read are its objects listed by name instead, and a live one
+	// rewritten.
+	applied := nftgen.NewApplied(fam, nil, nil)
+	digests := applied.LiveDigests(top.ChainNames())
 	var inv *nftgen.Inventory
 	var rs *nftgen.Ruleset
 	var keys map[types.NamespacedName][]string
 	var owners map[destination]claim
-	var desiredErr error
-	live, err := s.dp.ReadAgainst(ctx, fam, func(found *nftgen.Inventory) *nftgen.Ruleset {
-		if !found.Hooked(top) {
-			return nil
-		}
-		rs, keys, owners, desiredErr = s.desired(ctx, fs, snap)
-		return rs
-	})
-	if desiredErr != nil {
-		return nil, false, nil, desiredErr
-	}
+	live, err := s.dp.ReadAgainst(ctx, fam, digests.Finish)
 	if err == nil {
 		inv = live.Inventory()
 		if live != nil && live.Unreached > 0 {
-			klog.FromContext(ctx).Info("The table holds chains that no rule reaches and that nftproxy did not create; at this size they are not listed (the kernel's listing takes minutes), so they stay in place",
+			klog.FromContext(ctx).Info("The table holds chains that no rule reaches; at this size they are not listed (the kernel's listing takes minutes): those nftproxy programs are emptied and refilled, the others stay in place",
 				"family", fam, "chains", live.Unreached)
 		}
 	} else {
 		klog.FromContext(ctx).Error(err, "Reading the table failed; listing it to rewrite it", "family", fam)
-		if rs == nil {
-			if rs, keys, owners, err = s.desired(ctx, fs, snap); err != nil {
-				return nil, false, nil, err
-			}
+		live = nil
+		if rs, keys, owners, err = s.desired(ctx, fs, snap); err != nil {
+			return nil, false, nil, err
 		}
 		if inv, err = s.dp.Inventory(ctx, fam, rs.ChainNames()); err != nil {
 			return nil, false, nil, fmt.Errorf("inventory of %s table: %w", fam, err)
@@ -224,15 +216,33 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 		txs, r := s.planCold(ctx, fs, snap, chunk)
 		return txs, true, func() error { return r.commit(fs) }, nil
 	}
-	// A live table is patched where it differs from the desired rules, in
-	// one transaction: packets see the old rules or the new ones, never a
-	// table in between, and a table nothing touched costs no commit.
-	if rs == nil {
+	if live != nil {
+		// A live table is patched where it differs from the desired
+		// rules, in one transaction: packets see the old rules or the new
+		// ones, never a table in between, and a table nothing touched
+		// costs no commit.
+		if nftgen.CanPatch(live) {
+			tx, r, err := s.planLive(ctx, fs, snap, live, digests, applied)
+			if err != nil {
+				return nil, false, nil, err
+			}
+			if tx != nil {
+				if !tx.Empty() {
+					klog.FromContext(ctx).Info("The live table differs from the desired rules; patching it", "family", fam, "operations", len(tx.Ops))
+				}
+				return slices.Values([]*nftgen.Transaction{tx}), false, func() error { return r.commit(fs) }, nil
+			}
+		}
+		if live.Foreign() {
+			klog.FromContext(ctx).Info("The table of nftproxy's name is kube-proxy's nftables mode's; replacing it in one transaction", "family", fam, "chains", len(live.Chains))
+		} else {
+			klog.FromContext(ctx).Info("The live table holds objects nftproxy cannot patch in place; rewriting all of it", "family", fam, "unknown", len(live.Unknown))
+		}
 		if rs, keys, owners, err = s.desired(ctx, fs, snap); err != nil {
 			return nil, false, nil, err
 		}
 	}
-	txs = slices.Values([]*nftgen.Transaction{s.reconcile(ctx, rs, live, inv)})
+	txs = slices.Values([]*nftgen.Transaction{nftgen.PlanFull(rs, inv)})
 	r := fullSyncOf(rs, fs.ruleCounter(), keys, owners)
 	return txs, false, func() error { return r.commit(fs) }, nil
 }
@@ -307,29 +317,6 @@ func (s *Syncer) planCold(ctx context.Context, fs *familyState, snap *snapshot, 
 		r.err = nil
 	}
 	return txs, r
-}
-
-// reconcile returns the transaction that makes the hooked table of rs's
-// family hold rs, from what the table holds now (live, nil when it could
-// not be read; inv lists it): only what differs, or a rewrite of
-// everything when the table cannot be read or patched.
-func (s *Syncer) reconcile(ctx context.Context, rs *nftgen.Ruleset, live *nftgen.TableState, inv *nftgen.Inventory) *nftgen.Transaction {
-	logger := klog.FromContext(ctx)
-	if live == nil {
-		return nftgen.PlanFull(rs, inv)
-	}
-	if tx := nftgen.PlanReconcile(rs, live); tx != nil {
-		if !tx.Empty() {
-			logger.Info("The live table differs from the desired rules; patching it", "family", rs.Family, "operations", len(tx.Ops))
-		}
-		return tx
-	}
-	if live.Foreign() {
-		logger.Info("The table of nftproxy's name is kube-proxy's nftables mode's; replacing it in one transaction", "family", rs.Family, "chains", len(live.Chains))
-	} else {
-		logger.Info("The live table holds objects nftproxy cannot patch in place; rewriting all of it", "family", rs.Family, "unknown", len(live.Unknown))
-	}
-	return nftgen.PlanFull(rs, inv)
 }
 
 // planUpdate computes the fragments of the changed Services and a

@@ -39,11 +39,9 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 	return n.ReadAgainst(ctx, f, nil)
 }
 
-// ReadAgainst implements nftgen.Dataplane: Read, with want (if not nil)
-// told the layout's chains found once the table's sets are read, and the
-// rules of each chain replaced by the shared ones as soon as the chain is
-// read, so that the decoded copies are garbage at once.
-func (n *Netlink) ReadAgainst(ctx context.Context, f nftgen.Family, want func(top *nftgen.Inventory) *nftgen.Ruleset) (*nftgen.TableState, error) {
+// ReadAgainst implements nftgen.Dataplane: Read, with the rules of each
+// chain given to finish (if not nil) as soon as the chain is read.
+func (n *Netlink) ReadAgainst(ctx context.Context, f nftgen.Family, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -141,17 +139,8 @@ func (n *Netlink) ReadAgainst(ctx context.Context, f nftgen.Family, want func(to
 		return nil, fmt.Errorf("list objects of %s %s: %w", f, nftgen.TableName, err)
 	}
 	layout := layoutChains(f)
-	var share chainFinisher[nftgen.Rule]
-	if want != nil {
-		top, err := n.existingChains(table, layout)
-		if err != nil {
-			return nil, fmt.Errorf("look up chains of %s %s: %w", f, nftgen.TableName, err)
-		}
-		if rs := want(&nftgen.Inventory{Chains: top, Sets: st.SetNames}); rs != nil {
-			share = rs.SharedRules()
-		}
-	}
-	found, names, rules, complete, err := discoverChains(n, table, layout, targets, len(sets)+len(objs), decode, share)
+	keep := chainFinisher[nftgen.Rule](finish)
+	found, names, rules, complete, err := discoverChains(n, table, layout, targets, len(sets)+len(objs), decode, keep)
 	if err != nil {
 		return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
 	}
@@ -176,7 +165,7 @@ func (n *Netlink) ReadAgainst(ctx context.Context, f nftgen.Family, want func(to
 				names = append(names, ch.Name)
 			}
 		}
-		if rules, err = allRules(n, table, names, decode, share); err != nil {
+		if rules, err = allRules(n, table, names, decode, keep); err != nil {
 			return nil, fmt.Errorf("list rules of %s %s: %w", f, nftgen.TableName, err)
 		}
 	}
