@@ -23,13 +23,13 @@ type Dataplane interface {
 	// and no error when the table does not exist. Objects it cannot
 	// decode are listed in the result's Unknown.
 	Read(ctx context.Context, f Family) (*TableState, error)
-	// ReadAgainst is Read for a reconcile of a large table: finish is
+	// ReadCompact is Read for a reconcile of a large table: finish is
 	// given the rules read of each chain once the chain is read, and the
 	// result holds what it returns instead (LiveDigests.Finish keeps
 	// digests of them and returns nil), so that the decoded rules of a
 	// whole table never exist at once. It may be called from several
 	// goroutines at once.
-	ReadAgainst(ctx context.Context, f Family, finish func(chain string, rules []Rule) []Rule) (*TableState, error)
+	ReadCompact(ctx context.Context, f Family, finish func(chain string, rules []Rule) []Rule) (*TableState, error)
 	// DeleteTable removes the family's table and everything in it. A
 	// missing table is not an error.
 	DeleteTable(ctx context.Context, f Family) error

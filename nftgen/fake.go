@@ -391,8 +391,8 @@ func (t *fakeTable) setNames() []string {
 // Read implements Dataplane.
 func (f *Fake) Read(_ context.Context, fam Family) (*TableState, error) { return f.State(fam), nil }
 
-// ReadAgainst implements Dataplane.
-func (f *Fake) ReadAgainst(_ context.Context, fam Family, finish func(chain string, rules []Rule) []Rule) (*TableState, error) {
+// ReadCompact implements Dataplane.
+func (f *Fake) ReadCompact(_ context.Context, fam Family, finish func(chain string, rules []Rule) []Rule) (*TableState, error) {
 	st := f.State(fam)
 	if st != nil {
 		for _, c := range st.Chains {

@@ -36,7 +36,7 @@ func (a *Applied) LiveDigests(keep []string) *LiveDigests {
 
 // Finish records the rules read of chain and returns what the table read
 // keeps of them: the rules of a kept chain, nil for the others (see
-// Dataplane.ReadAgainst). It may be called from several goroutines at once.
+// Dataplane.ReadCompact). It may be called from several goroutines at once.
 func (d *LiveDigests) Finish(chain string, rules []Rule) []Rule {
 	if d.keep[chain] {
 		return rules

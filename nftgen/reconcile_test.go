@@ -39,7 +39,7 @@ func reconcileByDigests(t *testing.T, fake *Fake, rs *Ruleset) *Transaction {
 	t.Helper()
 	applied := NewApplied(rs.Family, rs.Maps, rs.Top)
 	digests := applied.LiveDigests((&Ruleset{Top: rs.Top}).ChainNames())
-	live, err := fake.ReadAgainst(context.Background(), rs.Family, digests.Finish)
+	live, err := fake.ReadCompact(context.Background(), rs.Family, digests.Finish)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -184,7 +184,7 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 	var rs *nftgen.Ruleset
 	var keys map[types.NamespacedName][]string
 	var owners map[destination]claim
-	live, err := s.dp.ReadAgainst(ctx, fam, digests.Finish)
+	live, err := s.dp.ReadCompact(ctx, fam, digests.Finish)
 	if err == nil {
 		inv = live.Inventory()
 		if live != nil && live.Unreached > 0 {
@@ -256,58 +256,23 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 // once every transaction was taken; its err says why not otherwise.
 func (s *Syncer) planCold(ctx context.Context, fs *familyState, snap *snapshot, chunk int) (iter.Seq[*nftgen.Transaction], *fullSync) {
 	fam := fs.gen.Family()
-	r := &fullSync{
-		keys:       map[types.NamespacedName][]string{},
-		owners:     map[destination]claim{},
-		fragCounts: map[string]nftgen.FragmentRuleCounts{},
-		err:        errors.New("the streamed sync did not finish"),
-	}
+	r := newFullSync(nftgen.NewApplied(fam, nil, nil))
+	r.err = errors.New("the streamed sync did not finish")
 	txs := func(yield func(*nftgen.Transaction) bool) {
-		// The generator (its large cluster mode) is final once the first
-		// candidate is visited.
 		var b *nftgen.ColdBuilder
-		var counter nftgen.RuleCounter
-		start := func() {
-			top := fs.gen.Top()
-			r.applied = nftgen.NewApplied(fam, fs.gen.Maps(), top)
-			b, counter = nftgen.NewColdBuilder(fam, r.applied.Maps, top, chunk), fs.ruleCounter()
+		add := func(f *nftgen.Fragment) bool {
+			tx := b.Add(f)
+			return tx == nil || yield(tx)
 		}
-		var pending []*candidate
-		stopped := false
-		err := s.eachCandidate(ctx, fs, snap, r.owners, func(c *candidate) bool {
-			if b == nil {
-				start()
-			}
-			chains := &nftgen.Fragment{Chains: c.frag.Chains, Sets: c.frag.Sets}
-			if tx := b.Add(chains); tx != nil && !yield(tx) {
-				stopped = true
-				return false
-			}
-			key := c.claim.frag
-			r.applied.Services[key] = r.applied.Summarize(chains)
-			r.fragCounts[key] = counter.Compact(chains)
-			c.frag = &nftgen.Fragment{Elements: c.frag.Elements, HealthCheckRules: c.frag.HealthCheckRules}
-			pending = append(pending, c)
-			return true
-		})
+		done, err := s.streamFull(ctx, fs, snap, r,
+			func() { b = nftgen.NewColdBuilder(fam, r.applied.Maps, r.applied.Top, chunk) },
+			func(f *nftgen.Fragment, _ *nftgen.FragmentSummary) bool { return add(f) }, add)
 		if err != nil {
 			r.err = err
 			return
 		}
-		if stopped {
+		if !done {
 			return
-		}
-		if b == nil { // no Service
-			start()
-		}
-		for _, c := range pending {
-			f, key := s.settle(c, r.owners), c.claim.frag
-			if tx := b.Add(f); tx != nil && !yield(tx) {
-				return
-			}
-			r.applied.Services[key].SetElements(f)
-			r.fragCounts[key] = r.fragCounts[key].Plus(counter.Compact(f))
-			r.keys[c.svc] = append(r.keys[c.svc], key)
 		}
 		for _, tx := range b.Finish() {
 			if !yield(tx) {

@@ -594,12 +594,12 @@ func nftgentestChunks(rs *nftgen.Ruleset) []*nftgen.Transaction {
 	return append(out, b.Finish()...)
 }
 
-// TestReadAgainstKeepsDigests reads a table that another program changed
+// TestReadCompactKeepsDigests reads a table that another program changed
 // as a full sync of a live table does, keeping only digests of the
 // chains outside the top level: the reconcile by digests must plan what
 // the reconcile of the whole table read back plans, and refill the
 // changed chain.
-func TestReadAgainstKeepsDigests(t *testing.T) {
+func TestReadCompactKeepsDigests(t *testing.T) {
 	testns.RequireRoot(t)
 	ctx := context.Background()
 	g := featureGenerator(t)
@@ -619,7 +619,7 @@ func TestReadAgainstKeepsDigests(t *testing.T) {
 
 	applied := nftgen.NewApplied(rs.Family, rs.Maps, rs.Top)
 	digests := applied.LiveDigests((&nftgen.Ruleset{Top: rs.Top}).ChainNames())
-	got, err := dp.ReadAgainst(ctx, nftgen.FamilyIPv4, digests.Finish)
+	got, err := dp.ReadCompact(ctx, nftgen.FamilyIPv4, digests.Finish)
 	if err != nil {
 		t.Fatal(err)
 	}

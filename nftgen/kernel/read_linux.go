@@ -36,12 +36,12 @@ func layoutChains(f nftgen.Family) []string {
 // a TableState; nil and no error when the table does not exist. It lists
 // the whole table, so it is for the compat view and tools, not for syncs.
 func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState, error) {
-	return n.ReadAgainst(ctx, f, nil)
+	return n.ReadCompact(ctx, f, nil)
 }
 
-// ReadAgainst implements nftgen.Dataplane: Read, with the rules of each
+// ReadCompact implements nftgen.Dataplane: Read, with the rules of each
 // chain given to finish (if not nil) as soon as the chain is read.
-func (n *Netlink) ReadAgainst(ctx context.Context, f nftgen.Family, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {
+func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,95 @@
+package proxier
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+)
+
+// newFullSync returns the empty record of a full sync whose summaries go
+// into applied.
+func newFullSync(applied *nftgen.Applied) *fullSync {
+	return &fullSync{
+		applied:    applied,
+		keys:       map[types.NamespacedName][]string{},
+		owners:     map[destination]claim{},
+		fragCounts: map[string]nftgen.FragmentRuleCounts{},
+	}
+}
+
+// streamFull visits the fragments of a full sync that never holds the
+// whole ruleset, in two passes, and records their summaries in r: first
+// each candidate's chains and sets as it is generated (chains, with their
+// summary), then, once every claim is known, each settled fragment's map
+// elements (elements). The generator (its large cluster mode) is final
+// once the first candidate is visited: then r.applied gets its maps and
+// top level and started is called, before either callback. It stops when
+// a callback returns false (done is then false) or ctx ends (the error).
+func (s *Syncer) streamFull(ctx context.Context, fs *familyState, snap *snapshot, r *fullSync, started func(), chains func(*nftgen.Fragment, *nftgen.FragmentSummary) bool, elements func(*nftgen.Fragment) bool) (done bool, err error) {
+	var counter nftgen.RuleCounter
+	begun := false
+	start := func() {
+		begun = true
+		r.applied.Maps, r.applied.Top = fs.gen.Maps(), fs.gen.Top()
+		counter = fs.ruleCounter()
+		started()
+	}
+	var pending []*candidate
+	stopped := false
+	err = s.eachCandidate(ctx, fs, snap, r.owners, func(c *candidate) bool {
+		if !begun {
+			start()
+		}
+		f, key := &nftgen.Fragment{Chains: c.frag.Chains, Sets: c.frag.Sets}, c.claim.frag
+		sum := r.applied.Summarize(f)
+		if !chains(f, sum) {
+			stopped = true
+			return false
+		}
+		r.applied.Services[key] = sum
+		r.fragCounts[key] = counter.Compact(f)
+		c.frag = &nftgen.Fragment{Elements: c.frag.Elements, HealthCheckRules: c.frag.HealthCheckRules}
+		pending = append(pending, c)
+		return true
+	})
+	if err != nil || stopped {
+		return false, err
+	}
+	if !begun { // no Service
+		start()
+	}
+	for _, c := range pending {
+		f, key := s.settle(c, r.owners), c.claim.frag
+		if !elements(f) {
+			return false, nil
+		}
+		r.applied.Services[key].SetElements(f)
+		r.fragCounts[key] = r.fragCounts[key].Plus(counter.Compact(f))
+		r.keys[c.svc] = append(r.keys[c.svc], key)
+	}
+	return true, nil
+}
+
+// planLive returns the transaction that patches the live table of fs's
+// family where it differs from the desired rules, and what to record once
+// it is applied; a nil transaction when the table cannot be patched in
+// place. Like planCold it never holds the whole ruleset (streamFull): each
+// Service's chains are compared with the live ones as they are made (by
+// digest, against what the read recorded in digests, whose Applied is
+// applied) and only those that differ are kept for the transaction; the
+// map elements are compared once the last Service is read.
+func (s *Syncer) planLive(ctx context.Context, fs *familyState, snap *snapshot, live *nftgen.TableState, digests *nftgen.LiveDigests, applied *nftgen.Applied) (*nftgen.Transaction, *fullSync, error) {
+	r := newFullSync(applied)
+	var rec *nftgen.Reconciler
+	_, err := s.streamFull(ctx, fs, snap, r,
+		func() { rec = nftgen.NewReconciler(live, digests, applied.Top, applied.Maps) },
+		func(f *nftgen.Fragment, sum *nftgen.FragmentSummary) bool { rec.Add(f, sum); return true },
+		func(f *nftgen.Fragment) bool { rec.Add(f, nil); return true })
+	if err != nil {
+		return nil, nil, fmt.Errorf("compare the %s table: %w", fs.gen.Family(), err)
+	}
+	return rec.Transaction(), r, nil
+}
