@@ -315,13 +315,6 @@ func TestDaemonsSideBySide(t *testing.T) {
 	}
 }
 
-func tail(b []byte, n int) string {
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
-}
-
 // machineSummary is machineDetails without the side-by-side benchmark's
 // own settings, on one line.
 func machineSummary() string {

@@ -31,17 +31,3 @@ func featureGenerator(t testing.TB) *Generator {
 func TestGenerateAllFeatures(t *testing.T) {
 	golden(t, "features.nft", featureGenerator(t).Ruleset(nftgentest.FeaturePorts()).Text())
 }
-
-func testGenerator6(t testing.TB) *Generator {
-	g, err := NewGenerator(Config{
-		Family:       FamilyIPv6,
-		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("fd00:10:244::/64")},
-		Node:         svcmodel.Node{Name: "node-a"},
-		NodeIP:       netip.MustParseAddr("2001:db8::1"),
-		NodeIPs:      []netip.Addr{netip.MustParseAddr("2001:db8::1")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}

@@ -52,16 +52,6 @@ type engineFixture struct {
 	firstSynced int
 }
 
-func genFor(t *testing.T, cfg nftgen.Config) *nftgen.Generator {
-	t.Helper()
-	cfg.Family = nftgen.FamilyIPv4
-	g, err := nftgen.NewGenerator(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return g
-}
-
 // newEngineFixture returns an engine on a Fake with a fake clock and two
 // Services, a and b, not yet synced. edit may change the configuration.
 func newEngineFixture(t *testing.T, edit func(*EngineConfig)) *engineFixture {

@@ -49,10 +49,8 @@ type kubeProxyFlags struct {
 type ignoredFlags struct {
 	s  string
 	b  bool
-	i  int32
 	d  time.Duration
 	ss []string
-	f  float32
 }
 
 // noEffect are kube-proxy flags nftproxy accepts but does not act on, with

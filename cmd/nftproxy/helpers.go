@@ -21,15 +21,6 @@ func netnsDialer(path string) func(ctx context.Context, network, addr string) (n
 	}
 }
 
-func containsFamily(list []nftgen.Family, f nftgen.Family) bool {
-	for _, x := range list {
-		if x == f {
-			return true
-		}
-	}
-	return false
-}
-
 // familyName is Kubernetes' name of a family ("IPv4", "IPv6").
 func familyName(f nftgen.Family) string {
 	if f == nftgen.FamilyIPv6 {

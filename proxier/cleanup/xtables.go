@@ -138,12 +138,3 @@ func removeKubeProxy(table string, blob []byte, info xtables.Info, l xtables.Lay
 	ni.NumEntries, ni.Size = uint32(kept), uint32(len(newBlob))
 	return newBlob, ni, res, nil
 }
-
-func isHookEntry(info xtables.Info, off uint32) bool {
-	for h := 0; h < xtables.Hooks; h++ {
-		if info.ValidHooks&(1<<h) != 0 && info.HookEntry[h] == off {
-			return true
-		}
-	}
-	return false
-}
