@@ -131,7 +131,7 @@ func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(
 	}}
 	decode := func(r *parsedRule) nftgen.Rule {
 		comment, _ := userdata.GetString(r.userData, userdata.TypeComment)
-		return nftgen.Rule{Stmts: dec.decodeRule(r.exprs), Comment: comment, Handle: r.handle}
+		return nftgen.Rule{Stmts: dec.decodeRule(r), Comment: comment, Handle: r.handle}
 	}
 	// The table's use count counts its named objects (the counters) too.
 	objs, err := c.GetObjects(table)

@@ -29,6 +29,8 @@ type parsedRule struct {
 	handle   uint64
 	userData []byte
 	exprs    []ruleExpr
+	// run is decodeRule's scratch, reused with the parsedRule.
+	run []expr.Any
 }
 
 // ruleExpr is one expression of a rule: e, or, for a kind this decoder
@@ -42,12 +44,12 @@ type ruleExpr struct {
 }
 
 // decodeRule decodes a rule read by parseRuleMsg: its runs of known
-// expressions as decode does, an expression of a kind nftproxy does not
-// read as Unknown in its place.
-func (d *exprDecoder) decodeRule(exprs []ruleExpr) []nftgen.Stmt {
+// expressions through decode, each unknown one as an Unknown statement.
+// The runs are gathered in r's scratch, which the statements do not keep.
+func (d *exprDecoder) decodeRule(r *parsedRule) []nftgen.Stmt {
 	var out []nftgen.Stmt
-	run := make([]expr.Any, 0, len(exprs))
-	for _, x := range exprs {
+	run := r.run[:0]
+	for _, x := range r.exprs {
 		if x.e != nil {
 			run = append(run, x.e)
 			continue
@@ -56,6 +58,7 @@ func (d *exprDecoder) decodeRule(exprs []ruleExpr) []nftgen.Stmt {
 		run = run[:0]
 		out = append(out, nftgen.Unknown{Desc: x.unknown + " expression"})
 	}
+	r.run = run[:0]
 	if out == nil {
 		// Every expression known: the usual case, without a copy.
 		return d.decode(run)
@@ -118,7 +121,7 @@ func dataValue(v []byte) []byte {
 // nfgenmsg header) into r, whose expression slice is reused: a caller
 // decoding many rules one after another keeps one parsedRule.
 func parseRuleMsg(data []byte, r *parsedRule) error {
-	*r = parsedRule{exprs: r.exprs[:0]}
+	*r = parsedRule{exprs: r.exprs[:0], run: r.run[:0]}
 	if len(data) < 4 {
 		return errMalformed
 	}
