@@ -276,8 +276,9 @@ func allRules[R any](n *Netlink, table *nftables.Table, names []string, decode f
 }
 
 // chainFinisher is given the rules of a chain once they are all read and
-// returns what the listing keeps of them (a reader comparing the table
-// with rules it holds keeps those where they are equal).
+// returns what the listing keeps of them (a full sync keeps only their
+// digest, see nftgen.LiveDigests), so that the decoded rules of a large
+// table are garbage as soon as each chain is read.
 type chainFinisher[R any] func(chain string, rules []R) []R
 
 // end returns the end callback of chainRules that replaces rules[i], those
