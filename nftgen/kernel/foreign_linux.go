@@ -75,28 +75,22 @@ func (n *Netlink) ForeignTable(ctx context.Context, family nftables.TableFamily,
 	if err != nil {
 		return nil, fmt.Errorf("read table %s: %w", table, err)
 	}
-	base := map[string]bool{}
-	for _, ch := range found {
-		base[ch.Name] = ch.Hooknum != nil
-	}
 	if !complete {
 		n.fullListings.Add(1)
-		all, err := n.tableChains(t)
-		if err != nil {
+		if found, err = n.tableChains(t); err != nil {
 			return nil, fmt.Errorf("list chains of table %s: %w", table, err)
 		}
 		names = names[:0]
-		for _, ch := range all {
-			// The dump answers with the chains of every table of the
-			// family.
-			if ch.Table.Name == table {
-				names = append(names, ch.Name)
-				base[ch.Name] = ch.Hooknum != nil
-			}
+		for _, ch := range found {
+			names = append(names, ch.Name)
 		}
 		if rules, err = allRules(n, t, names, foreignRule, nil); err != nil {
 			return nil, fmt.Errorf("list rules of table %s: %w", table, err)
 		}
+	}
+	base := map[string]bool{}
+	for _, ch := range found {
+		base[ch.Name] = ch.Hooknum != nil
 	}
 	chains = make([]ForeignChain, len(names))
 	for i, name := range names {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/google/nftables"
@@ -104,13 +105,16 @@ func (n *Netlink) listable(chains int) bool {
 	return chains <= limit
 }
 
-// tableChains lists the chains of the family's nftproxy table in one dump.
+// tableChains lists the chains of table in one dump.
 func (n *Netlink) tableChains(table *nftables.Table) ([]*nftables.Chain, error) {
 	answers, err := n.dump(unix.NFT_MSG_GETCHAIN, table.Family, [][]netlink.Attribute{{{Type: unix.NFTA_CHAIN_TABLE, Data: []byte(table.Name + "\x00")}}})
 	if err != nil {
 		return nil, fmt.Errorf("dump chains: %w", err)
 	}
-	return decodeChains(table.Family, answers[0])
+	chains, err := decodeChains(table.Family, answers[0])
+	// A kernel that does not filter the dump by table answers with the
+	// chains of every table of the family.
+	return slices.DeleteFunc(chains, func(c *nftables.Chain) bool { return c.Table.Name != table.Name }), err
 }
 
 // chainRules dumps the rules of the named chains of table, one dump per

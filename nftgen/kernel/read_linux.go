@@ -138,9 +138,7 @@ func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(
 	if err != nil {
 		return nil, fmt.Errorf("list objects of %s %s: %w", f, nftgen.TableName, err)
 	}
-	layout := layoutChains(f)
-	keep := chainFinisher[nftgen.Rule](finish)
-	found, names, rules, complete, err := discoverChains(n, table, layout, targets, len(sets)+len(objs), decode, keep)
+	found, names, rules, complete, err := discoverChains(n, table, layoutChains(f), targets, len(sets)+len(objs), decode, finish)
 	if err != nil {
 		return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
 	}
@@ -152,20 +150,14 @@ func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(
 	default:
 		// Something nothing jumps to: list every chain after all.
 		n.fullListings.Add(1)
-		all, err := n.tableChains(table)
-		if err != nil {
+		if found, err = n.tableChains(table); err != nil {
 			return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
 		}
-		found, names = found[:0], names[:0]
-		for _, ch := range all {
-			// The dump answers with the chains of every table of the
-			// family.
-			if ch.Table.Name == nftgen.TableName {
-				found = append(found, ch)
-				names = append(names, ch.Name)
-			}
+		names = names[:0]
+		for _, ch := range found {
+			names = append(names, ch.Name)
 		}
-		if rules, err = allRules(n, table, names, decode, keep); err != nil {
+		if rules, err = allRules(n, table, names, decode, finish); err != nil {
 			return nil, fmt.Errorf("list rules of %s %s: %w", f, nftgen.TableName, err)
 		}
 	}
