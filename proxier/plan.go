@@ -213,7 +213,7 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 		if chunk <= 0 {
 			chunk = nftgen.ChunkOps
 		}
-		txs, r := s.planCold(ctx, fs, snap, chunk)
+		txs, r := s.planCold(ctx, fs, snap, applied, chunk)
 		return txs, true, func() error { return r.commit(fs) }, nil
 	}
 	if live != nil {
@@ -253,10 +253,11 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 // elements, which depend on every other Service's claims, into the chunks
 // after the last Service. Only a summary of each fragment is kept, so that
 // the whole ruleset never exists in memory at once. The result is complete
-// once every transaction was taken; its err says why not otherwise.
-func (s *Syncer) planCold(ctx context.Context, fs *familyState, snap *snapshot, chunk int) (iter.Seq[*nftgen.Transaction], *fullSync) {
+// once every transaction was taken; its err says why not otherwise. The
+// summaries go into applied, an empty Applied.
+func (s *Syncer) planCold(ctx context.Context, fs *familyState, snap *snapshot, applied *nftgen.Applied, chunk int) (iter.Seq[*nftgen.Transaction], *fullSync) {
 	fam := fs.gen.Family()
-	r := newFullSync(nftgen.NewApplied(fam, nil, nil))
+	r := newFullSync(applied)
 	r.err = errors.New("the streamed sync did not finish")
 	txs := func(yield func(*nftgen.Transaction) bool) {
 		var b *nftgen.ColdBuilder
