@@ -5,10 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
-
-	jsoniter "github.com/json-iterator/go"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -183,49 +180,6 @@ func (o *Objects) addObject(obj *object, where string) error {
 		o.Ignored[obj.Kind]++
 	}
 	return nil
-}
-
-// addJSON decodes a stream of JSON documents (objects, Lists, arrays) in
-// one pass and keeps them; ok is false, with nothing kept, when the stream
-// does not decode so (invalid JSON, a field of a wrong type), for
-// eachDocument's slower way to say where.
-func (o *Objects) addJSON(data []byte) (ok bool, err error) {
-	type document struct {
-		obj   object
-		where string
-	}
-	var docs []document
-	iter := jsoniter.ParseBytes(o.json, data)
-	for n := 1; ; n++ {
-		next := iter.WhatIsNext()
-		if errors.Is(iter.Error, io.EOF) {
-			break
-		}
-		if iter.Error != nil || next == jsoniter.InvalidValue || next == jsoniter.NilValue {
-			return false, nil
-		}
-		if next == jsoniter.ArrayValue {
-			i := 0
-			iter.ReadArrayCB(func(it *jsoniter.Iterator) bool {
-				docs = append(docs, document{where: fmt.Sprintf("document %d, items[%d]", n, i)})
-				it.ReadVal(&docs[len(docs)-1].obj)
-				i++
-				return it.Error == nil
-			})
-		} else {
-			docs = append(docs, document{where: fmt.Sprintf("document %d", n)})
-			iter.ReadVal(&docs[len(docs)-1].obj)
-		}
-		if iter.Error != nil && !errors.Is(iter.Error, io.EOF) {
-			return false, nil
-		}
-	}
-	for i := range docs {
-		if err := o.addObject(&docs[i].obj, docs[i].where); err != nil {
-			return true, err
-		}
-	}
-	return true, nil
 }
 
 // addTyped decodes a document whole into its type, the way for documents

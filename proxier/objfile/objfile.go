@@ -5,6 +5,7 @@
 package objfile
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -36,17 +37,68 @@ type Objects struct {
 	json jsoniter.API
 }
 
-// Load reads and decodes path.
+// Load reads and decodes path. A JSON file is decoded as it is read, so
+// that neither the file's text nor its objects untrimmed are held whole;
+// any other file, or JSON that does not decode so, is read whole and
+// decoded as Decode does.
 func Load(path string) (*Objects, error) {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	objs, err := Decode(data)
+	defer f.Close()
+	objs, err := load(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return objs, nil
+}
+
+// readBuffer is the size of the buffer a JSON file is read through.
+const readBuffer = 64 << 10
+
+// load decodes the objects f holds from its start.
+func load(f io.ReadSeeker) (*Objects, error) {
+	r := bufio.NewReaderSize(f, readBuffer)
+	if c, ok := firstByte(r); ok && (c == '{' || c == '[') {
+		objs := newObjects()
+		if ok, err := objs.addJSON(jsoniter.Parse(objs.json, r, readBuffer)); err != nil {
+			return nil, err
+		} else if ok {
+			objs.applyDefaults()
+			return objs, nil
+		}
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, err
+	}
+	return Decode(data)
+}
+
+// firstByte returns the first byte of r after JSON's white space and puts
+// it back; ok is false at the end of r.
+func firstByte(r *bufio.Reader) (c byte, ok bool) {
+	for {
+		c, err := r.ReadByte()
+		if err != nil {
+			return 0, false
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		_ = r.UnreadByte()
+		return c, true
+	}
+}
+
+// newObjects returns an empty Objects.
+func newObjects() *Objects {
+	return &Objects{Ignored: map[string]int{}, trim: model.NewTrimmer(), json: newJSONAPI()}
 }
 
 // ErrEmpty is returned for a file with nothing in it (not even an empty
@@ -63,11 +115,11 @@ func Decode(data []byte) (*Objects, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, ErrEmpty
 	}
-	objs := &Objects{Ignored: map[string]int{}, trim: model.NewTrimmer(), json: jsoniter.ConfigCompatibleWithStandardLibrary}
+	objs := newObjects()
 	if trimmed := bytes.TrimSpace(data); trimmed[0] == '{' || trimmed[0] == '[' {
 		// JSON: in one pass when it decodes so; otherwise the slower way
 		// below says what and where.
-		if ok, err := objs.addJSON(trimmed); err != nil {
+		if ok, err := objs.addJSON(jsoniter.ParseBytes(objs.json, trimmed)); err != nil {
 			return nil, err
 		} else if ok {
 			objs.applyDefaults()
