@@ -3,7 +3,7 @@
 package kernel
 
 import (
-	"encoding/binary"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -29,8 +29,8 @@ const batchReplyTimeout = 10 * time.Second
 // message asks for an echo; only the last one asks for an acknowledgement,
 // which the kernel sends after the errors of any earlier message, so its
 // arrival ends the wait.
-func (n *Netlink) sendBatch(batch []netlink.Message) error {
-	if len(batch) < 3 {
+func (n *Netlink) sendBatch(batch *wireBatch) error {
+	if batch.count < 3 {
 		return nil
 	}
 	n.mu.Lock()
@@ -44,17 +44,14 @@ func (n *Netlink) sendBatch(batch []netlink.Message) error {
 	}
 	c := n.batches
 	// No message asks for an echo or an acknowledgement (nftproxy encodes
-	// them all); writeBatch numbers them.
-	last := len(batch) - 2
-	batch[last].Header.Flags |= netlink.Acknowledge
-	if size := batchBytes(batch); size > 0 {
-		if wb, err := c.WriteBuffer(); err == nil && wb < size {
-			if err := c.SetWriteBuffer(size); err != nil {
-				return fmt.Errorf("socket send buffer of %d bytes: %w", size, err)
-			}
+	// them all); number asks for the one.
+	lastSeq := batch.number(func() uint32 { n.batchSeq++; return n.batchSeq })
+	if wb, err := c.WriteBuffer(); err == nil && wb < batch.size {
+		if err := c.SetWriteBuffer(batch.size); err != nil {
+			return fmt.Errorf("socket send buffer of %d bytes: %w", batch.size, err)
 		}
 	}
-	lastSeq, err := n.writeBatch(c, batch)
+	err := writeBatch(c, batch)
 	if err != nil {
 		n.dropBatchSocket()
 		return fmt.Errorf("send batch: %w", err)
@@ -94,63 +91,43 @@ func (n *Netlink) sendBatch(batch []netlink.Message) error {
 	}
 }
 
-// writeBatch marshals batch into one buffer of exactly its size and sends
-// it with one sendto; it returns the sequence number of the message that
-// asks for the acknowledgement. (mdlayher/netlink's SendMessages marshals
-// each message apart and grows the buffer as it goes: five times the
-// batch's size in garbage, a quarter of a cold sync's allocations.)
-func (n *Netlink) writeBatch(c *netlink.Conn, batch []netlink.Message) (lastSeq uint32, err error) {
-	// One buffer serves every batch (they are sent one at a time): a cold
-	// sync's hundreds of MB then cost the heap one chunk.
-	buf := n.sendBuf[:0]
-	if need := batchBytes(batch); cap(buf) < need {
-		buf = make([]byte, 0, need)
-	}
-	defer func() { n.sendBuf = buf[:0] }()
-	for i, m := range batch {
-		n.batchSeq++
-		if i == len(batch)-2 {
-			lastSeq = n.batchSeq
-		}
-		size := nlmsgHeaderLen + len(m.Data)
-		buf = binary.NativeEndian.AppendUint32(buf, uint32(size))
-		buf = binary.NativeEndian.AppendUint16(buf, uint16(m.Header.Type))
-		buf = binary.NativeEndian.AppendUint16(buf, uint16(m.Header.Flags))
-		buf = binary.NativeEndian.AppendUint32(buf, n.batchSeq)
-		buf = binary.NativeEndian.AppendUint32(buf, 0)
-		buf = append(buf, m.Data...)
-		for range nlmsgAlign(size) - size {
-			buf = append(buf, 0)
-		}
+// writeBatch sends batch's blocks with one sendmsg, which the kernel
+// gathers into the one message a batch must be. (mdlayher/netlink's
+// SendMessages marshals each message apart and grows one buffer as it
+// goes: five times the batch's size in garbage, a quarter of a cold sync's
+// allocations.)
+func writeBatch(c *netlink.Conn, batch *wireBatch) error {
+	bufs := batch.buffers()
+	if len(bufs) > maxIovecs {
+		// More blocks than one sendmsg takes (a batch of over a GB).
+		bufs = [][]byte{bytes.Join(bufs, nil)}
 	}
 	rc, err := c.SyscallConn()
 	if err != nil {
-		return 0, err
+		return err
 	}
+	var sent int
 	var sendErr error
 	if err := rc.Write(func(fd uintptr) bool {
-		sendErr = unix.Sendto(int(fd), buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+		sent, sendErr = unix.SendmsgBuffers(int(fd), bufs, nil, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}, 0)
 		return sendErr != unix.EAGAIN
 	}); err != nil {
-		return 0, err
+		return err
 	}
-	return lastSeq, sendErr
+	if sendErr == nil && sent != batch.size {
+		return fmt.Errorf("sent %d of the batch's %d bytes", sent, batch.size)
+	}
+	return sendErr
 }
+
+// maxIovecs is the most buffers one sendmsg takes (the kernel's UIO_MAXIOV).
+const maxIovecs = 1024
 
 func (n *Netlink) dropBatchSocket() {
 	if n.batches != nil {
 		_ = n.batches.Close()
 		n.batches = nil
 	}
-}
-
-// batchBytes is the size of a batch's netlink messages on the wire.
-func batchBytes(batch []netlink.Message) int {
-	size := 0
-	for _, m := range batch {
-		size += nlmsgAlign(nlmsgHeaderLen + len(m.Data))
-	}
-	return size
 }
 
 // nlmsgHeaderLen is the size of a netlink message header.

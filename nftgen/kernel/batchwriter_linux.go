@@ -8,22 +8,20 @@ import (
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // batchWriter encodes a transaction's operations, in order, into the
-// messages of one batch.
+// messages of one batch. Its encoders add each message to the batch as
+// they make it, so the batch's order is the order of the calls.
 type batchWriter struct {
-	// emit adds a message to the batch.
-	emit func(netlink.Message)
-	// objs encodes what is not a rule or a regular chain.
+	// objs encodes what is not a rule.
 	objs *objEncoder
-	// scratch is reused to build rule messages, which are kept in arena.
+	// scratch is reused to build rule messages, which are added to batch.
 	scratch []byte
-	arena   *arena
+	batch   *wireBatch
 	// exprs turns a rule's statements into expressions, into exprBuf;
 	// userData holds its comment. All three are reused from rule to rule
 	// (ruleMessage copies what it keeps); ruleChain and anonErr are the
@@ -72,13 +70,15 @@ var hooks = map[nftgen.Hook]*nftables.ChainHook{
 func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 	op := ops[i]
 	if op.Kind == nftgen.OpAddChain && op.Base == nil {
-		return i + 1, w.addRegularChain(op.Name)
+		// A chain without a hook (a cold sync adds a million of them).
+		w.objs.addRegularChain(op.Name)
+		return i + 1, nil
 	}
 	switch op.Kind {
 	case nftgen.OpAddTable:
-		w.emit(w.objs.addTable())
+		w.objs.addTable()
 	case nftgen.OpDeleteTable:
-		w.emit(w.objs.deleteTable())
+		w.objs.deleteTable()
 	case nftgen.OpAddChain:
 		ch := &nftables.Chain{Table: w.table, Name: op.Name}
 		if op.Base != nil {
@@ -94,11 +94,11 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 				ch.Type = nftables.ChainTypeNAT
 			}
 		}
-		w.emit(w.objs.addBaseChain(ch))
+		w.objs.addBaseChain(ch)
 	case nftgen.OpFlushChain:
-		w.emit(w.objs.flushChain(op.Name))
+		w.objs.flushChain(op.Name)
 	case nftgen.OpDeleteChain:
-		w.emit(w.objs.deleteChain(op.Name))
+		w.objs.deleteChain(op.Name)
 	case nftgen.OpAddRule:
 		if err := w.addRule(op); err != nil {
 			return i, err
@@ -108,9 +108,9 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 			return i, err
 		}
 	case nftgen.OpFlushMap:
-		w.emit(w.objs.flushSet(op.Name))
+		w.objs.flushSet(op.Name)
 	case nftgen.OpDeleteMap, nftgen.OpDeleteSet:
-		w.emit(w.objs.deleteSet(op.Name))
+		w.objs.deleteSet(op.Name)
 	case nftgen.OpAddSet:
 		set := &nftables.Set{
 			Table:      w.table,
@@ -128,7 +128,7 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 			return i, err
 		}
 	case nftgen.OpAddCounter:
-		w.emit(w.objs.addCounter(op.Name))
+		w.objs.addCounter(op.Name)
 	case nftgen.OpAddElement, nftgen.OpDeleteElement:
 		j := i
 		var elems []nftables.SetElement
@@ -144,9 +144,7 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 		if op.Kind == nftgen.OpDeleteElement {
 			typ = unix.NFT_MSG_DELSETELEM
 		}
-		for _, m := range w.objs.elements(typ, &nftables.Set{Name: op.Name}, elems) {
-			w.emit(m)
-		}
+		w.objs.elements(typ, &nftables.Set{Name: op.Name}, elems)
 		return j, nil
 	default:
 		return i, fmt.Errorf("unknown op %q", op.Kind)
@@ -183,18 +181,8 @@ func (w *batchWriter) addEndpointMap(m anonVmap) (string, uint32) {
 
 // addSet declares set with elems.
 func (w *batchWriter) addSet(set *nftables.Set, elems []nftables.SetElement) error {
-	msgs, err := w.objs.addSet(set, elems)
-	for _, m := range msgs {
-		w.emit(m)
-	}
+	_, err := w.objs.addSet(set, elems)
 	return err
-}
-
-// addRegularChain adds a chain without a hook (a cold sync adds a million
-// of them).
-func (w *batchWriter) addRegularChain(name string) error {
-	w.emit(w.objs.addRegularChain(name))
-	return nil
 }
 
 func (w *batchWriter) addRule(op nftgen.Op) error {
@@ -215,10 +203,6 @@ func (w *batchWriter) addRule(op nftgen.Op) error {
 		w.userData = appendComment(w.userData[:0], op.Rule.Comment)
 		userData = w.userData
 	}
-	msg, err := ruleMessage(w.table.Family, w.table.Name, op.Name, exprs, userData, &w.scratch, w.arena)
-	if err != nil {
-		return err
-	}
-	w.emit(msg)
-	return nil
+	_, err = ruleMessage(w.table.Family, w.table.Name, op.Name, exprs, userData, &w.scratch, w.batch)
+	return err
 }

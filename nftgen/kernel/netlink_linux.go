@@ -28,8 +28,6 @@ type Netlink struct {
 	// netnsFd is the network namespace to program, or -1 for the current
 	// one.
 	netnsFd int
-	// sendBuf is the buffer writeBatch reuses.
-	sendBuf []byte
 	// sentMessages and sentBytes add up what Apply committed.
 	sentMessages, sentBytes int
 	// fullListings counts the Reads that could not find every chain by
@@ -40,7 +38,7 @@ type Netlink struct {
 	listingLimit int
 	// monitorReadBuffer is the receive buffer of Watch's socket.
 	monitorReadBuffer int
-	// blocks are the free blocks of the batches' arenas.
+	// blocks are the free blocks of the batches (see wireBatch).
 	blocks blockPool
 	// batchSeq numbers the messages of the batches sendBatch sends.
 	batchSeq uint32
@@ -164,8 +162,9 @@ func (n *Netlink) Apply(ctx context.Context, tx *nftgen.Transaction) error {
 // another, so that a streamed cold sync costs about the larger of the two
 // instead of their sum.
 func (n *Netlink) ApplyStream(ctx context.Context, txs iter.Seq[*nftgen.Transaction], after func(ops int) error) error {
-	// The send buffer grew to the largest chunk; it is not kept after.
-	defer func() { n.mu.Lock(); n.sendBuf = nil; n.mu.Unlock(); n.blocks.drop() }()
+	// The free list holds the blocks of the last chunks; a patch needs
+	// few.
+	defer n.blocks.drop()
 	// Unbuffered: one batch is sent while the next is encoded and waits,
 	// so no more than two chunks are held at a time.
 	ready := make(chan *prepared)
@@ -215,21 +214,19 @@ func (n *Netlink) ApplyStream(ctx context.Context, txs iter.Seq[*nftgen.Transact
 type prepared struct {
 	family nftgen.Family
 	ops    int
-	batch  []netlink.Message
-	// arena holds the batch's rule messages.
-	arena *arena
+	batch  *wireBatch
 }
 
 // prepare encodes tx into one batch: a begin, one message per operation
 // (or a few, for long element lists) and an end.
 func (n *Netlink) prepare(tx *nftgen.Transaction) (*prepared, error) {
-	p := &prepared{family: tx.Family, ops: len(tx.Ops), batch: make([]netlink.Message, 0, len(tx.Ops)+2), arena: &arena{pool: &n.blocks}}
-	p.batch = append(p.batch, batchMessage(unix.NFNL_MSG_BATCH_BEGIN))
-	if err := encode(tx, p.arena, func(m netlink.Message) { p.batch = append(p.batch, m) }); err != nil {
-		p.arena.release()
+	p := &prepared{family: tx.Family, ops: len(tx.Ops), batch: &wireBatch{pool: &n.blocks}}
+	addBatchMarker(p.batch, unix.NFNL_MSG_BATCH_BEGIN)
+	if err := encode(tx, p.batch); err != nil {
+		p.batch.release()
 		return nil, err
 	}
-	p.batch = append(p.batch, batchMessage(unix.NFNL_MSG_BATCH_END))
+	addBatchMarker(p.batch, unix.NFNL_MSG_BATCH_END)
 	return p, nil
 }
 
@@ -238,10 +235,9 @@ func (n *Netlink) send(p *prepared) error {
 	resume := n.quiet()
 	err := n.sendBatch(p.batch)
 	resume(err == nil)
-	msgs, size := len(p.batch)-2, batchBytes(p.batch)
-	// The kernel copied the batch: its messages' blocks serve the next.
-	p.batch = nil
-	p.arena.release()
+	msgs, size := p.batch.count-2, p.batch.size
+	// The kernel copied the batch: its blocks serve the next.
+	p.batch.release()
 	if err != nil {
 		return fmt.Errorf("commit %d operations to table %s %s: %w", p.ops, p.family, nftgen.TableName, err)
 	}
@@ -250,13 +246,13 @@ func (n *Netlink) send(p *prepared) error {
 	return nil
 }
 
-// encode gives the messages of tx's operations, in order, to emit. Every
+// encode adds the messages of tx's operations, in order, to batch. Every
 // object the batch touches is one of tx's operations: nothing is kept from
 // one transaction to the next.
-func encode(tx *nftgen.Transaction, a *arena, emit func(netlink.Message)) error {
+func encode(tx *nftgen.Transaction, batch *wireBatch) error {
 	table := &nftables.Table{Name: nftgen.TableName, Family: tableFamily(tx.Family)}
-	w := &batchWriter{emit: emit, arena: a, table: table, family: tx.Family,
-		objs: &objEncoder{family: table.Family, table: table.Name, arena: a}}
+	w := &batchWriter{batch: batch, table: table, family: tx.Family,
+		objs: &objEncoder{family: table.Family, table: table.Name, batch: batch}}
 	for i := 0; i < len(tx.Ops); {
 		j, err := w.write(tx.Ops, i)
 		if err != nil {

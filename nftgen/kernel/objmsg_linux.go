@@ -21,12 +21,13 @@ import (
 // connection of the library takes part in a commit.
 
 // objEncoder encodes the messages of one batch for one table; each message
-// is built in scratch and kept in arena.
+// is built in scratch and added to batch, and returned (as it is in the
+// batch) for the tests that compare it with the library's.
 type objEncoder struct {
 	family  nftables.TableFamily
 	table   string
 	scratch []byte
-	arena   *arena
+	batch   *wireBatch
 	// lastID numbers the sets the batch declares (NFTA_SET_ID, which a
 	// rule of the same batch can name).
 	lastID uint32
@@ -46,10 +47,10 @@ func (e *objEncoder) start() wire {
 	return append(wire(e.scratch[:0]), byte(e.family), unix.NFNETLINK_V0, 0, 0)
 }
 
-// finish makes the message of w.
+// finish adds the message of w to the batch.
 func (e *objEncoder) finish(typ int, flags netlink.HeaderFlags, w wire) netlink.Message {
 	e.scratch = w
-	return netlink.Message{Header: netlink.Header{Type: nftMsg(typ), Flags: netlink.Request | flags}, Data: e.arena.copyOf(w)}
+	return e.batch.add(netlink.Header{Type: nftMsg(typ), Flags: netlink.Request | flags}, w)
 }
 
 // addTable declares the table (a table that exists is kept).

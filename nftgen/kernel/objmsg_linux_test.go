@@ -138,7 +138,7 @@ func TestObjectMessagesMatchLibrary(t *testing.T) {
 		}
 		for _, v := range variants {
 			want := libraryMessages(t, v.lib)
-			got, err := v.own(&objEncoder{family: fam, table: table.Name, arena: &arena{pool: &blockPool{}}})
+			got, err := v.own(&objEncoder{family: fam, table: table.Name, batch: &wireBatch{pool: &blockPool{}}})
 			if err != nil {
 				t.Fatalf("%v %s: %v", fam, v.name, err)
 			}

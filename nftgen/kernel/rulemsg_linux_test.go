@@ -30,7 +30,7 @@ func encodedRules(t *testing.T) map[nftgen.Family][]netlink.Message {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sent := p.batch
+		sent := batchMessages(t, p.batch)
 		for _, m := range sent {
 			if m.Header.Type == netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8|unix.NFT_MSG_NEWRULE) {
 				out[fam] = append(out[fam], m)
@@ -217,7 +217,7 @@ func TestChainMessageMatchesTheLibrary(t *testing.T) {
 			if err := c.Flush(); err != nil {
 				t.Fatal(err)
 			}
-			enc := &objEncoder{family: fam, table: nftgen.TableName, arena: &arena{pool: &blockPool{}}}
+			enc := &objEncoder{family: fam, table: nftgen.TableName, batch: &wireBatch{pool: &blockPool{}}}
 			own := enc.addRegularChain(name)
 			if len(lib) != 1 {
 				t.Fatalf("library wrote %d chain messages", len(lib))

@@ -43,10 +43,10 @@ func appendString(b []byte, typ uint16, s string) []byte {
 }
 
 // ruleMessage encodes a NEWRULE that appends exprs (and the comment in
-// userData) to chain. scratch, if not nil, is a buffer to build it in
-// (reused from one rule to the next); the message holds an exact-size copy,
-// since a batch holds tens of thousands of them, made in a if not nil.
-func ruleMessage(fam nftables.TableFamily, table, chain string, exprs []expr.Any, userData []byte, scratch *[]byte, a *arena) (netlink.Message, error) {
+// userData) to chain and adds it to batch (a nil batch: the message is
+// only returned). scratch, if not nil, is a buffer to build it in (reused
+// from one rule to the next).
+func ruleMessage(fam nftables.TableFamily, table, chain string, exprs []expr.Any, userData []byte, scratch *[]byte, batch *wireBatch) (netlink.Message, error) {
 	var b []byte
 	if scratch != nil {
 		b = (*scratch)[:0]
@@ -68,18 +68,14 @@ func ruleMessage(fam nftables.TableFamily, table, chain string, exprs []expr.Any
 	if userData != nil {
 		b = appendAttr(b, unix.NFTA_RULE_USERDATA, userData)
 	}
-	return netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE), Flags: netlink.Request | netlink.Create | netlink.Append},
-		Data:   a.copyOf(b),
-	}, nil
+	h := netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE), Flags: netlink.Request | netlink.Create | netlink.Append}
+	return batch.add(h, b), nil
 }
 
-// batchMessage is the begin or end message of an nf_tables batch.
-func batchMessage(typ uint16) netlink.Message {
-	return netlink.Message{
-		Header: netlink.Header{Type: netlink.HeaderType(typ), Flags: netlink.Request},
-		Data:   []byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, unix.NFNL_SUBSYS_NFTABLES},
-	}
+// addBatchMarker adds the begin or end message of an nf_tables batch.
+func addBatchMarker(batch *wireBatch, typ uint16) {
+	batch.add(netlink.Header{Type: netlink.HeaderType(typ), Flags: netlink.Request},
+		[]byte{unix.AF_UNSPEC, unix.NFNETLINK_V0, 0, unix.NFNL_SUBSYS_NFTABLES})
 }
 
 // isBatchBoundary reports whether m begins or ends a batch.
