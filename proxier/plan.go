@@ -24,8 +24,10 @@ import (
 // It also counts the family's endpoints anew, which decide kube-proxy's
 // large cluster mode and so every endpoint rule's comment. The total is
 // known only at the end, but it only grows: until it passes the threshold
-// the Services read are held (with so few endpoints they are small) and
-// generated once the mode is decided.
+// the Services read are held and generated once the mode is decided. What
+// is held is what this family's generator reads (see familyStates), so it
+// stays small: at most the threshold's endpoints, and nothing of a Service
+// the family has no port of.
 func (s *Syncer) eachCandidate(ctx context.Context, fs *familyState, snap *snapshot, owners map[destination]claim, visit func(*candidate) bool) error {
 	type read struct {
 		nn     types.NamespacedName
@@ -70,7 +72,9 @@ func (s *Syncer) eachCandidate(ctx context.Context, fs *familyState, snap *snaps
 			}
 			continue
 		}
-		held = append(held, r)
+		if r.states = familyStates(fs, r.states); len(r.states) > 0 {
+			held = append(held, r)
+		}
 		if largeCluster(fs.total) {
 			decided = true
 			fs.setLargeCluster(true)

@@ -3,8 +3,10 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 	"testing"
+	"weak"
 
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 
@@ -145,5 +147,66 @@ func TestLargeClusterModeIsDecidedInOnePass(t *testing.T) {
 	f.store.SetEndpointSlice(slice("s000", endpointsOf(0, 1)...))
 	if res := f.sync(t); !res.Full || !commented() {
 		t.Errorf("981 endpoints: full=%v, endpoint comments %v; want a full sync with comments", res.Full, commented())
+	}
+}
+
+// TestUndecidedFamilyHoldsOnlyItsOwn: while a family's large cluster mode
+// is undecided (too few endpoints of that family so far), a full sync holds
+// the Services it read until the end; it holds only what the family's
+// generator reads. An IPv4-only cluster synced dual-stack never decides the
+// IPv6 mode, and its IPv6 pass held every Service's states whole, IPv4
+// endpoints and all. Here nothing of them may outlive its read.
+func TestUndecidedFamilyHoldsOnlyItsOwn(t *testing.T) {
+	store := model.NewStore()
+	var gens []*nftgen.Generator
+	for _, f := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
+		g, err := nftgen.NewGenerator(nftgen.Config{Family: f})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gens = append(gens, g)
+	}
+	const n = 300
+	for i := range n {
+		name := fmt.Sprintf("s%03d", i)
+		store.SetService(svc(name, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)))
+		var ips []string
+		for j := range 10 {
+			ips = append(ips, fmt.Sprintf("10.%d.%d.%d", 1+i/250, i%250, j+1))
+		}
+		store.SetEndpointSlice(slice(name, ips...))
+	}
+	s := newSyncer(store, nftgen.NewFake(), gens...)
+	// The IPv4 pass reads every Service, then the IPv6 pass does; weak
+	// pointers to the endpoints the IPv6 pass read tell which it holds.
+	var reads int
+	var read6 []weak.Pointer[svcmodel.Endpoint]
+	live := -1
+	s.readState = func(nn types.NamespacedName) ([]svcmodel.ServicePortState, []model.Problem) {
+		reads++
+		if reads == 2*n { // the IPv6 pass's last read: what is left of the others?
+			runtime.GC()
+			live = 0
+			for _, w := range read6 {
+				if w.Value() != nil {
+					live++
+				}
+			}
+		}
+		states, problems := store.State(nn)
+		if reads > n {
+			read6 = append(read6, weak.Make(&states[0].Endpoints[0]))
+		}
+		return states, problems
+	}
+	if _, err := s.Sync(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	if live < 0 || len(read6) != n {
+		t.Fatalf("%d reads, %d in the IPv6 pass; want %d each", reads, len(read6), n)
+	}
+	// One or two may still be referenced from the stack of the read in hand.
+	if live > 2 {
+		t.Errorf("%d of the %d Services the IPv6 pass read are still held; want none", live, n-1)
 	}
 }
