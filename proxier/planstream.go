@@ -3,6 +3,8 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -37,7 +39,7 @@ func (s *Syncer) streamFull(ctx context.Context, fs *familyState, snap *snapshot
 		counter = fs.ruleCounter()
 		started()
 	}
-	var pending []*candidate
+	var pending []heldElements
 	stopped := false
 	err = s.eachCandidate(ctx, fs, snap, r.owners, func(c *candidate) bool {
 		if !begun {
@@ -51,8 +53,7 @@ func (s *Syncer) streamFull(ctx context.Context, fs *familyState, snap *snapshot
 		}
 		r.applied.Services[key] = sum
 		r.fragCounts[key] = counter.Compact(f)
-		c.frag = &nftgen.Fragment{Elements: c.frag.Elements, HealthCheckRules: c.frag.HealthCheckRules}
-		pending = append(pending, c)
+		pending = append(pending, holdElements(c))
 		return true
 	})
 	if err != nil || stopped {
@@ -61,7 +62,9 @@ func (s *Syncer) streamFull(ctx context.Context, fs *familyState, snap *snapshot
 	if !begun { // no Service
 		start()
 	}
-	for _, c := range pending {
+	for i := range pending {
+		c := pending[i].candidate()
+		pending[i] = heldElements{} // let it go as the elements go out
 		f, key := s.settle(c, r.owners), c.claim.frag
 		if !elements(f) {
 			return false, nil
@@ -71,6 +74,44 @@ func (s *Syncer) streamFull(ctx context.Context, fs *familyState, snap *snapshot
 		r.keys[c.svc] = append(r.keys[c.svc], key)
 	}
 	return true, nil
+}
+
+// heldElements is a candidate whose chains went out, holding its map
+// elements until every claim is known: flat, since a fragment's map of
+// them took five times the size of its one element (a map's smallest
+// table has eight slots; 10 MB of heap at 30,000 Services).
+type heldElements struct {
+	c        *candidate
+	elements []nftgen.NamedElement
+	hcRules  int
+}
+
+// holdElements keeps c's map elements and health check rule count, and
+// lets go of the rest of its fragment.
+func holdElements(c *candidate) heldElements {
+	h := heldElements{c: c, hcRules: c.frag.HealthCheckRules}
+	n := 0
+	for _, els := range c.frag.Elements {
+		n += len(els)
+	}
+	h.elements = make([]nftgen.NamedElement, 0, n)
+	for _, m := range slices.Sorted(maps.Keys(c.frag.Elements)) {
+		for _, e := range c.frag.Elements[m] {
+			h.elements = append(h.elements, nftgen.NamedElement{Map: m, MapElement: e})
+		}
+	}
+	c.frag = nil
+	return h
+}
+
+// candidate returns the held candidate with a fragment of its elements.
+func (h heldElements) candidate() *candidate {
+	f := &nftgen.Fragment{Elements: map[string][]nftgen.MapElement{}, HealthCheckRules: h.hcRules}
+	for _, e := range h.elements {
+		f.Elements[e.Map] = append(f.Elements[e.Map], e.MapElement)
+	}
+	h.c.frag = f
+	return h.c
 }
 
 // planLive returns the transaction that patches the live table of fs's

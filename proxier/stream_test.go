@@ -59,3 +59,28 @@ func TestStreamedColdSyncStopsCleanlyAndRecovers(t *testing.T) {
 		})
 	}
 }
+
+// TestHeldElementsComeBackAsGenerated: the elements a candidate holds
+// while the other Services are read come back map by map in the order the
+// generator made them, with the health check rule count, and nothing else
+// of the fragment is held.
+func TestHeldElementsComeBackAsGenerated(t *testing.T) {
+	key := func(port uint16) nftgen.MapKey { return nftgen.MapKey{Proto: 6, Port: port} }
+	frag := &nftgen.Fragment{
+		Chains: []*nftgen.Chain{{Name: "KUBE-SVC-X"}},
+		Elements: map[string][]nftgen.MapElement{
+			nftgen.MapServiceNodePorts: {{Key: key(30002), Comment: "b"}, {Key: key(30001), Comment: "a"}},
+			nftgen.MapServiceIPs:       {{Key: key(80), Comment: "c"}},
+		},
+		HealthCheckRules: 2,
+	}
+	want := &nftgen.Fragment{Elements: frag.Elements, HealthCheckRules: 2}
+	c := &candidate{claim: claim{frag: "ns/x:http"}, frag: frag}
+	h := holdElements(c)
+	if c.frag != nil || len(h.elements) != 3 {
+		t.Fatalf("held: fragment %v, %d elements; want none and 3", c.frag, len(h.elements))
+	}
+	if got := h.candidate(); got != c || !got.frag.Equal(want) || got.frag.HealthCheckRules != 2 || len(got.frag.Chains) != 0 {
+		t.Errorf("back: %+v, want the elements %+v", got.frag, want)
+	}
+}
