@@ -239,7 +239,15 @@ type probeReport struct {
 	Changes                   probeStep // the mean of repeated one-Service changes
 	FloorAdd                  probeStep `json:"floor_add"`
 	FloorDelete               probeStep `json:"floor_delete"`
-	PeakRSSMiB                float64   `json:"peak_rss_mib"`
+	Shards                    []probeShard
+	PeakRSSMiB                float64 `json:"peak_rss_mib"`
+}
+
+// probeShard is scaleprobe's measurement of one shard table (-shards).
+type probeShard struct {
+	Shards, Services int
+	FloorAdd         probeStep `json:"floor_add"`
+	AddService       probeStep `json:"add_service"`
 }
 
 // loadResult is what loading rules as text cost.
@@ -297,7 +305,7 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 	ours := newBenchNet(t, benchreport.Nftproxy)
 	nftText := filepath.Join(dir, "ruleset.nft")
 	saveFile := filepath.Join(dir, "compat.save")
-	args := []string{"-n", strconv.Itoa(n), "-netns", ours.node.Path(), "-iptables", saveFile}
+	args := []string{"-n", strconv.Itoa(n), "-netns", ours.node.Path(), "-iptables", saveFile, "-shards", strconv.Itoa(benchreport.ShardCount)}
 	if cfg.timedOut[benchreport.NftFile] == 0 {
 		args = append(args, "-nft", nftText)
 	}
@@ -332,6 +340,18 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricPeakRSS, rep.PeakRSSMiB)
 	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricFloorAdd, 1000*rep.FloorAdd.Seconds)
 	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricFloorDel, 1000*rep.FloorDelete.Seconds)
+	for _, sh := range rep.Shards {
+		switch sh.Shards {
+		case 0:
+			res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricFloorNamespace, 1000*sh.FloorAdd.Seconds)
+		case benchreport.ShardCount:
+			res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricShardFloor, 1000*sh.FloorAdd.Seconds)
+			res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricShardAdd, 1000*sh.AddService.Seconds)
+		}
+	}
+	if len(rep.Shards) != 2 {
+		t.Fatalf("scaleprobe measured %d shard tables, want the empty one and 1/%d", len(rep.Shards), benchreport.ShardCount)
+	}
 
 	// The compat view of what nftproxy programmed is kube-proxy's
 	// iptables-save; the probed Service is the last in KUBE-SERVICES.
@@ -362,7 +382,15 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 	}
 	endpoints := ScaleEndpointIPs(probed, 10)
 
-	nets := []*benchNet{ours}
+	// The data path of a sharded layout: nftproxy's table behind
+	// ShardCount-1 tables whose dispatch the probe's traffic misses.
+	sharded := newBenchNet(t, benchreport.NftproxySharded)
+	if out, err := exec.Command(probe, "-n", strconv.Itoa(n), "-netns", sharded.node.Path(),
+		"-extra-tables", strconv.Itoa(benchreport.ShardCount-1)).CombinedOutput(); err != nil {
+		t.Fatalf("scaleprobe -extra-tables: %v: %s", err, out)
+	}
+
+	nets := []*benchNet{ours, sharded}
 	for _, l := range []struct {
 		name, file string
 		command    []string

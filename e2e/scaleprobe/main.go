@@ -92,9 +92,12 @@ type Report struct {
 	// FloorAdd and FloorDelete are the kernel's own floor for a commit to
 	// the loaded table: one jump rule added to a scratch chain, and that
 	// rule deleted (the median of floorRounds each).
-	FloorAdd    Step    `json:"floor_add"`
-	FloorDelete Step    `json:"floor_delete"`
-	PeakRSSMiB  float64 `json:"peak_rss_mib"`
+	FloorAdd    Step `json:"floor_add"`
+	FloorDelete Step `json:"floor_delete"`
+	// Shards are the same small commits to a shard of a sharded layout
+	// (-shards): a table of 1/k of the Services beside the loaded one.
+	Shards     []ShardStep `json:"shards,omitempty"`
+	PeakRSSMiB float64     `json:"peak_rss_mib"`
 }
 
 // profiles names the files of the profiles taken during the probe (none
@@ -160,6 +163,9 @@ func main() {
 	changeProf := flag.String("changeprofile", "", "write a CPU profile of the repeated one-Service changes only to this file")
 	chunk := flag.Int("chunk", 0, "operations per transaction of the streamed cold sync (nftproxy's default if 0)")
 	objects := flag.String("objects", "", "only write the N Services and their slices to this file as kubectl's List (YAML, or JSON for a .json name) and exit")
+	extra := flag.Int("extra-tables", 0, "leave this many tables of the shard shape in front of nftproxy's, each with both nat base chains and a dispatch map the probe's traffic misses (the data path of a sharded layout)")
+	var shards shardList
+	flag.Var(&shards, "shards", "also measure small commits to a shard table of N/k Services for each k of this comma-separated list (e.g. 16,32)")
 	flag.Parse()
 	if *nsPath == "" && *objects == "" || *n < 1 || *endpoints < 2 {
 		fmt.Fprintln(os.Stderr, "scaleprobe: -netns is required, -n must be positive and -endpoints at least 2")
@@ -183,7 +189,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rep, err := probe(*n, *endpoints, *chunk, *nsPath, *nftOut, *iptOut, *watch, profiles{inuse: *inuse, change: *changeProf})
+	rep, err := probe(*n, *endpoints, *chunk, *nsPath, *nftOut, *iptOut, *watch, shards, *extra, profiles{inuse: *inuse, change: *changeProf})
 	if err == nil && *memProfile != "" {
 		err = writeHeapProfile(*memProfile)
 	}
@@ -209,7 +215,7 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
-func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool, prof profiles) (*Report, error) {
+func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool, shards []int, extraTables int, prof profiles) (*Report, error) {
 	dp, f, err := kernel.NewNetlinkInNamespace(nsPath)
 	if err != nil {
 		return nil, err
@@ -340,6 +346,14 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool, p
 		return nil, fmt.Errorf("getrusage: %w", err)
 	}
 	rep.PeakRSSMiB = float64(ru.Maxrss) / 1024
+	// The shard tables are written through google/nftables after the RSS
+	// is taken: they are the bench's, not nftproxy's.
+	if rep.Shards, err = shardFloors(int(f.Fd()), n, endpoints, shards); err != nil {
+		return nil, err
+	}
+	if err := addExtraTables(int(f.Fd()), endpoints, extraTables); err != nil {
+		return nil, err
+	}
 	// After the RSS is taken: the texts of 30,000 Services are large.
 	if nftOut != "" || iptOut != "" {
 		if err := writeTexts(store, g.WithLargeCluster(n*endpoints > nftgen.LargeClusterEndpoints), n, nftOut, iptOut); err != nil {
