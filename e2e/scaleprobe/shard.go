@@ -42,7 +42,8 @@ type ShardStep struct {
 const shardTable = "nftproxy-bench-shard"
 
 // Key bases: the dispatch keys of the measured shard are 10.200.x.y, those
-// of the extra tables 10.(extraKeyBase+t).x.y; no probe traffic goes there.
+// of every extra table 10.210.x.y (each table has its own map); no probe
+// traffic goes there.
 const (
 	shardKeyBase = 200
 	extraKeyBase = 210
@@ -260,11 +261,8 @@ const extraServices = 100
 // traffic matches: a new connection to a Service meets k lookups that
 // miss before nftproxy's own, as the last shard of a sharded layout would.
 func addExtraTables(netnsFd, endpoints, k int) error {
-	if k > 255-extraKeyBase {
-		return fmt.Errorf("at most %d extra tables", 255-extraKeyBase)
-	}
 	for t := range k {
-		b, err := newShardBuilder(netnsFd, endpoints, fmt.Sprintf("nftproxy-bench-extra-%d", t), byte(extraKeyBase+t))
+		b, err := newShardBuilder(netnsFd, endpoints, fmt.Sprintf("nftproxy-bench-extra-%d", t), extraKeyBase)
 		if err != nil {
 			return err
 		}
