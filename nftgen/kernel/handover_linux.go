@@ -63,7 +63,7 @@ func (n *Netlink) WriteHandover(ctx context.Context, f nftgen.Family, spec *nftg
 		if main == nil || err != nil {
 			return err
 		}
-		keys, err := destinationKeys(c, main, f)
+		keys, err := n.destinationKeys(c, main, f)
 		if err != nil {
 			return err
 		}
@@ -99,21 +99,24 @@ func (n *Netlink) DeleteHandover(ctx context.Context, f nftgen.Family) error {
 // destinationKeys reads the element keys of the service-ips and
 // service-nodeports maps of nftproxy's table: what acts in the kernel,
 // whatever the spec says.
-func destinationKeys(c *nftables.Conn, main *nftables.Table, f nftgen.Family) (map[string][][]byte, error) {
-	keys := map[string][][]byte{}
+func (n *Netlink) destinationKeys(c *nftables.Conn, main *nftables.Table, f nftgen.Family) (map[string][][]byte, error) {
 	sets, err := c.GetSets(main)
 	if err != nil {
 		return nil, fmt.Errorf("list maps of %s %s: %w", f, nftgen.TableName, err)
 	}
+	var maps []*nftables.Set
 	for _, s := range sets {
-		if s.Name != nftgen.MapServiceIPs && s.Name != nftgen.MapServiceNodePorts {
-			continue
+		if s.Name == nftgen.MapServiceIPs || s.Name == nftgen.MapServiceNodePorts {
+			maps = append(maps, s)
 		}
-		els, err := c.GetSetElements(s)
-		if err != nil {
-			return nil, fmt.Errorf("list %s: %w", s.Name, err)
-		}
-		for _, e := range els {
+	}
+	elements, err := n.setElements(maps)
+	if err != nil {
+		return nil, err
+	}
+	keys := map[string][][]byte{}
+	for i, s := range maps {
+		for _, e := range elements[i] {
 			keys[s.Name] = append(keys[s.Name], e.Key)
 		}
 	}

@@ -203,24 +203,27 @@ func (n *Netlink) ElementCounts(ctx context.Context, f nftgen.Family) (out map[s
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	var maps []*nftables.Set
 	err = n.withConn(func(c *nftables.Conn) error {
 		table := &nftables.Table{Name: nftgen.TableName, Family: tableFamily(f)}
 		sets, err := c.GetSets(table)
-		if err != nil {
-			return err
-		}
-		out = map[string]int{}
 		for _, s := range sets {
-			if s.Anonymous || !s.IsMap || nftgen.IsEndpointMap(s.Name) {
-				continue
+			if !s.Anonymous && s.IsMap && !nftgen.IsEndpointMap(s.Name) {
+				maps = append(maps, s)
 			}
-			els, err := c.GetSetElements(s)
-			if err != nil {
-				return err
-			}
-			out[s.Name] = len(els)
 		}
-		return nil
+		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	elements, err := n.setElements(maps)
+	if err != nil {
+		return nil, err
+	}
+	out = map[string]int{}
+	for i, s := range maps {
+		out[s.Name] = len(elements[i])
+	}
+	return out, nil
 }

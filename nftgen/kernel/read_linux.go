@@ -64,14 +64,16 @@ func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(
 	}
 	type anonMap struct{ targets, comments []string }
 	anon := map[string]anonMap{}
-	for _, s := range sets {
+	elements, err := n.setElements(sets)
+	if err != nil {
+		return nil, fmt.Errorf("list elements of %s %s: %w", f, nftgen.TableName, err)
+	}
+	for i, s := range sets {
 		if !s.Anonymous {
 			st.SetNames = append(st.SetNames, s.Name)
 		}
-		elems, err := c.GetSetElements(s)
-		if err != nil {
-			return nil, fmt.Errorf("list elements of %s: %w", s.Name, err)
-		}
+		elems := elements[i]
+		elements[i] = nil // decoded below; the raw elements can go
 		switch {
 		case (s.Anonymous || nftgen.IsEndpointMap(s.Name)) && s.IsMap:
 			targets := make([]string, len(elems))
