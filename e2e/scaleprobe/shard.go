@@ -41,13 +41,10 @@ type ShardStep struct {
 // shardTable is the scratch table that stands for one shard.
 const shardTable = "nftproxy-bench-shard"
 
-// Key bases: the dispatch keys of the measured shard are 10.200.x.y, those
-// of every extra table 10.210.x.y (each table has its own map); no probe
-// traffic goes there.
-const (
-	shardKeyBase = 200
-	extraKeyBase = 210
-)
+// dispatchKeyByte is the second byte of every shard table's dispatch keys,
+// 10.200.x.y: each table has its own map, and no probe traffic goes there
+// (the scale Services' cluster IPs are in 10.96.0.0/15).
+const dispatchKeyByte = 200
 
 // shardBuilder writes Services of nftproxy's shape into the shard table
 // through google/nftables.
@@ -57,20 +54,18 @@ type shardBuilder struct {
 	dispatch  *nftables.Set
 	mark      *nftables.Chain
 	endpoints int
-	// keyBase is the second byte of the dispatch keys.
-	keyBase byte
 	// next is the index of the next Service to add.
 	next int
 }
 
 // newShardBuilder creates a shard table called name with its base chains,
 // dispatch map and mark chain in the namespace open at netnsFd.
-func newShardBuilder(netnsFd, endpoints int, name string, keyBase byte) (*shardBuilder, error) {
+func newShardBuilder(netnsFd, endpoints int, name string) (*shardBuilder, error) {
 	c, err := nftables.New(nftables.WithNetNSFd(netnsFd), nftables.AsLasting())
 	if err != nil {
 		return nil, fmt.Errorf("shard: open netlink: %w", err)
 	}
-	b := &shardBuilder{conn: c, endpoints: endpoints, keyBase: keyBase,
+	b := &shardBuilder{conn: c, endpoints: endpoints,
 		table: &nftables.Table{Name: name, Family: nftables.TableFamilyIPv4}}
 	c.AddTable(b.table)
 	// Both nat hooks reach the Services, as in nftproxy's table: the
@@ -136,7 +131,7 @@ func (b *shardBuilder) queueService() error {
 		b.conn.AddRule(&nftables.Rule{Table: b.table, Chain: svc,
 			Exprs: append(pick, &expr.Verdict{Kind: expr.VerdictGoto, Chain: ep.Name})})
 	}
-	key := netip.AddrFrom4([4]byte{10, b.keyBase, byte(i >> 8), byte(i)}).As4()
+	key := netip.AddrFrom4([4]byte{10, dispatchKeyByte, byte(i >> 8), byte(i)}).As4()
 	if i >= 1<<16 {
 		return fmt.Errorf("shard: more than %d Services", 1<<16)
 	}
@@ -226,7 +221,7 @@ func shardFloors(netnsFd, n, endpoints int, shards []int) ([]ShardStep, error) {
 	if len(shards) == 0 {
 		return nil, nil
 	}
-	b, err := newShardBuilder(netnsFd, endpoints, shardTable, shardKeyBase)
+	b, err := newShardBuilder(netnsFd, endpoints, shardTable)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +257,7 @@ const extraServices = 100
 // miss before nftproxy's own, as the last shard of a sharded layout would.
 func addExtraTables(netnsFd, endpoints, k int) error {
 	for t := range k {
-		b, err := newShardBuilder(netnsFd, endpoints, fmt.Sprintf("nftproxy-bench-extra-%d", t), extraKeyBase)
+		b, err := newShardBuilder(netnsFd, endpoints, fmt.Sprintf("nftproxy-bench-extra-%d", t))
 		if err != nil {
 			return err
 		}

@@ -30,16 +30,13 @@ func (n *Netlink) setElements(sets []*nftables.Set) ([][]nftables.SetElement, er
 	if len(sets) == 0 {
 		return nil, nil
 	}
-	bodies := make([][]byte, len(sets))
+	requests := make([][]netlink.Attribute, len(sets))
 	for i, s := range sets {
-		body, err := netlink.MarshalAttributes([]netlink.Attribute{
-			{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(s.Table.Name + "\x00")},
-			{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(s.Name + "\x00")},
-		})
-		if err != nil {
-			return nil, fmt.Errorf("request elements of %s: %w", s.Name, err)
-		}
-		bodies[i] = body
+		requests[i] = setElementsRequest(s)
+	}
+	body, err := marshalBodies(requests)
+	if err != nil {
+		return nil, err
 	}
 	out := make([][]nftables.SetElement, len(sets))
 	// The sink is never called twice at once for one set.
@@ -48,24 +45,18 @@ func (n *Netlink) setElements(sets []*nftables.Set) ([][]nftables.SetElement, er
 		out[i], err = appendSetElements(out[i], h, data)
 		return err
 	}
-	body := func(i int, dst []byte) []byte { return append(dst, bodies[i]...) }
 	if err := n.requestEach(unix.NFT_MSG_GETSETELEM, netlink.Request|netlink.Dump, sets[0].Table.Family, len(sets), body, nil, nil, sink); err != nil {
 		return nil, fmt.Errorf("dump elements of %d sets: %w", len(sets), err)
 	}
 	return out, nil
 }
 
-// decodeSetElements decodes the messages of a set's dump (see
-// appendSetElements).
-func decodeSetElements(msgs []netlink.Message) ([]nftables.SetElement, error) {
-	var out []nftables.SetElement
-	for _, m := range msgs {
-		var err error
-		if out, err = appendSetElements(out, m.Header, m.Data); err != nil {
-			return nil, err
-		}
+// setElementsRequest is the attributes of a dump of s's elements.
+func setElementsRequest(s *nftables.Set) []netlink.Attribute {
+	return []netlink.Attribute{
+		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(s.Table.Name + "\x00")},
+		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(s.Name + "\x00")},
 	}
-	return out, nil
 }
 
 // appendSetElements appends the elements of one message of a set's dump

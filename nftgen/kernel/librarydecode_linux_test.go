@@ -166,10 +166,7 @@ func TestSetElementDecodingMatchesLibrary(t *testing.T) {
 	}
 	kinds := map[string]bool{}
 	for i, s := range sets {
-		answers, err := dp.dump(unix.NFT_MSG_GETSETELEM, table.Family, [][]netlink.Attribute{{
-			{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte(table.Name + "\x00")},
-			{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte(s.Name + "\x00")},
-		}})
+		answers, err := dp.dump(unix.NFT_MSG_GETSETELEM, table.Family, [][]netlink.Attribute{setElementsRequest(s)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,6 +206,19 @@ func TestSetElementDecodingMatchesLibrary(t *testing.T) {
 			t.Errorf("no %s with the expected elements among %d sets", k, len(sets))
 		}
 	}
+}
+
+// decodeSetElements decodes the messages of one set's dump, as the
+// request pipeline's sink does message by message.
+func decodeSetElements(msgs []netlink.Message) ([]nftables.SetElement, error) {
+	var out []nftables.SetElement
+	for _, m := range msgs {
+		var err error
+		if out, err = appendSetElements(out, m.Header, m.Data); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // withoutExpiry returns els with Expires cleared.

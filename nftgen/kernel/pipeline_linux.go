@@ -51,6 +51,17 @@ const pipelineTimeout = 30 * time.Second
 // netlink.Dump) end with Done; other requests ask for an acknowledgement.
 // An answer that is an error for which skip returns true is left empty.
 func (n *Netlink) request(msgType uint16, flags netlink.HeaderFlags, family nftables.TableFamily, requests [][]netlink.Attribute, skip func(error) bool) ([][]netlink.Message, error) {
+	body, err := marshalBodies(requests)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]netlink.Message, len(requests))
+	return out, n.requestEach(msgType, flags, family, len(requests), body, skip, out, nil)
+}
+
+// marshalBodies encodes each attribute list once and returns the
+// requestBody that appends request i's.
+func marshalBodies(requests [][]netlink.Attribute) (requestBody, error) {
 	bodies := make([][]byte, len(requests))
 	for i, attrs := range requests {
 		data, err := netlink.MarshalAttributes(attrs)
@@ -59,9 +70,7 @@ func (n *Netlink) request(msgType uint16, flags netlink.HeaderFlags, family nfta
 		}
 		bodies[i] = data
 	}
-	out := make([][]netlink.Message, len(requests))
-	body := func(i int, dst []byte) []byte { return append(dst, bodies[i]...) }
-	return out, n.requestEach(msgType, flags, family, len(requests), body, skip, out, nil)
+	return func(i int, dst []byte) []byte { return append(dst, bodies[i]...) }, nil
 }
 
 // requestBody appends the attributes of request i to dst. It is called
