@@ -129,6 +129,9 @@ type builder struct {
 	// emptyChains lists every chain of each table, so that chains without
 	// rules are still declared.
 	emptyChains map[string][]string
+	// recorded is set while the rule being rendered follows a rule that
+	// records its client for affinity (nftgen.AffinityRecord).
+	recorded bool
 	// counted holds, per map, the rule that counts packets to its keys:
 	// each of the map's rules gets a counted copy (see countedCopy).
 	counted map[string]nftgen.Rule
@@ -231,9 +234,20 @@ func (b *builder) chains(chains []*nftgen.Chain) {
 		b.emptyChains[table] = append(b.emptyChains[table], name)
 		for i, r := range c.Rules {
 			b.origin = Origin{Chain: c.Name, Rule: i}
+			if _, ok := nftgen.AffinityRecord(r); ok && i+1 < len(c.Rules) && hasDNAT(c.Rules[i+1]) {
+				// Its "-m recent --set" is a match of the DNAT rule.
+				b.recorded = true
+				continue
+			}
 			b.rule(table, name, r)
+			b.recorded = false
 		}
 	}
+}
+
+// hasDNAT reports whether r ends in a DNAT.
+func hasDNAT(r nftgen.Rule) bool {
+	return slices.ContainsFunc(r.Stmts, func(s nftgen.Stmt) bool { _, ok := s.(nftgen.DNAT); return ok })
 }
 
 func jumpTarget(r nftgen.Rule) string {
@@ -394,12 +408,12 @@ func (b *builder) rule(table, chain string, r nftgen.Rule) {
 				out.target += " --random-fully"
 			}
 		case nftgen.DNAT:
+			if b.recorded {
+				late = append(late, b.recentSet(chain))
+			}
 			out.target = "-j DNAT --to-destination " + netip.AddrPortFrom(s.Addr, s.Port).String()
 		case nftgen.AffinityUpdate:
-			// kube-proxy's recent list is the endpoint chain's, named
-			// after it, whether nftproxy's set is the chain's own or the
-			// Service port's.
-			late = append(late, fmt.Sprintf("-m recent --set --name %s --mask %s --rsource", chain, b.fullMask()))
+			late = append(late, b.recentSet(chain))
 		case nftgen.AffinityCheck:
 			late = append(late, fmt.Sprintf("-m recent --rcheck --seconds %d --reap --name %s --mask %s --rsource", b.affinitySeconds(s.Set), s.Chain, b.fullMask()))
 			out.target = b.target(table, nftgen.Verdict{Kind: nftgen.VerdictJump, Chain: s.Chain})
@@ -426,6 +440,13 @@ func (b *builder) rule(table, chain string, r nftgen.Rule) {
 		out.match(m)
 	}
 	b.add(table, out)
+}
+
+// recentSet is the "-m recent --set" match of an endpoint chain's DNAT
+// rule. kube-proxy's recent list is the endpoint chain's, named after it,
+// whether nftproxy's set is the chain's own or the Service port's.
+func (b *builder) recentSet(chain string) string {
+	return fmt.Sprintf("-m recent --set --name %s --mask %s --rsource", chain, b.fullMask())
 }
 
 func (b *builder) affinitySeconds(set string) int32 {

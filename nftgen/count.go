@@ -99,6 +99,9 @@ func (cn RuleCounter) Fragment(f *Fragment) RuleCounts {
 }
 
 func ruleCount(r Rule) int {
+	if _, ok := AffinityRecord(r); ok {
+		return 0 // part of the DNAT rule that follows
+	}
 	for _, s := range r.Stmts {
 		switch s := s.(type) {
 		case DispatchMap, ProtoPortMap, ProtoPortIn:

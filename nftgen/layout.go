@@ -145,3 +145,18 @@ func CountedMap(r Rule) (string, bool) {
 	}
 	return m, m != "" && counted
 }
+
+// AffinityRecord returns the update of a rule that only records the client
+// in a session affinity set. Such a rule precedes an endpoint chain's DNAT
+// rule and stands for no iptables rule of its own: kube-proxy's
+// "-m recent --set" is a match of its DNAT rule. nftproxy keeps the two
+// apart because the kernel's update of a full set (65,535 entries) fails
+// the rule it is in: a client that cannot be recorded is still DNATed, as
+// the recent match, which evicts its oldest entry, never refuses one.
+func AffinityRecord(r Rule) (AffinityUpdate, bool) {
+	if len(r.Stmts) != 1 {
+		return AffinityUpdate{}, false
+	}
+	u, ok := r.Stmts[0].(AffinityUpdate)
+	return u, ok
+}

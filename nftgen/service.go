@@ -374,21 +374,20 @@ func (b *svcBuild) endpointRules(chain string, eps []svcmodel.Endpoint) []Rule {
 	return append(rules, NewRule(b.epComment(b.name), NumgenVmap{Map: EndpointMapName(chain), Targets: targets, Comments: comments}))
 }
 
-// endpointChain is KUBE-SEP-: hairpin masquerade, then DNAT (recording the
-// client for affinity).
+// endpointChain is KUBE-SEP-: hairpin masquerade, then DNAT, after
+// recording the client for affinity in a rule of its own (see
+// AffinityRecord): an update of a full set fails, and had it been part of
+// the DNAT rule, the packet would have left un-NATed.
 func (b *svcBuild) endpointChain(e svcmodel.Endpoint) *Chain {
 	name := b.sepName(e)
-	dnat := []Stmt{MatchProto{Proto: b.proto}}
+	rules := []Rule{NewRule(b.epComment(b.name), MatchAddr{Dir: Saddr, Prefix: hostPrefix(e.Addr)}, jump(ChainMarkMasq))}
 	if b.sp.AffinityTimeoutSeconds > 0 {
 		set, key := b.affinitySet(name, e)
 		if !slices.ContainsFunc(b.frag.Sets, func(s SetSpec) bool { return s.Name == set }) {
 			b.frag.Sets = append(b.frag.Sets, SetSpec{Name: set, TimeoutSeconds: b.sp.AffinityTimeoutSeconds, ByEndpoint: b.sharedAffinity})
 		}
-		dnat = append(dnat, AffinityUpdate{Set: set, Endpoint: key})
+		rules = append(rules, NewRule(b.epComment(b.name), AffinityUpdate{Set: set, Endpoint: key}))
 	}
-	dnat = append(dnat, DNAT{Addr: e.Addr, Port: e.Port})
-	return &Chain{Name: name, Compat: IptablesNAT, Rules: []Rule{
-		NewRule(b.epComment(b.name), MatchAddr{Dir: Saddr, Prefix: hostPrefix(e.Addr)}, jump(ChainMarkMasq)),
-		NewRule(b.epComment(b.name), dnat...),
-	}}
+	rules = append(rules, NewRule(b.epComment(b.name), MatchProto{Proto: b.proto}, DNAT{Addr: e.Addr, Port: e.Port}))
+	return &Chain{Name: name, Compat: IptablesNAT, Rules: rules}
 }

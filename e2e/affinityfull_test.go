@@ -1,0 +1,107 @@
+//go:build linux
+
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+)
+
+// TestFullAffinitySetStillServesNewClients fills a ClientIP Service's
+// affinity sets to their size, as a flood of spoofed sources would, and
+// then dials as a new client: the client is still load-balanced and DNATed,
+// only its affinity is lost, as with kube-proxy's recent match (which
+// evicts its oldest entry). Both layouts: a set per endpoint, and one set
+// per Service port above nftgen.CascadeMaxEndpoints endpoints.
+func TestFullAffinitySetStillServesNewClients(t *testing.T) {
+	c := newCluster(t)
+	n := nftgen.CascadeMaxEndpoints + 5
+	var ports []int
+	for i := range n {
+		ports = append(ports, 9000+i)
+	}
+	c.AddPod("wide", PodIP(1), ports, nil, "-port-in-name")
+	c.AddPod("small", PodIP(2), []int{8080}, nil)
+	client := c.AddPod("client", PodIP(100), nil, nil)
+	wide := PortSpec{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, Target: 9000}
+	c.store.SetService(With(ClusterIPService("aff", "wide", "10.96.0.90", wide), Affinity(10800)))
+	for i := range n {
+		p := wide
+		p.Target = int32(9000 + i)
+		c.store.SetEndpointSlice(Slice("aff", "wide", fmt.Sprintf("wide-%d", i), []PortSpec{p}, PodIP(1)))
+	}
+	c.store.SetService(With(ClusterIPService("aff", "small", "10.96.0.91", httpPort), Affinity(10800)))
+	c.store.SetEndpointSlice(SliceOf("aff", "small", "small-1", []PortSpec{httpPort}, EP{IP: PodIP(2)}))
+	c.sync()
+
+	sets := c.Node.MustRun(t, "nft", "list", "sets", "ip")
+	names := regexp.MustCompile(`set (`+nftgen.PrefixAffinity+`\S+)`).FindAllStringSubmatch(sets, -1)
+	if len(names) != 2 {
+		t.Fatalf("want 2 affinity sets (one per endpoint of the small Service, one for the wide one's port), got %d:\n%s", len(names), sets)
+	}
+	for _, m := range names {
+		fillSet(t, c, m[1])
+	}
+	for _, dest := range []string{"10.96.0.90:80", "10.96.0.91:80"} {
+		for i := range 3 {
+			if _, err := TCPRequest(client.NS, dest, timeout); err != nil {
+				t.Fatalf("new client, connection %d to %s with its affinity set full: %v", i, dest, err)
+			}
+		}
+	}
+	t.Logf("both sets full (%d entries each); a new client still reached both Services", setSize(t, c, names[0][1]))
+}
+
+// setSize is the size the kernel gave a dynamic set (nft prints it).
+func setSize(t *testing.T, c *cluster, set string) int {
+	out := c.Node.MustRun(t, "nft", "list", "set", "ip", nftgen.TableName, set)
+	m := regexp.MustCompile(`size (\d+)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("set %s has no size:\n%s", set, out)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// fillSet adds as many made-up clients to the affinity set as it holds
+// and checks that it then refuses one more.
+func fillSet(t *testing.T, c *cluster, set string) {
+	t.Helper()
+	size := setSize(t, c, set)
+	byEndpoint := strings.Contains(c.Node.MustRun(t, "nft", "list", "set", "ip", nftgen.TableName, set), " . ")
+	element := func(i int) string {
+		ip := fmt.Sprintf("172.%d.%d.%d", 16+i>>16, (i>>8)&255, i&255)
+		if byEndpoint {
+			return ip + " . " + PodIP(1) + " . 9000"
+		}
+		return ip
+	}
+	var b strings.Builder
+	for start := 0; start < size; start += 8192 {
+		fmt.Fprintf(&b, "add element ip %s %s { ", nftgen.TableName, set)
+		for i := start; i < min(start+8192, size); i++ {
+			if i > start {
+				b.WriteString(", ")
+			}
+			b.WriteString(element(i))
+		}
+		b.WriteString(" }\n")
+	}
+	file := filepath.Join(t.TempDir(), "fill.nft")
+	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c.Node.MustRun(t, "nft", "-f", file)
+	if out, err := c.Node.Run("nft", "add", "element", "ip", nftgen.TableName, set, "{ "+element(size)+" }"); err == nil {
+		t.Fatalf("set %s took a %d-th element; it is not full:\n%s", set, size+1, out)
+	}
+}
