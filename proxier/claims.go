@@ -33,17 +33,75 @@ type claim struct {
 	// an external IP can never take over (and bypass the source ranges of)
 	// another Service's load balancer address.
 	rank int
+	// held is set when the service port held the destination before this
+	// sync (see incumbents), and since is when its Service was created
+	// (Unix nanoseconds; 0 when unknown): between claims of one rank the
+	// first holder keeps the destination, so that a newcomer can take no
+	// established Service's address, whatever its name.
+	held  bool
+	since int64
 }
 
-// beats reports whether c wins the destination over o: the lower rank, then
-// the lower fragment key, so that the winner depends only on the objects,
-// not on the order in which they arrived. Ports of one Service that share a
-// health check node port resolve the same way, silently.
+// beats reports whether c wins the destination over o: the lower rank,
+// then the one that held it before this sync, then the older Service, then
+// the lower fragment key. The rank, the age and the key depend only on the
+// objects, and who held a destination only on what the kernel holds, so
+// incremental and full syncs and a restart agree. Ports of one Service
+// that share a health check node port resolve the same way, silently.
 func (c claim) beats(o claim) bool {
-	if c.rank != o.rank {
+	switch {
+	case c.rank != o.rank:
 		return c.rank < o.rank
+	case c.held != o.held:
+		return c.held
+	case c.since != o.since:
+		return c.since < o.since
 	}
 	return c.frag < o.frag
+}
+
+// incumbents tells who held each destination before a sync: the owners
+// the syncer applied last, or, when it knows none (after a restart or a
+// failed sync), the chains the kernel's map elements jump to. Without
+// either (a new table, render), nobody held anything.
+type incumbents struct {
+	// frag returns the fragment key that held d, or "".
+	frag func(d destination) string
+	// chains maps a destination to the chain its element jumps to.
+	chains map[destination]string
+}
+
+// holds reports whether c held d before the sync.
+func (in *incumbents) holds(c *candidate, d destination) bool {
+	if in == nil {
+		return false
+	}
+	if in.frag != nil {
+		return in.frag(d) == c.claim.frag
+	}
+	want, ok := in.chains[d]
+	return ok && want == c.verdictChain(d)
+}
+
+// kernelIncumbents returns who holds each destination in the maps of a
+// table read back from the kernel, by the chain its element jumps to (a
+// service port's own chain: KUBE-SVC-, KUBE-EXT-, KUBE-FW-).
+func kernelIncumbents(live *nftgen.TableState, domains claimDomains) *incumbents {
+	in := &incumbents{chains: map[destination]string{}}
+	for _, m := range live.Maps {
+		for _, e := range m.Elements {
+			if e.Verdict.Chain != "" && e.Verdict.Chain != nftgen.ChainReject {
+				in.chains[domains.of(m.Spec.Name, e.Key)] = e.Verdict.Chain
+			}
+		}
+	}
+	return in
+}
+
+// appliedIncumbents returns who held each destination in owners, the
+// owners the syncer applied.
+func appliedIncumbents(owners map[destination]claim) *incumbents {
+	return &incumbents{frag: func(d destination) string { return owners[d].frag }}
 }
 
 // candidate is a service port's fragment before its claims are decided.
@@ -54,6 +112,8 @@ type candidate struct {
 	domains    claimDomains
 	clusterIPs []netip.Addr
 	lbIPs      []netip.Addr
+	// inc tells which destinations the port held before the sync.
+	inc *incumbents
 }
 
 func (c *candidate) claimOn(d destination) claim {
@@ -67,7 +127,21 @@ func (c *candidate) claimOn(d destination) claim {
 	default:
 		cl.rank = 2
 	}
+	cl.held = c.inc.holds(c, d)
 	return cl
+}
+
+// verdictChain returns the chain that c's element of destination d jumps
+// to, or "".
+func (c *candidate) verdictChain(d destination) string {
+	for m, els := range c.frag.Elements {
+		for _, e := range els {
+			if c.domains.of(m, e.Key) == d {
+				return e.Verdict.Chain
+			}
+		}
+	}
+	return ""
 }
 
 // destination is one key of one claim domain (see claimDomains).
@@ -162,13 +236,44 @@ func (l lostDestination) problem(c *candidate) model.Problem {
 	if !l.key.Addr.IsValid() {
 		what = fmt.Sprintf("node port %s/%d", nftgen.ProtoName(l.key.Proto), l.key.Port)
 	}
-	why := "which comes first by name"
-	switch l.owner.rank {
-	case 0:
+	why := "which held it first"
+	switch {
+	case l.owner.rank == 0:
 		why = "whose cluster IP it is; a cluster IP always wins over another Service's external or load balancer IP"
-	case 1:
+	case l.owner.rank == 1 && !slices.Contains(c.lbIPs, l.key.Addr):
 		why = "whose load balancer IP it is (status.loadBalancer); a load balancer IP wins over another Service's external IP"
+	case l.owner.since < c.since:
+		why = "which is older; the first holder keeps a destination"
+	case l.owner.since == c.since && l.owner.frag < c.claim.frag:
+		why = "which was created at the same time and comes first by name"
 	}
 	reason := fmt.Sprintf("service port %s: %s is already used by %s, %s; only that destination is skipped", c.claim.frag, what, l.owner.frag, why)
 	return model.Problem{Kind: "Service", Object: c.svc, Reason: reason}
+}
+
+// ownerJournal changes an owner index in place and remembers, for each
+// destination it changed, who held it before: an incremental sync asks
+// who held a destination without copying the index.
+type ownerJournal struct {
+	owners map[destination]claim
+	prior  map[destination]string
+}
+
+func (j *ownerJournal) note(d destination) {
+	if _, ok := j.prior[d]; !ok {
+		j.prior[d] = j.owners[d].frag
+	}
+}
+
+func (j *ownerJournal) set(d destination, cl claim) { j.note(d); j.owners[d] = cl }
+
+func (j *ownerJournal) del(d destination) { j.note(d); delete(j.owners, d) }
+
+// heldBefore returns the fragment key that held d before the journal
+// changed anything.
+func (j *ownerJournal) heldBefore(d destination) string {
+	if p, ok := j.prior[d]; ok {
+		return p
+	}
+	return j.owners[d].frag
 }

@@ -51,13 +51,14 @@ func (e *Engine) takeOver(ctx context.Context) {
 }
 
 // handoverSpecs returns the handover of each family: the fragments of
-// every Service, generated again from the store as the last sync
-// programmed them (problems were reported then), with their endpoints.
-// Each Service's state is read once for all families; a family whose
-// table holds no Service destination is not generated at all.
+// every Service, generated again from the store, with the destinations the
+// last sync gave each (see owners.go): a Service that lost one, or whose
+// address was refused, is not served there either. Each Service's state
+// is read once for all families; a family whose table holds no Service
+// destination is not generated at all.
 func (s *Syncer) handoverSpecs(ttl time.Duration) map[nftgen.Family]*nftgen.HandoverSpec {
 	specs := map[nftgen.Family]*nftgen.HandoverSpec{}
-	var gens []*nftgen.Generator
+	var fams []*familyState
 	for _, f := range s.Families() {
 		fs := s.families[f]
 		specs[f] = nftgen.NewHandoverSpec(fs.gen, ttl)
@@ -66,16 +67,34 @@ func (s *Syncer) handoverSpecs(ttl time.Duration) map[nftgen.Family]*nftgen.Hand
 				continue
 			}
 		}
-		gens = append(gens, fs.gen)
+		fams = append(fams, fs)
 	}
-	if len(gens) == 0 {
+	if len(fams) == 0 {
 		return specs
+	}
+	owners := map[*familyState]map[destination]claim{}
+	for _, fs := range fams {
+		if owners[fs] = fs.owners; owners[fs] == nil {
+			// The last sync of this family failed: decide anew.
+			owners[fs] = map[destination]claim{}
+			for _, nn := range s.store.ServiceNames() {
+				states, _ := s.store.State(nn)
+				for _, c := range s.candidates(fs, nn, states) {
+					for _, d := range c.domains.destinations(c.frag) {
+						if cur, ok := owners[fs][d]; !ok || c.claimOn(d).beats(cur) {
+							owners[fs][d] = c.claimOn(d)
+						}
+					}
+				}
+			}
+		}
 	}
 	for _, nn := range s.store.ServiceNames() {
 		states, _ := s.store.State(nn)
-		for i := range states {
-			for _, g := range gens {
-				specs[g.Family()].Add(g.Service(&states[i]))
+		for _, fs := range fams {
+			for _, c := range s.candidates(fs, nn, states) {
+				f, _ := withoutLost(c, owners[fs])
+				specs[fs.gen.Family()].Add(f)
 			}
 		}
 	}

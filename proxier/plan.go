@@ -151,6 +151,7 @@ func (r *fullSync) commit(fs *familyState) error {
 		return r.err
 	}
 	fs.applied, fs.keys, fs.owners, fs.fragCounts = r.applied, r.keys, r.owners, r.fragCounts
+	fs.inc = nil // it held the owners before this sync
 	fs.counts = fs.ruleCounter().Fragment(r.applied.Top)
 	fs.objects = r.applied.Top.Objects()
 	for key, sum := range r.applied.Services {
@@ -189,6 +190,14 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 	var keys map[types.NamespacedName][]string
 	var owners map[destination]claim
 	live, err := s.dp.ReadCompact(ctx, fam, digests.Finish)
+	// Who held each destination: what the syncer applied last, or else
+	// what the kernel holds (a restart, a failed sync).
+	fs.inc = nil
+	if fs.owners != nil {
+		fs.inc = appliedIncumbents(fs.owners)
+	} else if err == nil && live != nil {
+		fs.inc = kernelIncumbents(live, fs.domains)
+	}
 	if err == nil {
 		inv = live.Inventory()
 		if live != nil && live.Unreached > 0 {
@@ -297,13 +306,17 @@ func (s *Syncer) planUpdate(fs *familyState, snap *snapshot, changed []types.Nam
 	updates := map[string]*nftgen.Fragment{}
 	newKeys := map[types.NamespacedName][]string{}
 	// The owner index is updated in place: if the transaction fails, the
-	// next sync is a full one and rebuilds it.
+	// next sync is a full one and rebuilds it. The journal remembers who
+	// held each destination it changes before this sync.
+	j := &ownerJournal{owners: fs.owners, prior: map[destination]string{}}
+	fs.inc = &incumbents{frag: j.heldBefore}
+	defer func() { fs.inc = nil }()
 	release := func(nn types.NamespacedName) {
 		for _, key := range fs.keys[nn] {
 			updates[key] = nil
 			for _, e := range fs.applied.Services[key].Elements {
 				if d := fs.domains.of(e.Map, e.Key); fs.owners[d].frag == key {
-					delete(fs.owners, d)
+					j.del(d)
 				}
 			}
 		}
@@ -327,6 +340,7 @@ func (s *Syncer) planUpdate(fs *familyState, snap *snapshot, changed []types.Nam
 			for _, k := range c.domains.destinations(c.frag) {
 				cl := c.claimOn(k)
 				cur, ok := fs.owners[k]
+				cur.held = ok && j.heldBefore(k) == cur.frag
 				if ok && cur.frag != cl.frag && !cl.beats(cur) {
 					continue
 				}
@@ -336,7 +350,7 @@ func (s *Syncer) planUpdate(fs *familyState, snap *snapshot, changed []types.Nam
 					work = append(work, cur.svc)
 					release(cur.svc)
 				}
-				fs.owners[k] = cl
+				j.set(k, cl)
 			}
 		}
 		for _, c := range cands {
@@ -390,6 +404,10 @@ func (s *Syncer) reportLost(c *candidate, lost []lostDestination) {
 // decided.
 func (s *Syncer) candidates(fs *familyState, nn types.NamespacedName, states []svcmodel.ServicePortState) []*candidate {
 	var out []*candidate
+	var since int64
+	if t := s.store.Created(nn); !t.IsZero() {
+		since = t.UnixNano()
+	}
 	nodeIPs := fs.gen.Config().NodeIPs
 	for i := range states {
 		st := states[i] // the snapshot's states are shared by every family
@@ -408,7 +426,7 @@ func (s *Syncer) candidates(fs *familyState, nn types.NamespacedName, states []s
 			st.ExternalIPs = kept
 		}
 		if f := fs.gen.Service(&st); f != nil {
-			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(st.Name), svc: nn}, frag: f, domains: fs.domains, clusterIPs: st.ClusterIPs, lbIPs: st.LoadBalancerIPs})
+			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(st.Name), svc: nn, since: since}, frag: f, domains: fs.domains, clusterIPs: st.ClusterIPs, lbIPs: st.LoadBalancerIPs, inc: fs.inc})
 		}
 	}
 	return out

@@ -112,7 +112,11 @@ func (p *Proxier) Sync(ctx context.Context, fullReason string) (SyncResult, erro
 	if res.Full {
 		clear(p.info)
 	}
-	var udp []conntrack.UDPService
+	type serviceUDP struct {
+		nn   types.NamespacedName
+		list []conntrack.UDPService
+	}
+	var udp []serviceUDP
 	for _, nn := range slices.SortedFunc(maps.Keys(p.read), compareNames) {
 		info := p.read[nn]
 		if info.empty() {
@@ -120,7 +124,9 @@ func (p *Proxier) Sync(ctx context.Context, fullReason string) (SyncResult, erro
 		} else {
 			p.info[nn] = info
 		}
-		udp = append(udp, info.udp...)
+		if len(info.udp) > 0 {
+			udp = append(udp, serviceUDP{nn, info.udp})
+		}
 	}
 	// After a change, and at every sync while a port could not be opened
 	// (the old pod may still hold it).
@@ -128,7 +134,9 @@ func (p *Proxier) Sync(ctx context.Context, fullReason string) (SyncResult, erro
 		ports := map[types.NamespacedName]uint16{}
 		counts := map[types.NamespacedName]int{}
 		for nn, info := range p.info {
-			if info.hcPort != 0 {
+			// Only a port the Service owns: ports are unique in a valid
+			// cluster, but not in an objects file.
+			if info.hcPort != 0 && p.Syncer.ownsHealthCheckPort(nn, info.hcPort) {
 				ports[nn], counts[nn] = info.hcPort, info.localEndpoints
 			}
 		}
@@ -145,7 +153,14 @@ func (p *Proxier) Sync(ctx context.Context, fullReason string) (SyncResult, erro
 			if slices.Contains(res.Failed, f) {
 				continue // its flows are cleaned once its rules are in place
 			}
-			own := append(p.retryUDP[f], udpOfFamily(udp, f == nftgen.FamilyIPv4)...)
+			// Only the destinations each Service owns after this sync:
+			// one that lost a destination to another Service, or whose
+			// address was refused, must not delete the flows of another
+			// Service or of the node.
+			own := p.retryUDP[f]
+			for _, u := range udp {
+				own = append(own, p.Syncer.ownedUDP(f, u.nn, udpOfFamily(u.list, f == nftgen.FamilyIPv4))...)
+			}
 			delete(p.retryUDP, f)
 			if len(own) == 0 {
 				continue

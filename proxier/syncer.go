@@ -76,6 +76,8 @@ type familyState struct {
 	owners map[destination]claim
 	// domains are gen's claim domains.
 	domains claimDomains
+	// inc, during a sync, tells who held each destination before it.
+	inc *incumbents
 }
 
 // SyncResult describes one sync.
@@ -170,6 +172,7 @@ func (s *Syncer) Sync(ctx context.Context, reason string) (SyncResult, error) {
 			var err error
 			txs, streamed, commit, err = s.planFull(ctx, fs, snap)
 			if err != nil {
+				fs.owners = nil
 				if firstErr == nil {
 					firstErr = fmt.Errorf("plan the %s table: %w", g.Family(), err)
 				}
@@ -190,7 +193,9 @@ func (s *Syncer) Sync(ctx context.Context, reason string) (SyncResult, error) {
 		res.Ops += ops
 		res.FamilyOps[g.Family()] = ops
 		if err != nil {
-			fs.applied = nil // unknown now: the next sync rewrites everything
+			// Unknown now: the next sync rewrites everything, and learns
+			// who holds each destination from the kernel.
+			fs.applied, fs.owners = nil, nil
 			res.Failed = append(res.Failed, g.Family())
 			if firstErr == nil {
 				firstErr = fmt.Errorf("sync %s table: %w", g.Family(), err)

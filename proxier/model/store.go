@@ -88,6 +88,15 @@ func (s *Store) SetService(svc *v1.Service) {
 	s.changed[nn] |= serviceChanged
 }
 
+// Created returns when the Service nn was created (the zero time when it
+// does not say, or is not stored).
+func (s *Store) Created(nn types.NamespacedName) time.Time {
+	if svc := s.services[nn]; svc != nil {
+		return svc.CreationTimestamp.Time
+	}
+	return time.Time{}
+}
+
 // DeleteService removes a Service.
 func (s *Store) DeleteService(nn types.NamespacedName) {
 	if _, ok := s.services[nn]; ok {

@@ -57,9 +57,13 @@ func meta(m *metav1.ObjectMeta, keep string) metav1.ObjectMeta {
 
 // Service returns the trimmed copy of s.
 func (t *Trimmer) Service(s *v1.Service) *v1.Service {
+	m := meta(&s.ObjectMeta, "")
+	// When it was created decides which of two Services naming one
+	// destination keeps it (the first holder).
+	m.CreationTimestamp = s.CreationTimestamp
 	return &v1.Service{
 		TypeMeta:   s.TypeMeta,
-		ObjectMeta: meta(&s.ObjectMeta, ""),
+		ObjectMeta: m,
 		Spec:       s.Spec,
 		Status:     v1.ServiceStatus{LoadBalancer: s.Status.LoadBalancer},
 	}
