@@ -37,7 +37,9 @@ func newOwnersFixture(t *testing.T) (*fixture, *Proxier, *failingCleaner, *ports
 }
 
 // portsHealth is a HealthServer that keeps the ports it was last given.
-type portsHealth struct{ ports map[types.NamespacedName]uint16 }
+type portsHealth struct {
+	ports map[types.NamespacedName]uint16
+}
 
 func (h *portsHealth) Sync(ports map[types.NamespacedName]uint16, _ map[types.NamespacedName]int) error {
 	h.ports = ports
