@@ -114,6 +114,8 @@ type candidate struct {
 	lbIPs      []netip.Addr
 	// inc tells which destinations the port held before the sync.
 	inc *incumbents
+	// fam is the family state it was made for.
+	fam *familyState
 }
 
 func (c *candidate) claimOn(d destination) claim {

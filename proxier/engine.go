@@ -114,6 +114,7 @@ func newEngine(p *Proxier, dp nftgen.Dataplane, cfg EngineConfig) *Engine {
 		e.clock = clock.RealClock{}
 	}
 	p.Syncer.OnProblem = e.problem
+	p.Syncer.SetLocalAddresses(cfg.Local)
 	e.runner = runner.New(func(r runner.Reason) error { _, err := e.Sync(e.runCtx, r); return err }, cfg.MinSyncPeriod, cfg.SyncPeriod, e.clock)
 	return e
 }

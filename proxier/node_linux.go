@@ -10,20 +10,34 @@ import (
 )
 
 // LocalAddresses returns the addresses configured on the interfaces of the
-// current network namespace.
+// current network namespace, but those of kube-proxy's IPVS mode's dummy
+// interface (kube-ipvs0 holds every cluster IP until that mode's rules are
+// cleaned up; they are not the node's).
 func LocalAddresses() ([]netip.Addr, error) {
-	addrs, err := net.InterfaceAddrs()
+	ifaces, err := net.Interfaces()
 	if err != nil {
-		return nil, fmt.Errorf("list interface addresses: %w", err)
+		return nil, fmt.Errorf("list interfaces: %w", err)
 	}
 	var out []netip.Addr
-	for _, a := range addrs {
-		if p, err := netip.ParsePrefix(a.String()); err == nil {
-			out = append(out, p.Addr().Unmap())
+	for _, ifc := range ifaces {
+		if ifc.Name == ipvsInterface {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			return nil, fmt.Errorf("list the addresses of %s: %w", ifc.Name, err)
+		}
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil {
+				out = append(out, p.Addr().Unmap())
+			}
 		}
 	}
 	return out, nil
 }
+
+// ipvsInterface is the dummy interface of kube-proxy's IPVS mode.
+const ipvsInterface = "kube-ipvs0"
 
 // EnableRouteLocalnet sets net.ipv4.conf.all.route_localnet=1 in the
 // current network namespace, which localhost NodePorts need (as in

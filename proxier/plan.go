@@ -34,6 +34,7 @@ func (s *Syncer) eachCandidate(ctx context.Context, fs *familyState, snap *snaps
 		states []svcmodel.ServicePortState
 	}
 	clear(fs.endpoints)
+	clear(fs.refused)
 	fs.total = 0
 	var held []read
 	decided := false
@@ -394,6 +395,7 @@ func (s *Syncer) reportLost(c *candidate, lost []lostDestination) {
 		return
 	}
 	s.retry[c.svc] = true
+	c.fam.refuse(c.svc, refusedConflict, len(lost))
 	for _, l := range lost {
 		s.report([]model.Problem{l.problem(c)})
 	}
@@ -408,25 +410,14 @@ func (s *Syncer) candidates(fs *familyState, nn types.NamespacedName, states []s
 	if t := s.store.Created(nn); !t.IsZero() {
 		since = t.UnixNano()
 	}
-	nodeIPs := fs.gen.Config().NodeIPs
+	delete(fs.refused, nn)
 	for i := range states {
 		st := states[i] // the snapshot's states are shared by every family
-		// An external IP that is this node's own address would capture
-		// the node's port for every client: skip that address.
-		if len(nodeIPs) > 0 {
-			kept := st.ExternalIPs[:0:0]
-			for j, ip := range st.ExternalIPs {
-				if slices.Contains(nodeIPs, ip) {
-					s.report([]model.Problem{{Kind: "Service", Object: nn, Field: fmt.Sprintf("spec.externalIPs[%d]", j),
-						Reason: fmt.Sprintf("%s is this node's own address; not programmed, it would capture the node's port %d", ip, st.Port)}})
-					continue
-				}
-				kept = append(kept, ip)
-			}
-			st.ExternalIPs = kept
+		if !s.withoutNodeAddresses(fs, nn, &st) {
+			continue
 		}
 		if f := fs.gen.Service(&st); f != nil {
-			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(st.Name), svc: nn, since: since}, frag: f, domains: fs.domains, clusterIPs: st.ClusterIPs, lbIPs: st.LoadBalancerIPs, inc: fs.inc})
+			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(st.Name), svc: nn, since: since}, frag: f, domains: fs.domains, clusterIPs: st.ClusterIPs, lbIPs: st.LoadBalancerIPs, inc: fs.inc, fam: fs})
 		}
 	}
 	return out

@@ -153,20 +153,22 @@ func (e *Engine) driftReason(ctx context.Context, ch nftgen.Change) string {
 	return ""
 }
 
-// followAddresses looks the node's addresses up again before a sync when
-// FollowAddresses is set. When the node port addresses changed (an
+// followAddresses looks the node's addresses up again before every sync:
+// no Service may capture one of them (Syncer.SetLocalAddresses), and when
+// FollowAddresses is set and the node port addresses changed (an
 // interface came up, a DHCP lease moved), the generators are replaced and
 // the sync is a full one. Called with mu held.
 func (e *Engine) followAddresses() {
-	if e.cfg.Rules == nil || !e.cfg.Rules.FollowsAddresses() || e.cfg.LocalAddresses == nil {
+	if e.cfg.LocalAddresses == nil {
 		return
 	}
 	local, err := e.cfg.LocalAddresses()
 	if err != nil {
-		klog.ErrorS(err, "Cannot list the node's addresses; keeping the node port addresses as they were")
+		klog.ErrorS(err, "Cannot list the node's addresses; keeping the ones seen last")
 		return
 	}
-	if slices.Equal(local, e.local) {
+	e.p.Syncer.SetLocalAddresses(local)
+	if e.cfg.Rules == nil || !e.cfg.Rules.FollowsAddresses() || slices.Equal(local, e.local) {
 		return
 	}
 	e.local = local

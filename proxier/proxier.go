@@ -241,6 +241,9 @@ func (p *Proxier) record(res SyncResult, start time.Time) {
 			m.RulesLast.WithLabelValues(table, fam).Set(float64(p.Syncer.LastRuleCounts(f)[table]))
 		}
 	}
+	for reason, n := range p.Syncer.Refused() {
+		m.RefusedDestinations.WithLabelValues(reason).Set(float64(n))
+	}
 	noLocal := map[[2]string]int{}
 	for _, info := range p.info {
 		for k, n := range info.noLocal {

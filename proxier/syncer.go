@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"net/netip"
 	"slices"
 	"time"
 
@@ -44,6 +45,11 @@ type Syncer struct {
 	// ChunkOps is the size of the transactions of a streamed cold sync
 	// (nftgen.ChunkOps unless set).
 	ChunkOps int
+	// local are the addresses of the node's interfaces (see
+	// SetLocalAddresses); refusedAt the Services that named one of them,
+	// to be recomputed when it is no longer the node's.
+	local     map[netip.Addr]bool
+	refusedAt map[netip.Addr]map[types.NamespacedName]bool
 }
 
 type familyState struct {
@@ -78,6 +84,9 @@ type familyState struct {
 	domains claimDomains
 	// inc, during a sync, tells who held each destination before it.
 	inc *incumbents
+	// refused counts, per Service, the destinations it names that are
+	// not programmed, by reason (see refuse).
+	refused map[types.NamespacedName]*[numRefusals]int32
 }
 
 // SyncResult describes one sync.
@@ -103,9 +112,10 @@ type SyncResult struct {
 
 // newSyncer returns a Syncer that programs one table per generator.
 func newSyncer(store *model.Store, dp nftgen.Dataplane, generators ...*nftgen.Generator) *Syncer {
-	s := &Syncer{store: store, generators: generators, dp: dp, families: map[nftgen.Family]*familyState{}, retry: map[types.NamespacedName]bool{}}
+	s := &Syncer{store: store, generators: generators, dp: dp, families: map[nftgen.Family]*familyState{}, retry: map[types.NamespacedName]bool{},
+		local: map[netip.Addr]bool{}, refusedAt: map[netip.Addr]map[types.NamespacedName]bool{}}
 	for _, g := range generators {
-		s.families[g.Family()] = &familyState{gen: g, domains: newClaimDomains(g.Maps()), endpoints: map[types.NamespacedName]int{}}
+		s.families[g.Family()] = newFamilyState(g)
 	}
 	return s
 }
@@ -117,7 +127,7 @@ func (s *Syncer) SetGenerators(generators ...*nftgen.Generator) {
 	for _, g := range generators {
 		fs := s.families[g.Family()]
 		if fs == nil {
-			s.families[g.Family()] = &familyState{gen: g, domains: newClaimDomains(g.Maps()), endpoints: map[types.NamespacedName]int{}}
+			s.families[g.Family()] = newFamilyState(g)
 			continue
 		}
 		fs.gen, fs.applied = g, nil
@@ -364,4 +374,8 @@ func Cleanup(ctx context.Context, dp nftgen.Dataplane) error {
 		}
 	}
 	return nil
+}
+
+func newFamilyState(g *nftgen.Generator) *familyState {
+	return &familyState{gen: g, domains: newClaimDomains(g.Maps()), endpoints: map[types.NamespacedName]int{}, refused: map[types.NamespacedName]*[numRefusals]int32{}}
 }

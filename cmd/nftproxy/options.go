@@ -119,7 +119,7 @@ type setup struct {
 // engineConfig is the engine configuration of st's store, node and
 // generators, for proxier.New.
 func (st *setup) engineConfig() proxier.Config {
-	return proxier.Config{Node: st.rules.Node, Store: st.store, Families: st.rules.Families()}
+	return proxier.Config{Node: st.rules.Node, Store: st.store, Families: st.rules.Families(), Engine: proxier.EngineConfig{Local: st.local}}
 }
 
 // newSetup builds the store, the node facts and one generator per family

@@ -51,7 +51,23 @@ type Metrics struct {
 	SyncOperations *prometheus.HistogramVec
 	TableObjects   *prometheus.GaugeVec
 	DriftRepairs   *prometheus.CounterVec
+	// RefusedDestinations counts the destinations (an IP, protocol and
+	// port, or a node port) of Services that are not programmed, by
+	// reason: "conflict" (another Service holds it) or "node_address"
+	// (it is one of the node's own addresses).
+	RefusedDestinations *prometheus.GaugeVec
+	// ForeignCommits counts the commits of other processes that changed
+	// nftproxy's table; DriftBackoff is how long the next repair of such
+	// a change waits, 0 when drift is repaired at once.
+	ForeignCommits prometheus.Counter
+	DriftBackoff   prometheus.Gauge
 }
+
+// Reasons of RefusedDestinations.
+const (
+	RefusedConflict    = "conflict"
+	RefusedNodeAddress = "node_address"
+)
 
 // New creates the collectors and registers them, with the Go and process
 // collectors, in a new registry.
@@ -108,10 +124,20 @@ func New() *Metrics {
 			Help: "Objects in nftproxy's table after the last sync, by kind (chains, rules, map_elements, sets)"}, []string{"ip_family", "kind"}),
 		DriftRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "nftproxy", Name: "drift_repairs_total",
 			Help: "Full resyncs that found the kernel table changed behind nftproxy's back, by reason"}, []string{"reason"}),
+		RefusedDestinations: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "refused_destinations",
+			Help: "Service destinations not programmed after the last sync, by reason (conflict: another Service holds it; node_address: it is the node's own)"}, []string{"reason"}),
+		ForeignCommits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "nftproxy", Name: "foreign_commits_total",
+			Help: "Commits of other processes that changed nftproxy's table"}),
+		DriftBackoff: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "drift_repair_backoff_seconds",
+			Help: "How long the next repair of a change another process made waits (0: at once); it grows while the same change keeps coming back"}),
 	}
 	m.Registry.MustRegister(m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming, m.LastSyncTimestamp, m.LastQueuedTimestamp,
 		m.RulesTotal, m.RulesLast, m.SyncFailures, m.NoLocalEndpoints, m.EndpointChanges, m.EndpointPending, m.ServiceChanges,
-		m.ServicePending, m.HealthzTotal, m.LivezTotal, m.RestoreFailures, m.PartialRestoreFailures, m.ConntrackSyncDuration, m.ConntrackDeleted, m.SyncOperations, m.TableObjects, m.DriftRepairs)
+		m.ServicePending, m.HealthzTotal, m.LivezTotal, m.RestoreFailures, m.PartialRestoreFailures, m.ConntrackSyncDuration, m.ConntrackDeleted, m.SyncOperations, m.TableObjects, m.DriftRepairs,
+		m.RefusedDestinations, m.ForeignCommits, m.DriftBackoff)
+	for _, reason := range []string{RefusedConflict, RefusedNodeAddress} {
+		m.RefusedDestinations.WithLabelValues(reason)
+	}
 	return m
 }
 
