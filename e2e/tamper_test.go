@@ -28,8 +28,10 @@ func TestTamperingIsRepairedWithinASecond(t *testing.T) {
 		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
 	logPath := filepath.Join(dir, "nftproxy.log")
 	startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
-		"--iptables-sync-period", "1m", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0")
+		"--iptables-sync-period", "1m", "--iptables-min-sync-period", "100ms", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0")
 
+	// Repairs honour the minimum sync period (100 ms here, kube-proxy's
+	// default is 1 s): the seven tamperings follow each other at once.
 	// The listing with its objects sorted: a chain made anew is listed
 	// last, with the same meaning.
 	list := func() string {

@@ -25,6 +25,9 @@ type ProxyHealth interface {
 	QueuedUpdate(family string)
 	Updated(family string)
 	SetNode(node *v1.Node)
+	// SetContested says that another writer (by) keeps changing the
+	// rules, until until.
+	SetContested(by string, until time.Time)
 }
 
 // EngineConfig configures an Engine. Only the sync periods are required.

@@ -30,11 +30,18 @@ type recordingHealth struct {
 	mu              sync.Mutex
 	queued, updated int
 	node            *v1.Node
+	contestedBy     string
+	contestedUntil  time.Time
 }
 
 func (h *recordingHealth) QueuedUpdate(string) { h.mu.Lock(); h.queued++; h.mu.Unlock() }
 func (h *recordingHealth) Updated(string)      { h.mu.Lock(); h.updated++; h.mu.Unlock() }
 func (h *recordingHealth) SetNode(n *v1.Node)  { h.mu.Lock(); h.node = n; h.mu.Unlock() }
+func (h *recordingHealth) SetContested(by string, until time.Time) {
+	h.mu.Lock()
+	h.contestedBy, h.contestedUntil = by, until
+	h.mu.Unlock()
+}
 
 func (h *recordingHealth) counts() (queued, updated int) {
 	h.mu.Lock()
@@ -231,6 +238,8 @@ func TestEngineRepairsWhatTheWatchReports(t *testing.T) {
 	if err := f.fake.ApplyForeign("other", f.deleteServiceIP(t)); err != nil {
 		t.Fatal(err)
 	}
+	// Repairs go through the runner: at most one per minimum sync period.
+	f.clock.Step(time.Second)
 	waitFor(t, "repair of a deleted element", func() bool { return f.fake.Dump(nftgen.FamilyIPv4) == want })
 	f.expectSyncs(t, "after the element repair", 2, 0)
 
@@ -239,6 +248,7 @@ func TestEngineRepairsWhatTheWatchReports(t *testing.T) {
 	if err := f.fake.ApplyForeign("other", flush); err != nil {
 		t.Fatal(err)
 	}
+	f.clock.Step(time.Second)
 	waitFor(t, "repair of a flushed chain", func() bool { full, _ := f.syncs(t); return full == 3 })
 	if got := f.fake.Dump(nftgen.FamilyIPv4); got != want {
 		t.Errorf("not repaired:\n%s", got)

@@ -102,32 +102,6 @@ func (e *Engine) mapsChanged(ctx context.Context) bool {
 	return false
 }
 
-// repairDrift repairs what other processes change in nftproxy's tables,
-// as the watch reports it, at once, with a full sync, instead of waiting
-// for the periodic one. Before the first sync there is nothing of
-// nftproxy's to repair.
-func (e *Engine) repairDrift(ctx context.Context, changes <-chan nftgen.Change) {
-	for ch := range changes {
-		reason := e.driftReason(ctx, ch)
-		if reason == "" {
-			continue
-		}
-		klog.FromContext(ctx).Info("Repairing nftproxy's table changed by another process", "process", ch.Process, "change", ch.What)
-		e.countRepair(reason)
-		for _, f := range e.p.Syncer.Families() {
-			if e.cfg.Health != nil {
-				e.cfg.Health.QueuedUpdate(familyLabel(f))
-			}
-		}
-		e.mu.Lock()
-		e.needFull = reason
-		e.mu.Unlock()
-		if _, err := e.Sync(ctx, runner.Requested); err != nil {
-			e.runner.Run() // retried with backoff
-		}
-	}
-}
-
 // driftReason tells whether a change another process made needs a full
 // sync, and why ("" when it does not).
 func (e *Engine) driftReason(ctx context.Context, ch nftgen.Change) string {

@@ -22,6 +22,7 @@ import (
 	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/conntrack"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
+	"github.com/nftproxy/nftproxy/proxier/instance"
 	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/netns"
 	"github.com/nftproxy/nftproxy/proxier/objfile"
@@ -37,6 +38,14 @@ func runLoop(ctx context.Context, opts *options) error {
 	if err := os.WriteFile("/proc/self/oom_score_adj", []byte(fmt.Sprint(opts.kp.oomScoreAdj)), 0o644); err != nil {
 		klog.V(2).InfoS("Failed to apply OOMScore", "err", err)
 	}
+	// One daemon per node: a second one (a rolling update with maxSurge,
+	// a run by hand) waits for the first to exit instead of rewriting its
+	// table in a loop.
+	lock, err := instance.Wait(ctx, instance.Options{Namespace: opts.netns})
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	var client kubernetes.Interface
 	var node *v1.Node
 	connErrors := make(chan struct{}, 1)

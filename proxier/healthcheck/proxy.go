@@ -31,6 +31,10 @@ type ProxyHealthServer struct {
 	oldestPending map[string]time.Time
 	node          *v1.Node
 	nodeKnown     bool
+	// contestedBy names another writer that keeps changing the proxy's
+	// table, until contestedUntil (see SetContested).
+	contestedBy    string
+	contestedUntil time.Time
 }
 
 // NewProxyHealthServer returns a server whose updates go stale after
@@ -67,6 +71,25 @@ func (s *ProxyHealthServer) SetNode(n *v1.Node) {
 	s.node, s.nodeKnown = n, true
 }
 
+// SetContested makes /healthz unhealthy until until: another writer (by)
+// keeps changing the proxy's rules, so they cannot be trusted to stay in
+// place. /livez is left alone: a restart does not help.
+func (s *ProxyHealthServer) SetContested(by string, until time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.contestedBy, s.contestedUntil = by, until
+}
+
+// contested returns who contests the rules now, or "".
+func (s *ProxyHealthServer) contested() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.clock.Now().Before(s.contestedUntil) {
+		return s.contestedBy
+	}
+	return ""
+}
+
 // Health is kube-proxy's health JSON.
 type Health struct {
 	LastUpdated  time.Time                `json:"lastUpdated"`
@@ -74,6 +97,9 @@ type Health struct {
 	NodeEligible *bool                    `json:"nodeEligible,omitempty"`
 	Healthy      bool                     `json:"healthy"`
 	Status       map[string]ProxierHealth `json:"status,omitempty"`
+	// ContestedBy names another writer that keeps changing the rules
+	// (nftproxy's own; /healthz only).
+	ContestedBy string `json:"contestedBy,omitempty"`
 }
 
 // ProxierHealth is the health of one family's proxier.
@@ -130,6 +156,9 @@ func (s *ProxyHealthServer) HealthzHandler() http.Handler {
 		h := s.Health()
 		eligible := s.NodeEligible()
 		h.NodeEligible = &eligible
+		if h.ContestedBy = s.contested(); h.ContestedBy != "" {
+			h.Healthy = false
+		}
 		ok := h.Healthy && eligible
 		if ok {
 			// As kube-proxy: a healthy answer reports a recent lastUpdated.
