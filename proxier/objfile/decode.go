@@ -53,7 +53,10 @@ type objectMeta struct {
 	UID             types.UID         `json:"uid"`
 	ResourceVersion string            `json:"resourceVersion"`
 	Labels          map[string]string `json:"labels"`
-	Annotations     struct {
+	// CreationTimestamp decides which of two Services naming one
+	// destination keeps it.
+	CreationTimestamp metav1.Time `json:"creationTimestamp"`
+	Annotations       struct {
 		TriggerTime *string `json:"endpoints.kubernetes.io/last-change-trigger-time"`
 	} `json:"annotations"`
 }
@@ -62,6 +65,9 @@ type objectMeta struct {
 // are in "default".
 func (m *objectMeta) objectMeta(namespaced bool) metav1.ObjectMeta {
 	out := metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion, Labels: m.Labels}
+	if namespaced {
+		out.CreationTimestamp = m.CreationTimestamp
+	}
 	if m.Annotations.TriggerTime != nil {
 		out.Annotations = map[string]string{model.TriggerTimeAnnotation: *m.Annotations.TriggerTime}
 	}

@@ -1,0 +1,84 @@
+//go:build linux
+
+package e2e
+
+import (
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestRefusedDestinationsInEveryReader: a newcomer (namespace first by
+// name) names an established Service's external IP, and a third Service
+// names an address on one of the node's interfaces that the Node object
+// does not report. Against the live table: only the holder's rule in the
+// compat view, explain walks to the holder's endpoint, traffic reaches the
+// holder, the node's address is nobody's, and the daemon's
+// nftproxy_refused_destinations counts both, by reason.
+func TestRefusedDestinationsInEveryReader(t *testing.T) {
+	tp := NewTopology(t, echoBinary)
+	tp.AddPod("holder", PodIP(1), []int{8080}, nil)
+	tp.AddPod("thief", PodIP(2), []int{8080}, nil)
+	tp.Node.MustRun(t, "ip", "addr", "add", "192.0.2.77/32", "dev", "lo")
+	created := func(at time.Time) func(*v1.Service) {
+		return func(s *v1.Service) { s.CreationTimestamp = metav1.NewTime(at) }
+	}
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	objects := writeObjects(t, t.TempDir(),
+		With(ClusterIPService("zzz", "holder", "10.96.0.71", httpPort), ExternalIPs("198.51.100.71"), created(base)),
+		Slice("zzz", "holder", "holder-1", []PortSpec{httpPort}, PodIP(1)),
+		With(ClusterIPService("aaa", "thief", "10.96.0.72", httpPort), ExternalIPs("198.51.100.71"), created(base.Add(time.Hour))),
+		Slice("aaa", "thief", "thief-1", []PortSpec{httpPort}, PodIP(2)),
+		With(ClusterIPService("aaa", "vip", "10.96.0.73", httpPort), ExternalIPs("192.0.2.77"), created(base)),
+		Slice("aaa", "vip", "vip-1", []PortSpec{httpPort}, PodIP(2)))
+	logPath := filepath.Join(t.TempDir(), "nftproxy.log")
+	startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0")
+	var save string
+	eventually(t, "the daemon programs the three Services", 10*time.Second, func() error {
+		out, _ := exec.Command(nftproxyBinary, "save", "--netns", tp.Node.Path()).Output()
+		save = string(out)
+		if !strings.Contains(save, "10.96.0.73/32") {
+			return errorf("not yet")
+		}
+		return nil
+	})
+	var extRules []string
+	for _, line := range strings.Split(save, "\n") {
+		if strings.Contains(line, "198.51.100.71") || strings.Contains(line, "192.0.2.77") {
+			extRules = append(extRules, line)
+		}
+	}
+	if len(extRules) != 1 || !strings.Contains(extRules[0], `"zzz/holder:http external IP"`) {
+		t.Errorf("compat view: rules for the shared and the node's addresses: %q, want the holder's one rule", extRules)
+	}
+	e := runExplain(t, "--netns", tp.Node.Path(), "--from", "external", "--src", ExternalIP, "198.51.100.71:80")
+	if got := e.Endpoints(); !slices.Equal(got, []string{PodIP(1) + ":8080"}) {
+		t.Errorf("explain of the shared external IP: endpoints %v, want the holder's", got)
+	}
+	e = runExplain(t, "--netns", tp.Node.Path(), "--from", "external", "--src", ExternalIP, "192.0.2.77:80")
+	if got := e.Endpoints(); len(got) != 0 {
+		t.Errorf("explain of the node's own address: endpoints %v, want none", got)
+	}
+	metrics := httpGet(t, tp.Node, "http://127.0.0.1:10249/metrics")
+	for _, want := range []string{`nftproxy_refused_destinations{reason="conflict"} 1`, `nftproxy_refused_destinations{reason="node_address"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("metrics lack %s:\n%s", want, grepLines(metrics, "refused"))
+		}
+	}
+	var ipv4 []string
+	for _, line := range strings.Split(metrics, "\n") {
+		if strings.HasPrefix(line, "kubeproxy_sync_proxy_rules_iptables_total{") && strings.Contains(line, `ip_family="IPv4"`) {
+			ipv4 = append(ipv4, line)
+		}
+	}
+	if got := metricSum(strings.Join(ipv4, "\n"), "kubeproxy_sync_proxy_rules_iptables_total"); got != strings.Count(save, "\n-A ") {
+		t.Errorf("rules-count metric %d, compat view %d rules", got, strings.Count(save, "\n-A "))
+	}
+}
