@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	v1 "k8s.io/api/core/v1"
-
 	"github.com/nftproxy/nftproxy/nftgen"
 )
 
@@ -24,21 +22,9 @@ import (
 // per Service port above nftgen.CascadeMaxEndpoints endpoints.
 func TestFullAffinitySetStillServesNewClients(t *testing.T) {
 	c := newCluster(t)
-	n := nftgen.CascadeMaxEndpoints + 5
-	var ports []int
-	for i := range n {
-		ports = append(ports, 9000+i)
-	}
-	c.AddPod("wide", PodIP(1), ports, nil, "-port-in-name")
+	wideAffinityService(c, nftgen.CascadeMaxEndpoints+5, 10800)
 	c.AddPod("small", PodIP(2), []int{8080}, nil)
 	client := c.AddPod("client", PodIP(100), nil, nil)
-	wide := PortSpec{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, Target: 9000}
-	c.store.SetService(With(ClusterIPService("aff", "wide", "10.96.0.90", wide), Affinity(10800)))
-	for i := range n {
-		p := wide
-		p.Target = int32(9000 + i)
-		c.store.SetEndpointSlice(Slice("aff", "wide", fmt.Sprintf("wide-%d", i), []PortSpec{p}, PodIP(1)))
-	}
 	c.store.SetService(With(ClusterIPService("aff", "small", "10.96.0.91", httpPort), Affinity(10800)))
 	c.store.SetEndpointSlice(SliceOf("aff", "small", "small-1", []PortSpec{httpPort}, EP{IP: PodIP(2)}))
 	c.sync()

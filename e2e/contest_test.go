@@ -33,11 +33,7 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 // under 15% of one CPU, the table never changes and the Service answers
 // throughout. When the first exits, the second takes over with its flags.
 func TestSecondInstanceDefersToTheFirst(t *testing.T) {
-	tp := NewTopology(t, echoBinary)
-	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
-	dir := t.TempDir()
-	objects := writeObjects(t, dir, ClusterIPService("demo", "web", "10.96.0.61", httpPort),
-		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
+	tp, dir, objects := oneServiceNode(t, "10.96.0.61")
 	args := func(bit string) []string {
 		return []string{"--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR, "--iptables-sync-period", "5s",
 			"--iptables-min-sync-period", "100ms", "--masquerade-bit", bit, "--metrics-bind-address", "0", "--healthz-bind-address", "0"}
@@ -105,11 +101,7 @@ func TestSecondInstanceDefersToTheFirst(t *testing.T) {
 // contested on /healthz, and uses little CPU; once the writer stops, the
 // table is repaired.
 func TestForeignWriterIsRepairedWithBackoff(t *testing.T) {
-	tp := NewTopology(t, echoBinary)
-	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
-	dir := t.TempDir()
-	objects := writeObjects(t, dir, ClusterIPService("demo", "web", "10.96.0.62", httpPort),
-		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
+	tp, dir, objects := oneServiceNode(t, "10.96.0.62")
 	logPath := filepath.Join(dir, "nftproxy.log")
 	cmd := startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
 		"--iptables-sync-period", "1m", "--iptables-min-sync-period", "1s",
@@ -172,4 +164,15 @@ func TestForeignWriterIsRepairedWithBackoff(t *testing.T) {
 	if _, err := TCPRequest(tp.External, "10.96.0.62:80", timeout); err != nil {
 		t.Errorf("after the repair: %v", err)
 	}
+}
+
+// oneServiceNode is a topology with one endpoint pod and an objects file
+// (in dir) of one Service demo/web at clusterIP:80 with that endpoint.
+func oneServiceNode(t *testing.T, clusterIP string) (tp *Topology, dir, objects string) {
+	tp = NewTopology(t, echoBinary)
+	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
+	dir = t.TempDir()
+	objects = writeObjects(t, dir, ClusterIPService("demo", "web", clusterIP, httpPort),
+		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
+	return tp, dir, objects
 }

@@ -195,19 +195,8 @@ func TestForwardAndFirewallChains(t *testing.T) {
 func TestSessionAffinityAboveTheCascade(t *testing.T) {
 	c := newCluster(t)
 	n := nftgen.CascadeMaxEndpoints + 20
-	var ports []int
-	for i := range n {
-		ports = append(ports, 9000+i)
-	}
-	c.AddPod("wide", PodIP(1), ports, nil, "-port-in-name")
+	wideAffinityService(c, n, 600)
 	client := c.AddPod("client", PodIP(100), nil, nil)
-	svcPort := PortSpec{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, Target: 9000}
-	c.store.SetService(With(ClusterIPService("aff", "wide", "10.96.0.90", svcPort), Affinity(600)))
-	for i := range n {
-		p := svcPort
-		p.Target = int32(9000 + i)
-		c.store.SetEndpointSlice(Slice("aff", "wide", fmt.Sprintf("wide-%d", i), []PortSpec{p}, PodIP(1)))
-	}
 	c.sync()
 	sets := c.Node.MustRun(t, "nft", "list", "sets", "ip")
 	if got := strings.Count(sets, "set "+nftgen.PrefixAffinity); got != 1 {
@@ -232,4 +221,23 @@ func TestSessionAffinityAboveTheCascade(t *testing.T) {
 		t.Errorf("the affinity set lacks %s . %s . %s:\n%s", PodIP(100), PodIP(1), port, set)
 	}
 	t.Logf("20 connections stuck to %s", first)
+}
+
+// wideAffinityService adds pod "wide" (PodIP(1)) listening on ports 9000
+// and up, and the ClientIP Service aff/wide (10.96.0.90:80) with an
+// endpoint on each of n of them: more than CascadeMaxEndpoints keeps its
+// affinity entries in one set for the port.
+func wideAffinityService(c *cluster, n int, affinitySeconds int32) {
+	var ports []int
+	for i := range n {
+		ports = append(ports, 9000+i)
+	}
+	c.AddPod("wide", PodIP(1), ports, nil, "-port-in-name")
+	svcPort := PortSpec{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, Target: 9000}
+	c.store.SetService(With(ClusterIPService("aff", "wide", "10.96.0.90", svcPort), Affinity(affinitySeconds)))
+	for i := range n {
+		p := svcPort
+		p.Target = int32(9000 + i)
+		c.store.SetEndpointSlice(Slice("aff", "wide", fmt.Sprintf("wide-%d", i), []PortSpec{p}, PodIP(1)))
+	}
 }

@@ -123,27 +123,24 @@ func (s *Syncer) withoutNodeAddresses(fs *familyState, nn types.NamespacedName, 
 		refuse(ip, "spec.clusterIPs", "the port is not programmed in this family")
 		return false
 	}
-	if slices.ContainsFunc(st.ExternalIPs, isLocal) {
+	// without returns addrs without those for which refused is true,
+	// refusing each (field is the list's, with %d for the index). The
+	// snapshot's lists are shared: a list with none is kept as it is.
+	without := func(addrs []netip.Addr, refused func(netip.Addr) bool, field string) []netip.Addr {
+		if !slices.ContainsFunc(addrs, refused) {
+			return addrs
+		}
 		var kept []netip.Addr
-		for j, ip := range st.ExternalIPs {
-			if isLocal(ip) {
-				refuse(ip, fmt.Sprintf("spec.externalIPs[%d]", j), "not programmed")
+		for j, ip := range addrs {
+			if refused(ip) {
+				refuse(ip, fmt.Sprintf(field, j), "not programmed")
 				continue
 			}
 			kept = append(kept, ip)
 		}
-		st.ExternalIPs = kept
+		return kept
 	}
-	if slices.ContainsFunc(st.LoadBalancerIPs, isNode) {
-		var kept []netip.Addr
-		for j, ip := range st.LoadBalancerIPs {
-			if isNode(ip) {
-				refuse(ip, fmt.Sprintf("status.loadBalancer.ingress[%d]", j), "not programmed")
-				continue
-			}
-			kept = append(kept, ip)
-		}
-		st.LoadBalancerIPs = kept
-	}
+	st.ExternalIPs = without(st.ExternalIPs, isLocal, "spec.externalIPs[%d]")
+	st.LoadBalancerIPs = without(st.LoadBalancerIPs, isNode, "status.loadBalancer.ingress[%d]")
 	return true
 }
