@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nftproxy/nftproxy/proxier"
 )
 
 // TestRefusedDestinationsInEveryReader: a newcomer (namespace first by
@@ -80,5 +83,23 @@ func TestRefusedDestinationsInEveryReader(t *testing.T) {
 	}
 	if got := metricSum(strings.Join(ipv4, "\n"), "kubeproxy_sync_proxy_rules_iptables_total"); got != strings.Count(save, "\n-A ") {
 		t.Errorf("rules-count metric %d, compat view %d rules", got, strings.Count(save, "\n-A "))
+	}
+}
+
+// TestIPVSDummyAddressesAreNotTheNodes: kube-proxy's IPVS mode leaves
+// every cluster IP on its kube-ipvs0 dummy interface until its rules are
+// cleaned up; those are not the node's addresses, or no cluster IP would
+// be programmed after a swap from IPVS mode.
+func TestIPVSDummyAddressesAreNotTheNodes(t *testing.T) {
+	tp := NewTopology(t, echoBinary)
+	tp.Node.MustRun(t, "ip", "link", "add", "kube-ipvs0", "type", "veth", "peer", "name", "ipvs-peer") // no dummy module here; the name is what counts
+	tp.Node.MustRun(t, "ip", "addr", "add", "10.96.0.99/32", "dev", "kube-ipvs0")
+	tp.Node.MustRun(t, "ip", "addr", "add", "192.0.2.78/32", "dev", "lo")
+	var local []netip.Addr
+	if err := tp.Node.Do(func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(local, netip.MustParseAddr("10.96.0.99")) || !slices.Contains(local, netip.MustParseAddr("192.0.2.78")) {
+		t.Errorf("local addresses %v: want 192.0.2.78 and not kube-ipvs0's 10.96.0.99", local)
 	}
 }

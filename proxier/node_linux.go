@@ -7,33 +7,65 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"syscall"
+	"unsafe"
 )
 
 // LocalAddresses returns the addresses configured on the interfaces of the
 // current network namespace, but those of kube-proxy's IPVS mode's dummy
 // interface (kube-ipvs0 holds every cluster IP until that mode's rules are
-// cleaned up; they are not the node's).
+// cleaned up; they are not the node's). The engine asks before every
+// sync, so it is one netlink dump of the addresses, whatever the number of
+// interfaces (a node's pods' veths).
 func LocalAddresses() ([]netip.Addr, error) {
-	ifaces, err := net.Interfaces()
+	skip := ipvsIndex()
+	rib, err := syscall.NetlinkRIB(syscall.RTM_GETADDR, syscall.AF_UNSPEC)
 	if err != nil {
-		return nil, fmt.Errorf("list interfaces: %w", err)
+		return nil, fmt.Errorf("list interface addresses: %w", err)
+	}
+	msgs, err := syscall.ParseNetlinkMessage(rib)
+	if err != nil {
+		return nil, fmt.Errorf("parse interface addresses: %w", err)
 	}
 	var out []netip.Addr
-	for _, ifc := range ifaces {
-		if ifc.Name == ipvsInterface {
+	for _, m := range msgs {
+		if m.Header.Type != syscall.RTM_NEWADDR || len(m.Data) < syscall.SizeofIfAddrmsg {
 			continue
 		}
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			return nil, fmt.Errorf("list the addresses of %s: %w", ifc.Name, err)
+		ifa := (*syscall.IfAddrmsg)(unsafe.Pointer(&m.Data[0]))
+		if skip != 0 && int(ifa.Index) == skip {
+			continue
 		}
-		for _, a := range addrs {
-			if p, err := netip.ParsePrefix(a.String()); err == nil {
-				out = append(out, p.Addr().Unmap())
+		attrs, err := syscall.ParseNetlinkRouteAttr(&m)
+		if err != nil {
+			continue
+		}
+		// IFA_LOCAL is the address of a point-to-point link's own end
+		// (IFA_ADDRESS its peer's); elsewhere only IFA_ADDRESS is set.
+		var addr []byte
+		for _, a := range attrs {
+			switch a.Attr.Type {
+			case syscall.IFA_LOCAL:
+				addr = a.Value
+			case syscall.IFA_ADDRESS:
+				if addr == nil {
+					addr = a.Value
+				}
 			}
+		}
+		if a, ok := netip.AddrFromSlice(addr); ok {
+			out = append(out, a.Unmap())
 		}
 	}
 	return out, nil
+}
+
+// ipvsIndex returns the interface index of kube-ipvs0, or 0.
+func ipvsIndex() int {
+	if ifc, err := net.InterfaceByName(ipvsInterface); err == nil {
+		return ifc.Index
+	}
+	return 0
 }
 
 // ipvsInterface is the dummy interface of kube-proxy's IPVS mode.
