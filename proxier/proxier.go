@@ -142,6 +142,9 @@ func (p *Proxier) Sync(ctx context.Context, fullReason string) (SyncResult, erro
 		}
 		err := p.Health.Sync(ports, counts)
 		p.healthFailed = err != nil
+		if p.Metrics != nil {
+			p.Metrics.HealthCheckPortsFailed.Set(map[bool]float64{false: 0, true: 1}[p.healthFailed])
+		}
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Cannot serve some health check node ports; retrying at every sync")
 		}

@@ -61,6 +61,9 @@ type Metrics struct {
 	// a change waits, 0 when drift is repaired at once.
 	ForeignCommits prometheus.Counter
 	DriftBackoff   prometheus.Gauge
+	// HealthCheckPortsFailed is 1 while some health check node port
+	// cannot be opened (another program holds it), else 0.
+	HealthCheckPortsFailed prometheus.Gauge
 }
 
 // Reasons of RefusedDestinations.
@@ -130,11 +133,13 @@ func New() *Metrics {
 			Help: "Commits of other processes that changed nftproxy's table"}),
 		DriftBackoff: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "drift_repair_backoff_seconds",
 			Help: "How long the next repair of a change another process made waits (0: at once); it grows while the same change keeps coming back"}),
+		HealthCheckPortsFailed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "health_check_node_ports_failed",
+			Help: "1 while some health check node port cannot be opened (retried at every sync), else 0"}),
 	}
 	m.Registry.MustRegister(m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming, m.LastSyncTimestamp, m.LastQueuedTimestamp,
 		m.RulesTotal, m.RulesLast, m.SyncFailures, m.NoLocalEndpoints, m.EndpointChanges, m.EndpointPending, m.ServiceChanges,
 		m.ServicePending, m.HealthzTotal, m.LivezTotal, m.RestoreFailures, m.PartialRestoreFailures, m.ConntrackSyncDuration, m.ConntrackDeleted, m.SyncOperations, m.TableObjects, m.DriftRepairs,
-		m.RefusedDestinations, m.ForeignCommits, m.DriftBackoff)
+		m.RefusedDestinations, m.ForeignCommits, m.DriftBackoff, m.HealthCheckPortsFailed)
 	for _, reason := range []string{RefusedConflict, RefusedNodeAddress} {
 		m.RefusedDestinations.WithLabelValues(reason)
 	}
