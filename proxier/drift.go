@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"github.com/nftproxy/nftproxy/nftgen"
 )
@@ -104,48 +105,86 @@ func (g *driftGuard) observe(kind string, now time.Time) driftVerdict {
 // lasts. Changes that arrive while a repair waits join it. Before the
 // first sync there is nothing of nftproxy's to repair.
 func (e *Engine) repairDrift(ctx context.Context, changes <-chan nftgen.Change) {
-	logger := klog.FromContext(ctx)
 	guard := newDriftGuard(e.cfg.MinSyncPeriod, e.cfg.SyncPeriod)
-	for ch := range changes {
-		reason := e.driftReason(ctx, ch)
-		if reason == "" {
-			continue
+	// quiet fires when the changes that made repairs wait have stayed
+	// away for their window: the backoff gauge goes back to 0.
+	var quiet clock.Timer
+	var quietC <-chan time.Time
+	defer func() {
+		if quiet != nil {
+			quiet.Stop()
 		}
-		if m := e.p.Metrics; m != nil && ch.Ours {
-			m.ForeignCommits.Inc()
-		}
-		v := guard.observe(reason+": "+ch.What, e.clock.Now())
-		switch {
-		case v.delay == 0:
-			logger.Info("Repairing nftproxy's table changed by another process", "process", ch.Process, "change", ch.What)
-		case v.name:
-			logger.Info("Another process keeps changing nftproxy's table; repairing it less often", "process", ch.Process, "change", ch.What,
-				"changes", v.count, "nextRepairIn", v.delay)
-		}
-		if e.cfg.Health != nil {
-			if v.contested {
-				e.cfg.Health.SetContested(ch.Process, v.until)
+	}()
+	for {
+		select {
+		case <-quietC:
+			quiet, quietC = nil, nil
+			if m := e.p.Metrics; m != nil {
+				m.DriftBackoff.Set(0)
 			}
-			for _, f := range e.p.Syncer.Families() {
-				e.cfg.Health.QueuedUpdate(familyLabel(f))
+		case ch, ok := <-changes:
+			if !ok {
+				return
+			}
+			v, ok := e.repairChange(ctx, guard, ch, changes)
+			if !ok {
+				return
+			}
+			if v.delay > 0 {
+				if quiet != nil {
+					quiet.Stop()
+				}
+				quiet = e.clock.NewTimer(v.until.Sub(e.clock.Now()))
+				quietC = quiet.C()
 			}
 		}
-		if m := e.p.Metrics; m != nil {
-			m.DriftBackoff.Set(v.delay.Seconds())
-		}
-		if v.delay > 0 && !e.waitJoining(ctx, changes, v.delay) {
-			return
-		}
-		// Changes before the repair runs are repaired by it.
-		e.mu.Lock()
-		pending := e.needFull != ""
-		e.needFull = reason
-		e.mu.Unlock()
-		if !pending {
-			e.countRepair(reason)
-		}
-		e.runner.Run()
 	}
+}
+
+// repairChange repairs one change another process made, if it needs it,
+// after the guard's delay; false when ctx ended or the watch stopped
+// meanwhile.
+func (e *Engine) repairChange(ctx context.Context, guard *driftGuard, ch nftgen.Change, changes <-chan nftgen.Change) (driftVerdict, bool) {
+	logger := klog.FromContext(ctx)
+	reason := e.driftReason(ctx, ch)
+	if reason == "" {
+		return driftVerdict{}, true
+	}
+	if m := e.p.Metrics; m != nil && ch.Ours {
+		m.ForeignCommits.Inc()
+	}
+	v := guard.observe(reason+": "+ch.What, e.clock.Now())
+	switch {
+	case v.delay == 0:
+		logger.Info("Repairing nftproxy's table changed by another process", "process", ch.Process, "change", ch.What)
+	case v.name:
+		logger.Info("Another process keeps changing nftproxy's table; repairing it less often", "process", ch.Process, "change", ch.What,
+			"changes", v.count, "nextRepairIn", v.delay)
+	}
+	if e.cfg.Health != nil {
+		if v.contested {
+			e.cfg.Health.SetContested(ch.Process, v.until)
+		}
+		for _, f := range e.p.Syncer.Families() {
+			e.cfg.Health.QueuedUpdate(familyLabel(f))
+		}
+	}
+	if m := e.p.Metrics; m != nil && v.delay > 0 {
+		m.DriftBackoff.Set(v.delay.Seconds())
+	}
+	if v.delay > 0 && !e.waitJoining(ctx, changes, v.delay) {
+		return v, false
+	}
+	// Changes before the repair runs are repaired by it.
+	e.mu.Lock()
+	pending := e.needFull != ""
+	e.needFull = reason
+	e.mu.Unlock()
+	if !pending {
+		e.countRepair(reason)
+	}
+	e.runner.Run()
+	return v, true
 }
 
 // waitJoining waits d, taking the changes that arrive meanwhile into the
