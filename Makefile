@@ -52,7 +52,7 @@ e2e-binaries: deps
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/kubeadm-proxy ./kubeadmproxy
 	@echo "e2e-binaries: done"
 
-# The real two-node cluster (e2e/cluster, README "A real cluster"): the
+# The real two-node cluster (e2e/cluster, docs/real-cluster.md): the
 # node and control-plane programs beside e2e-binaries, built from
 # k8s.io/kubernetes v1.37.2, plus the e2e suite for `make conformance`.
 # Not part of `make test`: cold, about 25 minutes and 4 GB on 2 cores.

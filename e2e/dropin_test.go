@@ -96,16 +96,16 @@ func kubeProxyConfigFields(t *testing.T) []string {
 }
 
 // TestEveryKubeProxyFlagAndFieldIsInTheTable: every flag and config
-// field of kube-proxy is in the README's drop-in table, and every flag
+// field of kube-proxy is in docs/operating.md's drop-in table, and every flag
 // nftproxy does not accept is marked "not applicable" there.
 func TestEveryKubeProxyFlagAndFieldIsInTheTable(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, section, ok := strings.Cut(string(readme), "### Flag by flag, config field by config field")
 	if !ok {
-		t.Fatal("README has no drop-in table")
+		t.Fatal("docs/operating.md has no drop-in table")
 	}
 	section, _, _ = strings.Cut(section, "\n### ")
 	rows := strings.Split(section, "\n")
@@ -126,7 +126,7 @@ func TestEveryKubeProxyFlagAndFieldIsInTheTable(t *testing.T) {
 		}
 		row := rowOf(name)
 		if row == "" {
-			t.Errorf("kube-proxy flag %s is not in the README's drop-in table", name)
+			t.Errorf("kube-proxy flag %s is not in docs/operating.md's drop-in table", name)
 			continue
 		}
 		accepted := regexp.MustCompile(`(^|\s)(-` + regexp.QuoteMeta(f) + `, |--` + regexp.QuoteMeta(f) + `[ \[=])`).Match(help)
@@ -137,7 +137,7 @@ func TestEveryKubeProxyFlagAndFieldIsInTheTable(t *testing.T) {
 	fields := kubeProxyConfigFields(t)
 	for _, f := range fields {
 		if rowOf(f) == "" {
-			t.Errorf("kube-proxy config field %s is not in the README's drop-in table", f)
+			t.Errorf("kube-proxy config field %s is not in docs/operating.md's drop-in table", f)
 		}
 	}
 	for _, must := range []string{"iptables.masqueradeBit", "conntrack.tcpBeLiberal", "clientConnection.qps", "logging", "winkernel.enableDSR"} {

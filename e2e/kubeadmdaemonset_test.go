@@ -21,7 +21,7 @@ import (
 // TestKubeadmDaemonSetRunsNftproxyWithJSONLogs: kubeadm v1.37.2's own
 // kube-proxy objects (ServiceAccount, RBAC, ConfigMap and DaemonSet, as
 // `kubeadm init phase addon kube-proxy --print-manifest` prints them) go to
-// a real API server; the DaemonSet is swapped to nftproxy with the README's
+// a real API server; the DaemonSet is swapped to nftproxy with docs/operating.md's
 // command and patch, and --logging-format=json and -v=2 are added to its
 // command. The container is then started as the kubelet would start it:
 // its command with $(NODE_NAME) expanded, the ConfigMap's files where its

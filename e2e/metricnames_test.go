@@ -16,7 +16,7 @@ import (
 )
 
 // notProvided are kube-proxy iptables-mode metrics nftproxy does not
-// serve, with the reason (README: Health, metrics and config).
+// serve, with the reason (docs/operating.md: Health, metrics and config).
 var notProvided = map[string]string{}
 
 // kubeProxyIPTablesMetrics returns the names of the metrics kube-proxy
@@ -195,8 +195,8 @@ func TestMetricNamesMatchKubeProxy(t *testing.T) {
 		}
 		t.Errorf("kube-proxy's metric %s is not on nftproxy's /metrics", name)
 	}
-	// Each is in the README's drop-in table.
-	readme, err := os.ReadFile("../README.md")
+	// Each is in docs/operating.md's drop-in table.
+	readme, err := os.ReadFile("../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func TestMetricNamesMatchKubeProxy(t *testing.T) {
 	table, _, _ = strings.Cut(table, "\n### ")
 	for _, name := range want {
 		if !strings.Contains(table, "`"+name+"`") {
-			t.Errorf("kube-proxy's metric %s is not in the README's metric table", name)
+			t.Errorf("kube-proxy's metric %s is not in docs/operating.md's metric table", name)
 		}
 	}
 	t.Logf("%d kube-proxy iptables-mode metrics checked", len(want))

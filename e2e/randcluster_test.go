@@ -74,7 +74,7 @@ func (rc randomCluster) commonFlags(names scenarioFlagNames) []string {
 // mix of endpoint conditions, nodes and zone hints, shared external and
 // load-balancer IPs, Node address variants and random proxier flags.
 //
-// Left out, because nftproxy differs on purpose (see the README's security
+// Left out, because nftproxy differs on purpose (see docs/faults-and-security.md's security
 // choices): an external or load-balancer IP equal to another Service's
 // cluster IP or to one of the node's own addresses.
 func randomClusterState(seed uint64) randomCluster {

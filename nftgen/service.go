@@ -78,7 +78,7 @@ func (g *Generator) familyEndpoints(in []svcmodel.Endpoint) []svcmodel.Endpoint 
 
 // Service returns the fragment of one service port in this family: its
 // chains, affinity sets and map elements. It follows the structure of
-// kube-proxy's iptables mode rule for rule; see the README for the mapping.
+// kube-proxy's iptables mode rule for rule; see docs/ruleset.md for the mapping.
 // It returns nil if the port has no cluster IP of this family.
 func (g *Generator) Service(sp *svcmodel.ServicePortState) *Fragment {
 	vip, ok := sp.ClusterIP(g.modelFamily())

@@ -9,7 +9,7 @@
 #
 #   cluster.sh up        start it (records the host's state first)
 #   cluster.sh down      stop it, remove everything, check the host is unchanged
-#   cluster.sh swap-in   swap kube-proxy's DaemonSet to nftproxy, as the README says
+#   cluster.sh swap-in   swap kube-proxy's DaemonSet to nftproxy, as docs/operating.md says
 #   cluster.sh kubectl ARGS...   kubectl against it
 #   cluster.sh node N CMD...     run CMD in node N's namespaces
 #
@@ -376,7 +376,7 @@ up() {
 	log "cluster up: $(kubectl get nodes --no-headers | awk '{print $1 "=" $2}' | tr '\n' ' ')"
 }
 
-# swap_in follows the README's swap: nftproxy's image (make image), imported
+# swap_in follows docs/operating.md's swap: nftproxy's image (make image), imported
 # on each node, the kubeadm patch, rollout status. The image name is the
 # one a registry would give: containerd looks "nftproxy:dev" up as
 # docker.io/library/nftproxy:dev.

@@ -10,7 +10,7 @@
 #                      run's summary goes beside it as <table>-<proxy>.log
 #   CONFORMANCE_SKIP   what a two-node cluster without a cloud, DNS add-on
 #                      or IPv6 cannot run (default below, each with its reason
-#                      in the README)
+#                      in docs/real-cluster.md)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 c=$root/e2e/cluster/cluster.sh
@@ -69,7 +69,7 @@ mkdir -p "$(dirname "$out")"
 	echo
 	echo "Focus: \`$focus\`"
 	echo
-	echo "Skip: \`$skip\` (reasons in e2e/cluster/conformance.sh and the README)"
+	echo "Skip: \`$skip\` (reasons in e2e/cluster/conformance.sh and docs/real-cluster.md)"
 	echo
 	(cd "$root" && go run ./e2e/cluster/junitcmp -a "$dir/e2e-kube-proxy/junit_01.xml" -b "$dir/e2e-nftproxy/junit_01.xml")
 } >"$out"

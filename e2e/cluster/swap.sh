@@ -2,7 +2,7 @@
 # The operator's swap and rollback on the running cluster (cluster.sh up),
 # under traffic. A client pod on each node opens a new connection every
 # 10 ms to a ClusterIP Service whose endpoints are on both nodes and to its
-# NodePort on the other node. Then, as the README says:
+# NodePort on the other node. Then, as docs/operating.md says:
 #   make image, import it, kubectl -n kube-system patch daemonset kube-proxy
 #   --patch-file deploy/kubeadm-swap/image-patch.yaml, rollout status
 # and nftproxy diff of each node's pre-swap iptables-save; then
@@ -106,7 +106,7 @@ settled() {
 	}
 }
 
-# The README's path (cluster.sh swap-in).
+# docs/operating.md's path (cluster.sh swap-in).
 t0=$(date +%s.%N)
 "$c" swap-in
 t1=$(date +%s.%N)
