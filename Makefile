@@ -78,7 +78,7 @@ cluster-down:
 	e2e/cluster/cluster.sh down
 
 # The operator's swap to nftproxy and rollback, under traffic, on the
-# cluster of `make cluster` (writes e2e/results/cluster-swap.md).
+# cluster of `make cluster` (writes e2e/results/cluster/cluster-swap.md).
 cluster-swap: image
 	e2e/cluster/swap.sh
 
@@ -87,7 +87,7 @@ conformance-binaries: cluster-binaries
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) test -mod=mod -c -timeout $(TOOL_BUILD_TIMEOUT) -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/e2e.test k8s.io/kubernetes/test/e2e
 
 # A fresh cluster, the suite with kube-proxy and with nftproxy, the table
-# e2e/results/conformance.md, and the cluster removed (the host check
+# e2e/results/cluster/conformance.md, and the cluster removed (the host check
 # included), even when a step fails.
 conformance: conformance-binaries image
 	e2e/cluster/cluster.sh up
@@ -142,7 +142,7 @@ differential: e2e-binaries
 # (e2e TestSideBySide): nftproxy against kube-proxy's rules in
 # iptables-legacy, iptables-nft and `nft -f`, control plane and data plane,
 # at BENCH_SIZES Services x 10 endpoints. It writes results.md, results.csv
-# and results.png into e2e/results. Then the daemons side by side:
+# and results.png into e2e/results/bench. Then the daemons side by side:
 # nftproxy, kube-proxy's nftables mode and its iptables mode, each against
 # the same real API server: first sync, one change, peak RSS (daemons.md).
 # Times and sizes are reported, never asserted.
@@ -161,13 +161,13 @@ BENCH_ENGINE_SERVICES ?= 30000
 BENCH_LARGE_SERVICES ?= 100000
 bench: e2e-binaries
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./nftgen ./compat ./proxier/model ./proxier/objfile
-	NFTPROXY_LARGE_SERVICES=$(BENCH_LARGE_SERVICES) NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results \
+	NFTPROXY_LARGE_SERVICES=$(BENCH_LARGE_SERVICES) NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results/bench \
 	$(GO) test -count=1 -v -timeout 30m -run TestLargeScale ./e2e
 	NFTPROXY_BENCH_SERVICES=$(BENCH_ENGINE_SERVICES) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -run '^$$' \
 		-bench OneServiceChange -benchmem -benchtime 2000x ./proxier
 	NFTPROXY_BENCH_SIZES=$(BENCH_SIZES) NFTPROXY_BENCH_CONNS=$(BENCH_CONNS) NFTPROXY_BENCH_ROUNDS=$(BENCH_ROUNDS) \
-	NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results $(GO) test -count=1 -v -timeout 40m -run TestSideBySide ./e2e
-	NFTPROXY_DAEMON_SIZES=$(BENCH_DAEMON_SIZES) NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results \
+	NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results/bench $(GO) test -count=1 -v -timeout 40m -run TestSideBySide ./e2e
+	NFTPROXY_DAEMON_SIZES=$(BENCH_DAEMON_SIZES) NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results/bench \
 	$(GO) test -count=1 -v -timeout 120m -run TestDaemonsSideBySide ./e2e
 
 # Unit tests only; no root, no kernel.

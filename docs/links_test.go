@@ -29,15 +29,15 @@ func anchors(text string) map[string]bool {
 	return out
 }
 
-// TestLinksLeadSomewhere: every relative link of the README and of the
-// pages here names a file or folder of the repository, and every #anchor a
-// heading of the page it names.
+// TestLinksLeadSomewhere: every relative link of the README, of the
+// results' README and of the pages here names a file or folder of the
+// repository, and every #anchor a heading of the page it names.
 func TestLinksLeadSomewhere(t *testing.T) {
 	pages, err := filepath.Glob("*.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	pages = append(pages, "../README.md")
+	pages = append(pages, "../README.md", "../e2e/results/README.md")
 	checked := 0
 	for _, page := range pages {
 		b, err := os.ReadFile(page)

@@ -2,11 +2,11 @@
 # Kubernetes' own e2e suite (e2e.test v1.37.2, built from the module) on the
 # running cluster (cluster.sh up), once with kube-proxy (as kubeadm
 # deploys it) and once with nftproxy swapped in, then the side-by-side
-# table in e2e/results/conformance.md. Rolls back to kube-proxy at the end.
+# table in e2e/results/cluster/conformance.md. Rolls back to kube-proxy at the end.
 #
 #   CONFORMANCE_FOCUS  the tests (default: every sig-network test, which
 #                      includes its conformance-tagged Services tests)
-#   CONFORMANCE_RESULTS  the table (default e2e/results/conformance.md); each
+#   CONFORMANCE_RESULTS  the table (default e2e/results/cluster/conformance.md); each
 #                      run's summary goes beside it as <table>-<proxy>.log
 #   CONFORMANCE_SKIP   what a two-node cluster without a cloud, DNS add-on
 #                      or IPv6 cannot run (default below, each with its reason
@@ -16,7 +16,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 c=$root/e2e/cluster/cluster.sh
 bin=$root/e2e/.cache/bin
 dir=${CLUSTER_DIR:-$root/e2e/.cache/cluster}
-out=${CONFORMANCE_RESULTS:-$root/e2e/results/conformance.md}
+out=${CONFORMANCE_RESULTS:-$root/e2e/results/cluster/conformance.md}
 focus=${CONFORMANCE_FOCUS:-'\[sig-network\]'}
 # [Serial], [Disruptive]: restart or break nodes and components;
 # [Feature:...], [Alpha], [Beta]: gates and setups this cluster lacks;

@@ -9,12 +9,12 @@
 #   kubectl -n kube-system rollout undo daemonset kube-proxy
 # after which kube-proxy's start deletes nftproxy's tables. It fails on any
 # failed connection, any difference or any nftproxy table left, and writes
-# the figures to e2e/results/cluster-swap.md.
+# the figures to e2e/results/cluster/cluster-swap.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 c=$root/e2e/cluster/cluster.sh
 dir=${CLUSTER_DIR:-$root/e2e/.cache/cluster}
-out=${SWAP_RESULTS:-$root/e2e/results/cluster-swap.md}
+out=${SWAP_RESULTS:-$root/e2e/results/cluster/cluster-swap.md}
 settle=${SWAP_SETTLE:-20}
 k() { "$c" kubectl "$@"; }
 log() { echo "swap: $*" >&2; }
