@@ -11,8 +11,8 @@ all: build
 
 build:
 	$(GO) build -o $(BIN)/nftproxy ./cmd/nftproxy
-	$(GO) build -o $(BIN)/echoserver ./e2e/echoserver
-	$(GO) build -o $(BIN)/demo ./e2e/demo
+	$(GO) build -o $(BIN)/echoserver ./e2e/tools/echoserver
+	$(GO) build -o $(BIN)/demo ./e2e/tools/demo
 
 # Time limits, sized for a cold, loaded 2-core machine. A step that takes
 # longer fails with a message instead of hanging CI.

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,11 +24,11 @@ import (
 func TestFullAffinitySetStillServesNewClients(t *testing.T) {
 	c := newCluster(t)
 	wideAffinityService(c, nftgen.CascadeMaxEndpoints+5, 10800)
-	small := c.AddPod("small", PodIP(2), []int{8080}, nil)
-	client := c.AddPod("client", PodIP(100), nil, nil)
-	c.store.SetService(With(ClusterIPService("aff", "small", "10.96.0.91", httpPort), Affinity(10800), DualStack("fd00:10:96::91")))
-	c.store.SetEndpointSlice(SliceOf("aff", "small", "small-1", []PortSpec{httpPort}, EP{IP: PodIP(2)}))
-	c.store.SetEndpointSlice(SliceOf("aff", "small", "small-6", []PortSpec{httpPort}, EP{IP: small.IP6.String()}))
+	small := c.AddPod("small", harness.PodIP(2), []int{8080}, nil)
+	client := c.AddPod("client", harness.PodIP(100), nil, nil)
+	c.store.SetService(harness.With(harness.ClusterIPService("aff", "small", "10.96.0.91", httpPort), harness.Affinity(10800), harness.DualStack("fd00:10:96::91")))
+	c.store.SetEndpointSlice(harness.SliceOf("aff", "small", "small-1", []harness.PortSpec{httpPort}, harness.EP{IP: harness.PodIP(2)}))
+	c.store.SetEndpointSlice(harness.SliceOf("aff", "small", "small-6", []harness.PortSpec{httpPort}, harness.EP{IP: small.IP6.String()}))
 	c.sync()
 
 	for _, family := range []string{"ip", "ip6"} {
@@ -43,7 +44,7 @@ func TestFullAffinitySetStillServesNewClients(t *testing.T) {
 	}
 	for _, dest := range []string{"10.96.0.90:80", "10.96.0.91:80", "[fd00:10:96::91]:80"} {
 		for i := range 3 {
-			if _, err := TCPRequest(client.NS, dest, timeout); err != nil {
+			if _, err := harness.TCPRequest(client.NS, dest, timeout); err != nil {
 				t.Fatalf("new client, connection %d to %s with its affinity set full: %v", i, dest, err)
 			}
 		}
@@ -75,7 +76,7 @@ func fillSet(t *testing.T, c *cluster, family, set string) {
 			ip = fmt.Sprintf("2001:db8:ff::%x:%x", i>>16, i&0xffff)
 		}
 		if byEndpoint {
-			return ip + " . " + PodIP(1) + " . 9000"
+			return ip + " . " + harness.PodIP(1) + " . 9000"
 		}
 		return ip
 	}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"net"
 	"os"
 	"os/exec"
@@ -27,8 +28,8 @@ import (
 // nftproxy daemon, which talks to the API server with the ServiceAccount
 // token of deploy/base's least-privilege ClusterRole.
 type daemonCluster struct {
-	*Topology
-	api        *APIServer
+	*harness.Topology
+	api        *harness.APIServer
 	admin      kubernetes.Interface
 	daemon     *exec.Cmd
 	kubeconfig string
@@ -36,13 +37,13 @@ type daemonCluster struct {
 }
 
 func newDaemonCluster(t *testing.T) *daemonCluster {
-	bins, err := FindClusterBinaries(".")
+	bins, err := harness.FindClusterBinaries(".")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tp := NewTopology(t, echoBinary)
+	tp := harness.NewTopology(t, echoBinary)
 	c := &daemonCluster{Topology: tp}
-	c.api = StartAPIServer(t, tp.Node, bins)
+	c.api = harness.StartAPIServer(t, tp.Node, bins)
 	c.admin = c.api.Admin(t)
 	ctx := context.Background()
 	if out, err := c.api.Kubectl("apply", "-f", "../deploy/base/serviceaccount.yaml", "-f", "../deploy/base/rbac.yaml"); err != nil {
@@ -56,7 +57,7 @@ func newDaemonCluster(t *testing.T) *daemonCluster {
 	c.token = tok.Status.Token
 	c.kubeconfig = c.api.Kubeconfig("nftproxy", c.token)
 	node := testNode()
-	node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: NodeIP}}
+	node.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: harness.NodeIP}}
 	if _, err := c.admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -67,18 +68,18 @@ func ptrTo[T any](v T) *T { return &v }
 
 // startDaemon runs nftproxy in the node namespace against the API server.
 func (c *daemonCluster) startDaemon(t *testing.T, extra ...string) {
-	args := append([]string{"--kubeconfig", c.kubeconfig, "--hostname-override", LocalNode, "--cluster-cidr", ClusterCIDR,
+	args := append([]string{"--kubeconfig", c.kubeconfig, "--hostname-override", harness.LocalNode, "--cluster-cidr", harness.ClusterCIDR,
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256",
 		"--iptables-min-sync-period", "100ms", "--iptables-sync-period", "10s"}, extra...)
 	c.daemon = c.Node.Command(nftproxyBinary, args...)
-	c.daemon.Stdout, c.daemon.Stderr = logFile(c.api.Dir, "nftproxy.log"), logFile(c.api.Dir, "nftproxy.log")
+	c.daemon.Stdout, c.daemon.Stderr = harness.LogFile(c.api.Dir, "nftproxy.log"), harness.LogFile(c.api.Dir, "nftproxy.log")
 	if err := c.daemon.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.daemon.Process.Kill(); _ = c.daemon.Wait() })
 }
 
-func servedBy(ns func() (Reply, error), want ...string) func() error {
+func servedBy(ns func() (harness.Reply, error), want ...string) func() error {
 	return func() error {
 		seen := map[string]bool{}
 		for i := 0; i < 10*len(want); i++ {
@@ -136,12 +137,12 @@ func TestDaemonAgainstRealAPIServer(t *testing.T) {
 		}
 	})
 
-	c.AddPod("ep1", PodIP(1), []int{8080}, nil)
-	c.AddPod("ep2", PodIP(2), []int{8080}, nil)
-	client := c.AddPod("client", PodIP(100), nil, nil)
+	c.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
+	c.AddPod("ep2", harness.PodIP(2), []int{8080}, nil)
+	client := c.AddPod("client", harness.PodIP(100), nil, nil)
 	c.startDaemon(t)
 
-	svc := ClusterIPService("web", "api", "10.96.0.77", httpPort)
+	svc := harness.ClusterIPService("web", "api", "10.96.0.77", httpPort)
 	if _, err := c.admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestDaemonAgainstRealAPIServer(t *testing.T) {
 	}
 	setSlice := func(ips ...string) {
 		t.Helper()
-		sl := Slice("web", "api", "api-1", []PortSpec{httpPort}, ips...)
+		sl := harness.Slice("web", "api", "api-1", []harness.PortSpec{httpPort}, ips...)
 		sl.Annotations = map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": time.Now().UTC().Format(time.RFC3339Nano)}
 		if _, err := c.admin.DiscoveryV1().EndpointSlices("web").Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
 			if _, err := c.admin.DiscoveryV1().EndpointSlices("web").Create(ctx, sl, metav1.CreateOptions{}); err != nil {
@@ -158,15 +159,15 @@ func TestDaemonAgainstRealAPIServer(t *testing.T) {
 			}
 		}
 	}
-	request := func() (Reply, error) { return TCPRequest(client.NS, "10.96.0.77:80", time.Second) }
+	request := func() (harness.Reply, error) { return harness.TCPRequest(client.NS, "10.96.0.77:80", time.Second) }
 
-	setSlice(PodIP(1))
+	setSlice(harness.PodIP(1))
 	d := eventually(t, "first endpoint programmed", 30*time.Second, servedBy(request, "ep1"))
 	t.Logf("Service and EndpointSlice created with client-go: traffic after %v", d)
-	setSlice(PodIP(1), PodIP(2))
+	setSlice(harness.PodIP(1), harness.PodIP(2))
 	d = eventually(t, "scale up", 10*time.Second, servedBy(request, "ep1", "ep2"))
 	t.Logf("scale up followed after %v", d)
-	setSlice(PodIP(2))
+	setSlice(harness.PodIP(2))
 	d = eventually(t, "scale down", 10*time.Second, servedBy(request, "ep2"))
 	t.Logf("scale down followed after %v", d)
 
@@ -187,7 +188,7 @@ func TestDaemonAgainstRealAPIServer(t *testing.T) {
 
 	// An EndpointSlice without a service label cannot be programmed: an
 	// Event says so.
-	orphan := Slice("web", "api", "orphan", []PortSpec{httpPort}, PodIP(1))
+	orphan := harness.Slice("web", "api", "orphan", []harness.PortSpec{httpPort}, harness.PodIP(1))
 	orphan.Labels = map[string]string{"app": "x"}
 	if _, err := c.admin.DiscoveryV1().EndpointSlices("web").Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -212,7 +213,7 @@ func TestDaemonAgainstRealAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	hc := With(ClusterIPService("web", "hc", "10.96.0.78", httpPort), LoadBalancer(""), ExternalLocal(32077))
+	hc := harness.With(harness.ClusterIPService("web", "hc", "10.96.0.78", httpPort), harness.LoadBalancer(""), harness.ExternalLocal(32077))
 	if _, err := c.admin.CoreV1().Services("web").Create(ctx, hc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +244,7 @@ func TestDaemonAgainstRealAPIServer(t *testing.T) {
 		return errorf("no Starting event on the Node among %d", len(evs.Items))
 	})
 
-	if cz := httpGet(t, c.Node, "http://127.0.0.1:10249/configz"); !strings.Contains(cz, `"kubeproxy.config.k8s.io"`) || !strings.Contains(cz, `"clusterCIDR":"`+ClusterCIDR+`"`) {
+	if cz := httpGet(t, c.Node, "http://127.0.0.1:10249/configz"); !strings.Contains(cz, `"kubeproxy.config.k8s.io"`) || !strings.Contains(cz, `"clusterCIDR":"`+harness.ClusterCIDR+`"`) {
 		t.Errorf("/configz: %s", cz)
 	}
 	if m := regexp.MustCompile(`nftproxy_table_objects\{ip_family="IPv4",kind="chains"\} (\d+)`).FindStringSubmatch(metrics); m == nil || m[1] == "0" {
@@ -266,7 +267,7 @@ func TestDaemonAgainstRealAPIServer(t *testing.T) {
 	}
 	c.api.Start(t)
 	returned := time.Now()
-	setSlice(PodIP(1), PodIP(2))
+	setSlice(harness.PodIP(1), harness.PodIP(2))
 	d = eventually(t, "change after the API server returned", 60*time.Second, servedBy(request, "ep1", "ep2"))
 	t.Logf("API server back after %v down; a change made then was applied after %v", returned.Sub(stopped).Round(time.Second), d)
 	if d > 2*time.Second {
@@ -304,7 +305,7 @@ func grepLines(s, sub string) string {
 // nftproxy with an Event, while 999 good Services carry traffic.
 func hostileThroughAPI(t *testing.T, c *daemonCluster, from *testns.NS) {
 	ctx := context.Background()
-	bad, _ := hostileObjects(PodIP(1))
+	bad, _ := hostileObjects(harness.PodIP(1))
 	rejected, admitted := 0, 0
 	for _, o := range bad {
 		var err error
@@ -331,16 +332,16 @@ func hostileThroughAPI(t *testing.T, c *daemonCluster, from *testns.NS) {
 	vip := func(i int) string { return fmt.Sprintf("10.98.%d.%d", 10+i/250, i%250+1) }
 	for i := 0; i < good; i++ {
 		name := fmt.Sprintf("good%d", i)
-		if _, err := c.admin.CoreV1().Services("good").Create(ctx, ClusterIPService("good", name, vip(i), httpPort), metav1.CreateOptions{}); err != nil {
+		if _, err := c.admin.CoreV1().Services("good").Create(ctx, harness.ClusterIPService("good", name, vip(i), httpPort), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c.admin.DiscoveryV1().EndpointSlices("good").Create(ctx, Slice("good", name, name+"-1", []PortSpec{httpPort}, PodIP(1)), metav1.CreateOptions{}); err != nil {
+		if _, err := c.admin.DiscoveryV1().EndpointSlices("good").Create(ctx, harness.Slice("good", name, name+"-1", []harness.PortSpec{httpPort}, harness.PodIP(1)), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	eventually(t, "999 good Services programmed and carrying traffic", 60*time.Second, func() error {
 		for i := 0; i < good; i++ {
-			if _, err := TCPRequest(from, vip(i)+":80", time.Second); err != nil {
+			if _, err := harness.TCPRequest(from, vip(i)+":80", time.Second); err != nil {
 				return errorf("good%d: %v", i, err)
 			}
 		}

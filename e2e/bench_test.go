@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"io"
 	"net"
 	"os"
@@ -22,7 +23,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nftproxy/nftproxy/e2e/benchreport"
+	"github.com/nftproxy/nftproxy/e2e/tools/benchreport"
 	"github.com/nftproxy/nftproxy/e2e/testns"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"golang.org/x/sys/unix"
@@ -92,7 +93,7 @@ func TestSideBySide(t *testing.T) {
 	testns.RequireRoot(t)
 	cfg := loadBenchConfig(t)
 	bin := t.TempDir()
-	probe, err := BuildBinary(bin, "github.com/nftproxy/nftproxy/e2e/scaleprobe")
+	probe, err := harness.BuildBinary(bin, "github.com/nftproxy/nftproxy/e2e/tools/scaleprobe")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -376,11 +377,11 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 	}
 	last := matches[len(matches)-1]
 	probed, _ := strconv.Atoi(string(last[1]))
-	clusterIP := ScaleClusterIP(probed)
+	clusterIP := harness.ScaleClusterIP(probed)
 	if d := destinationRE.FindSubmatch(last[0]); d == nil || string(d[1]) != clusterIP {
 		t.Fatalf("last KUBE-SERVICES rule %q does not match svc-%d's cluster IP %s", last[0], probed, clusterIP)
 	}
-	endpoints := ScaleEndpointIPs(probed, 10)
+	endpoints := harness.ScaleEndpointIPs(probed, 10)
 
 	// The data path of a sharded layout: nftproxy's table behind
 	// ShardCount-1 tables whose dispatch the probe's traffic misses.

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -39,9 +40,9 @@ func holdPort(t *testing.T, ns interface {
 func TestMetricsPortBusyAtStart(t *testing.T) {
 	ns := nodeNamespace(t, "nfp-bind")
 	dir := t.TempDir()
-	objects := writeObjects(t, dir, testNode(), ClusterIPService("ns", "web", "10.96.0.90", httpPort))
+	objects := writeObjects(t, dir, testNode(), harness.ClusterIPService("ns", "web", "10.96.0.90", httpPort))
 	release := holdPort(t, ns, "127.0.0.1", 10249)
-	args := []string{"--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode,
+	args := []string{"--objects", objects, "--netns", ns.Path(), "--hostname-override", harness.LocalNode,
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0"}
 
 	hard := exec.Command(nftproxyBinary, append(args, "--bind-address-hard-fail")...)

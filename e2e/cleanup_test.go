@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"os/exec"
 	"slices"
@@ -37,7 +38,7 @@ func TestStartupRemovesLegacyKubeProxyRules(t *testing.T) {
 		t.Fatal("the legacy ruleset did not load")
 	}
 
-	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.50", httpPort))
+	objects := writeObjects(t, t.TempDir(), harness.ClusterIPService("demo", "web", "10.96.0.50", httpPort))
 	startNftproxy(t, "", "--objects", objects, "--netns", ns.Path(), "--metrics-bind-address", "0", "--healthz-bind-address", "0")
 	eventually(t, "nftproxy programs its table", 10*time.Second, func() error {
 		if out, _ := ns.Run("nft", "list", "table", "ip", "kube-proxy"); !strings.Contains(out, "10.96.0.50") {
@@ -83,7 +84,7 @@ func TestCleanupRemovesKubeProxysRulesToo(t *testing.T) {
 	loadKubeProxyRules(t, ns)
 	ns.MustRun(t, "nft", "add", "table", "ip", "kube-proxy")
 	ns.MustRun(t, "nft", "add", "chain", "ip", "kube-proxy", "services")
-	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.51", httpPort))
+	objects := writeObjects(t, t.TempDir(), harness.ClusterIPService("demo", "web", "10.96.0.51", httpPort))
 	if out, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", ns.Path()).CombinedOutput(); err != nil {
 		t.Fatalf("sync: %v\n%s", err, out)
 	}
@@ -194,7 +195,7 @@ func TestInitOnlySetsUpAndExits(t *testing.T) {
 // sysctl too.
 func TestHostTCPBeLiberalDropsNoInvalidPackets(t *testing.T) {
 	ns := nodeNamespace(t, "nfp-liberal")
-	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.52", httpPort))
+	objects := writeObjects(t, t.TempDir(), harness.ClusterIPService("demo", "web", "10.96.0.52", httpPort))
 	sync := func() string {
 		if out, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", ns.Path()).CombinedOutput(); err != nil {
 			t.Fatalf("sync: %v\n%s", err, out)

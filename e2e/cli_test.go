@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"maps"
 	"os"
 	"os/exec"
@@ -41,22 +42,22 @@ func writeObjects(t *testing.T, dir string, objs ...any) string {
 }
 
 func TestCLISyncAndCleanupLeaveOtherTablesAlone(t *testing.T) {
-	tp := NewTopology(t, echoBinary)
-	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
-	tp.AddPod("ep2", PodIP(2), []int{8080}, nil)
+	tp := harness.NewTopology(t, echoBinary)
+	tp.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
+	tp.AddPod("ep2", harness.PodIP(2), []int{8080}, nil)
 	foreignBefore := loadForeignTable(t, tp.Node, "inet", "cni-plugin",
 		"table inet cni-plugin {\n\tchain forward {\n\t\ttype filter hook forward priority 0; policy accept;\n\t\tct state established accept\n\t}\n}\n")
 
 	objects := writeObjects(t, t.TempDir(),
-		ClusterIPService("demo", "web", "10.96.0.30", httpPort),
-		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1), PodIP(2)))
-	out, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR).CombinedOutput()
+		harness.ClusterIPService("demo", "web", "10.96.0.30", httpPort),
+		harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, harness.PodIP(1), harness.PodIP(2)))
+	out, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR).CombinedOutput()
 	if err != nil {
 		t.Fatalf("nftproxy sync: %v\n%s", err, out)
 	}
 	seen := map[string]bool{}
 	for i := 0; i < 40; i++ {
-		r, err := TCPRequest(tp.External, "10.96.0.30:80", timeout)
+		r, err := harness.TCPRequest(tp.External, "10.96.0.30:80", timeout)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -119,14 +120,14 @@ func TestRenderNeedsNoRoot(t *testing.T) {
 // process: it picks up changes to the objects file, a full resync repairs a
 // map element deleted by hand, and SIGTERM leaves the rules in place.
 func TestRunLoopFollowsFileAndRepairsDrift(t *testing.T) {
-	tp := NewTopology(t, echoBinary)
-	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
-	tp.AddPod("ep2", PodIP(2), []int{8080}, nil)
+	tp := harness.NewTopology(t, echoBinary)
+	tp.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
+	tp.AddPod("ep2", harness.PodIP(2), []int{8080}, nil)
 	dir := t.TempDir()
-	svc := ClusterIPService("demo", "web", "10.96.0.31", httpPort)
-	objects := writeObjects(t, dir, svc, Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
+	svc := harness.ClusterIPService("demo", "web", "10.96.0.31", httpPort)
+	objects := writeObjects(t, dir, svc, harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, harness.PodIP(1)))
 	logPath := filepath.Join(dir, "nftproxy.log")
-	cmd := startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+	cmd := startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR,
 		"--iptables-sync-period", "1s", "--iptables-min-sync-period", "100ms")
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -139,7 +140,7 @@ func TestRunLoopFollowsFileAndRepairsDrift(t *testing.T) {
 		return func() error {
 			seen := map[string]bool{}
 			for i := 0; i < 10*len(names); i++ {
-				r, err := TCPRequest(tp.External, "10.96.0.31:80", 500*time.Millisecond)
+				r, err := harness.TCPRequest(tp.External, "10.96.0.31:80", 500*time.Millisecond)
 				if err != nil {
 					return err
 				}
@@ -153,12 +154,12 @@ func TestRunLoopFollowsFileAndRepairsDrift(t *testing.T) {
 	}
 	eventually(t, "initial sync", 5*time.Second, answeredBy("ep1"))
 
-	writeObjects(t, dir, svc, Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1), PodIP(2)))
+	writeObjects(t, dir, svc, harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, harness.PodIP(1), harness.PodIP(2)))
 	d := eventually(t, "file change applied", 5*time.Second, answeredBy("ep1", "ep2"))
 	t.Logf("file change applied after %v", d)
 
 	tp.Node.MustRun(t, "nft", "delete", "element", "ip", "kube-proxy", "service-ips", "{ 10.96.0.31 . tcp . 80 }")
-	if _, err := TCPRequest(tp.External, "10.96.0.31:80", 300*time.Millisecond); err == nil {
+	if _, err := harness.TCPRequest(tp.External, "10.96.0.31:80", 300*time.Millisecond); err == nil {
 		// The resync may already have run; that is fine, but say so.
 		t.Log("service answered right after tampering (resync was quicker)")
 	}
@@ -209,31 +210,31 @@ func TestRunLoopFollowsFileAndRepairsDrift(t *testing.T) {
 // health check node port inside the node namespace, and enable
 // route_localnet there so that localhost NodePorts work.
 func TestCLILocalPolicyHealthCheckAndLocalhostNodePort(t *testing.T) {
-	tp := NewTopology(t, echoBinary)
-	a1 := tp.AddPod("a1", PodIP(1), []int{8080}, nil)
-	b1 := tp.AddPod("b1", PodIP(2), []int{8080}, nil)
-	node := &v1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: LocalNode},
-		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: NodeIP}}}}
-	svc := With(ClusterIPService("demo", "web", "10.96.0.90", httpPort), LoadBalancer(""), NodePorts(30090), ExternalLocal(32090))
-	slice := SliceOf("demo", "web", "web-1", []PortSpec{httpPort}, EP{IP: a1.IP.String(), Node: LocalNode}, EP{IP: b1.IP.String(), Node: RemoteNode})
+	tp := harness.NewTopology(t, echoBinary)
+	a1 := tp.AddPod("a1", harness.PodIP(1), []int{8080}, nil)
+	b1 := tp.AddPod("b1", harness.PodIP(2), []int{8080}, nil)
+	node := &v1.Node{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}, ObjectMeta: metav1.ObjectMeta{Name: harness.LocalNode},
+		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: harness.NodeIP}}}}
+	svc := harness.With(harness.ClusterIPService("demo", "web", "10.96.0.90", httpPort), harness.LoadBalancer(""), harness.NodePorts(30090), harness.ExternalLocal(32090))
+	slice := harness.SliceOf("demo", "web", "web-1", []harness.PortSpec{httpPort}, harness.EP{IP: a1.IP.String(), Node: harness.LocalNode}, harness.EP{IP: b1.IP.String(), Node: harness.RemoteNode})
 	objects := writeObjects(t, t.TempDir(), node, svc, slice)
-	startNftproxy(t, "", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR, "--hostname-override", LocalNode)
+	startNftproxy(t, "", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR, "--hostname-override", harness.LocalNode)
 
 	eventually(t, "NodePort served", 5*time.Second, func() error {
-		_, err := TCPRequest(tp.External, NodeIP+":30090", 300*time.Millisecond)
+		_, err := harness.TCPRequest(tp.External, harness.NodeIP+":30090", 300*time.Millisecond)
 		return err
 	})
 	for i := 0; i < 10; i++ {
-		r, err := TCPRequest(tp.External, NodeIP+":30090", timeout)
-		if err != nil || r.Server != "a1" || r.Source.Addr().String() != ExternalIP {
-			t.Fatalf("external to NodePort with Local policy: %+v %v, want a1 seeing %s", r, err, ExternalIP)
+		r, err := harness.TCPRequest(tp.External, harness.NodeIP+":30090", timeout)
+		if err != nil || r.Server != "a1" || r.Source.Addr().String() != harness.ExternalIP {
+			t.Fatalf("external to NodePort with Local policy: %+v %v, want a1 seeing %s", r, err, harness.ExternalIP)
 		}
 	}
-	checkHealth(t, vantage{"external host", tp.External, ""}, NodeIP+":32090", 200, 1, "web")
+	checkHealth(t, vantage{"external host", tp.External, ""}, harness.NodeIP+":32090", 200, 1, "web")
 	if got := strings.TrimSpace(tp.Node.MustRun(t, "sysctl", "-n", "net.ipv4.conf.all.route_localnet")); got != "1" {
 		t.Errorf("route_localnet in the node namespace = %s, want 1", got)
 	}
-	if _, err := TCPRequest(tp.Node, "127.0.0.1:30090", timeout); err != nil {
+	if _, err := harness.TCPRequest(tp.Node, "127.0.0.1:30090", timeout); err != nil {
 		t.Errorf("localhost NodePort: %v", err)
 	}
 }

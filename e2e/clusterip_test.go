@@ -5,6 +5,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"maps"
 	"slices"
 	"syscall"
@@ -20,9 +21,9 @@ import (
 const timeout = 3 * time.Second
 
 var (
-	httpPort = PortSpec{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, Target: 8080}
-	dnsPort  = PortSpec{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53, Target: 5353}
-	both     = []PortSpec{httpPort, dnsPort}
+	httpPort = harness.PortSpec{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, Target: 8080}
+	dnsPort  = harness.PortSpec{Name: "dns", Protocol: v1.ProtocolUDP, Port: 53, Target: 5353}
+	both     = []harness.PortSpec{httpPort, dnsPort}
 )
 
 // chiSquareUniform returns the chi-square statistic of counts against a
@@ -43,12 +44,12 @@ func TestClusterIPSpreadsOverAllEndpoints(t *testing.T) {
 	c := newCluster(t)
 	var ips []string
 	for i := 1; i <= 3; i++ {
-		c.AddPod(fmt.Sprintf("ep%d", i), PodIP(i), []int{8080}, []int{5353})
-		ips = append(ips, PodIP(i))
+		c.AddPod(fmt.Sprintf("ep%d", i), harness.PodIP(i), []int{8080}, []int{5353})
+		ips = append(ips, harness.PodIP(i))
 	}
-	client := c.AddPod("client", PodIP(100), nil, nil)
-	c.store.SetService(ClusterIPService("demo", "echo", "10.96.0.10", both...))
-	c.store.SetEndpointSlice(Slice("demo", "echo", "echo-1", both, ips...))
+	client := c.AddPod("client", harness.PodIP(100), nil, nil)
+	c.store.SetService(harness.ClusterIPService("demo", "echo", "10.96.0.10", both...))
+	c.store.SetEndpointSlice(harness.Slice("demo", "echo", "echo-1", both, ips...))
 	c.sync()
 
 	// 600 draws show a cascade that picks 1/3, 2/9, 4/9 instead of thirds
@@ -58,12 +59,12 @@ func TestClusterIPSpreadsOverAllEndpoints(t *testing.T) {
 	for _, proto := range []string{"tcp", "udp"} {
 		counts := map[string]int{}
 		for i := 0; i < n; i++ {
-			var r Reply
+			var r harness.Reply
 			var err error
 			if proto == "tcp" {
-				r, err = TCPRequest(client.NS, "10.96.0.10:80", timeout)
+				r, err = harness.TCPRequest(client.NS, "10.96.0.10:80", timeout)
 			} else {
-				r, err = UDPRequest(client.NS, "10.96.0.10:53", timeout)
+				r, err = harness.UDPRequest(client.NS, "10.96.0.10:53", timeout)
 			}
 			if err != nil {
 				t.Fatalf("%s request %d: %v", proto, i, err)
@@ -83,21 +84,21 @@ func TestClusterIPSpreadsOverAllEndpoints(t *testing.T) {
 
 func TestClusterIPSourceAddresses(t *testing.T) {
 	c := newCluster(t)
-	a := c.AddPod("a", PodIP(1), []int{8080}, nil)
-	b := c.AddPod("b", PodIP(2), []int{8080}, nil)
-	c.store.SetService(ClusterIPService("demo", "only-a", "10.96.0.11", httpPort))
-	c.store.SetEndpointSlice(Slice("demo", "only-a", "only-a-1", []PortSpec{httpPort}, a.IP.String()))
+	a := c.AddPod("a", harness.PodIP(1), []int{8080}, nil)
+	b := c.AddPod("b", harness.PodIP(2), []int{8080}, nil)
+	c.store.SetService(harness.ClusterIPService("demo", "only-a", "10.96.0.11", httpPort))
+	c.store.SetEndpointSlice(harness.Slice("demo", "only-a", "only-a-1", []harness.PortSpec{httpPort}, a.IP.String()))
 	c.sync()
 
 	checkSources(t, "10.96.0.11:80", "a", []sourceCase{
 		// Hairpin: a pod that reaches itself through its Service sees the node.
-		{"hairpin pod", a.NS, NodePodSideIP},
+		{"hairpin pod", a.NS, harness.NodePodSideIP},
 		// Inside the cluster CIDR the pod's own address is kept.
 		{"other pod", b.NS, b.IP.String()},
 		// The node's own traffic and traffic from outside the cluster CIDR
 		// are masqueraded.
-		{"node", c.Node, NodePodSideIP},
-		{"external host", c.External, NodePodSideIP},
+		{"node", c.Node, harness.NodePodSideIP},
+		{"external host", c.External, harness.NodePodSideIP},
 	})
 }
 
@@ -114,7 +115,7 @@ type sourceCase struct {
 func checkSources(t *testing.T, addr, server string, cases []sourceCase) {
 	t.Helper()
 	for _, tc := range cases {
-		r, err := TCPRequest(tc.from, addr, timeout)
+		r, err := harness.TCPRequest(tc.from, addr, timeout)
 		if err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 			continue
@@ -127,8 +128,8 @@ func checkSources(t *testing.T, addr, server string, cases []sourceCase) {
 
 func TestClusterIPWithoutEndpointsIsRefused(t *testing.T) {
 	c := newCluster(t)
-	client := c.AddPod("client", PodIP(100), nil, nil)
-	c.store.SetService(ClusterIPService("demo", "empty", "10.96.0.12", both...))
+	client := c.AddPod("client", harness.PodIP(100), nil, nil)
+	c.store.SetService(harness.ClusterIPService("demo", "empty", "10.96.0.12", both...))
 	c.sync()
 
 	vantage := []struct {
@@ -136,12 +137,12 @@ func TestClusterIPWithoutEndpointsIsRefused(t *testing.T) {
 		tcp  func() error
 		udp  func() error
 	}{
-		{"pod", func() error { _, err := DialTCP(client.NS, "10.96.0.12:80", timeout); return err },
-			func() error { _, err := UDPRequest(client.NS, "10.96.0.12:53", timeout); return err }},
-		{"node", func() error { _, err := DialTCP(c.Node, "10.96.0.12:80", timeout); return err },
-			func() error { _, err := UDPRequest(c.Node, "10.96.0.12:53", timeout); return err }},
-		{"external host", func() error { _, err := DialTCP(c.External, "10.96.0.12:80", timeout); return err },
-			func() error { _, err := UDPRequest(c.External, "10.96.0.12:53", timeout); return err }},
+		{"pod", func() error { _, err := harness.DialTCP(client.NS, "10.96.0.12:80", timeout); return err },
+			func() error { _, err := harness.UDPRequest(client.NS, "10.96.0.12:53", timeout); return err }},
+		{"node", func() error { _, err := harness.DialTCP(c.Node, "10.96.0.12:80", timeout); return err },
+			func() error { _, err := harness.UDPRequest(c.Node, "10.96.0.12:53", timeout); return err }},
+		{"external host", func() error { _, err := harness.DialTCP(c.External, "10.96.0.12:80", timeout); return err },
+			func() error { _, err := harness.UDPRequest(c.External, "10.96.0.12:53", timeout); return err }},
 	}
 	for _, v := range vantage {
 		start := time.Now()
@@ -167,30 +168,30 @@ func TestClusterIPScalingKeepsEstablishedConnections(t *testing.T) {
 	pods := map[string]string{}
 	for i := 1; i <= 5; i++ {
 		name := fmt.Sprintf("ep%d", i)
-		c.AddPod(name, PodIP(i), []int{8080}, nil)
-		pods[name] = PodIP(i)
+		c.AddPod(name, harness.PodIP(i), []int{8080}, nil)
+		pods[name] = harness.PodIP(i)
 	}
-	client := c.AddPod("client", PodIP(100), nil, nil)
-	svc := ClusterIPService("demo", "scale", "10.96.0.13", httpPort)
+	client := c.AddPod("client", harness.PodIP(100), nil, nil)
+	svc := harness.ClusterIPService("demo", "scale", "10.96.0.13", httpPort)
 	c.store.SetService(svc)
 	setEndpoints := func(names ...string) {
 		var ips []string
 		for _, n := range names {
 			ips = append(ips, pods[n])
 		}
-		c.store.SetEndpointSlice(Slice("demo", "scale", "scale-1", []PortSpec{httpPort}, ips...))
+		c.store.SetEndpointSlice(harness.Slice("demo", "scale", "scale-1", []harness.PortSpec{httpPort}, ips...))
 	}
 	setEndpoints("ep1", "ep2", "ep3")
 	if res := c.sync(); !res.Full {
 		t.Fatalf("first sync was not a full sync")
 	}
 
-	held, err := DialTCP(client.NS, "10.96.0.13:80", timeout)
+	held, err := harness.DialTCP(client.NS, "10.96.0.13:80", timeout)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer held.Close()
-	first, err := Exchange(held, "held", timeout)
+	first, err := harness.Exchange(held, "held", timeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func TestClusterIPScalingKeepsEstablishedConnections(t *testing.T) {
 		if res.Full {
 			t.Errorf("stage %d: sync rewrote the whole table, want an incremental sync", i)
 		}
-		r, err := Exchange(held, fmt.Sprintf("held-%d", i), timeout)
+		r, err := harness.Exchange(held, fmt.Sprintf("held-%d", i), timeout)
 		if err != nil {
 			t.Fatalf("stage %d (%v): held connection broke: %v", i, stage, err)
 		}
@@ -221,7 +222,7 @@ func TestClusterIPScalingKeepsEstablishedConnections(t *testing.T) {
 		}
 		seen := map[string]int{}
 		for j := 0; j < 20*len(stage); j++ {
-			r, err := TCPRequest(client.NS, "10.96.0.13:80", timeout)
+			r, err := harness.TCPRequest(client.NS, "10.96.0.13:80", timeout)
 			if err != nil {
 				t.Fatalf("stage %d: new connection %d: %v", i, j, err)
 			}
@@ -238,15 +239,15 @@ func TestClusterIPScalingKeepsEstablishedConnections(t *testing.T) {
 
 func TestDeletingServiceRemovesOnlyItsRules(t *testing.T) {
 	c := newCluster(t)
-	c.AddPod("ep1", PodIP(1), []int{8080}, nil)
-	c.store.SetService(ClusterIPService("demo", "stays", "10.96.0.14", httpPort))
-	c.store.SetEndpointSlice(Slice("demo", "stays", "stays-1", []PortSpec{httpPort}, PodIP(1)))
-	c.store.SetService(ClusterIPService("demo", "empty", "10.96.0.15", httpPort))
+	c.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
+	c.store.SetService(harness.ClusterIPService("demo", "stays", "10.96.0.14", httpPort))
+	c.store.SetEndpointSlice(harness.Slice("demo", "stays", "stays-1", []harness.PortSpec{httpPort}, harness.PodIP(1)))
+	c.store.SetService(harness.ClusterIPService("demo", "empty", "10.96.0.15", httpPort))
 	c.sync()
 	before := c.Node.MustRun(t, "nft", "list", "table", "ip", "kube-proxy")
 
-	c.store.SetService(ClusterIPService("demo", "goes", "10.96.0.16", both...))
-	c.store.SetEndpointSlice(Slice("demo", "goes", "goes-1", both, PodIP(1)))
+	c.store.SetService(harness.ClusterIPService("demo", "goes", "10.96.0.16", both...))
+	c.store.SetEndpointSlice(harness.Slice("demo", "goes", "goes-1", both, harness.PodIP(1)))
 	c.sync()
 	during := c.Node.MustRun(t, "nft", "list", "table", "ip", "kube-proxy")
 	if during == before {
@@ -260,7 +261,7 @@ func TestDeletingServiceRemovesOnlyItsRules(t *testing.T) {
 	if after != before {
 		t.Errorf("table after deleting the Service differs from before adding it.\nbefore:\n%s\nafter:\n%s", before, after)
 	}
-	if _, err := TCPRequest(c.Node, "10.96.0.14:80", timeout); err != nil {
+	if _, err := harness.TCPRequest(c.Node, "10.96.0.14:80", timeout); err != nil {
 		t.Errorf("the remaining Service stopped working: %v", err)
 	}
 }

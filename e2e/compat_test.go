@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"bufio"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,8 +64,8 @@ func TestRulesMetricAndHTTPCompatView(t *testing.T) {
 		objs = append(objs, sc.objects...)
 	}
 	objects := writeObjects(t, t.TempDir(), objs...)
-	startNftproxy(t, "", "--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode,
-		"--cluster-cidr", ClusterCIDR, "--metrics-bind-address", "127.0.0.1:10249")
+	startNftproxy(t, "", "--objects", objects, "--netns", ns.Path(), "--hostname-override", harness.LocalNode,
+		"--cluster-cidr", harness.ClusterCIDR, "--metrics-bind-address", "127.0.0.1:10249")
 
 	metricRe := regexp.MustCompile(`(?m)^kubeproxy_sync_proxy_rules_iptables_total\{ip_family="IPv4",table="(nat|filter)"\} (\d+)$`)
 	var metrics string
@@ -127,7 +128,7 @@ func TestDriftShowsInSaveAndDiff(t *testing.T) {
 	sc := legacyScenarios()[0] // clusterip: 3 endpoints
 	dir := t.TempDir()
 	objects := writeObjects(t, dir, append([]any{testNode()}, sc.objects...)...)
-	if out, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", ns.Path(), "--cluster-cidr", ClusterCIDR, "--hostname-override", LocalNode).CombinedOutput(); err != nil {
+	if out, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", ns.Path(), "--cluster-cidr", harness.ClusterCIDR, "--hostname-override", harness.LocalNode).CombinedOutput(); err != nil {
 		t.Fatalf("sync: %v\n%s", err, out)
 	}
 	before, err := exec.Command(nftproxyBinary, "save", "--netns", ns.Path()).Output()

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -35,7 +36,7 @@ func cpuSeconds(t *testing.T, pid int) float64 {
 func TestSecondInstanceDefersToTheFirst(t *testing.T) {
 	tp, dir, objects := oneServiceNode(t, "10.96.0.61")
 	args := func(bit string) []string {
-		return []string{"--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR, "--iptables-sync-period", "5s",
+		return []string{"--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR, "--iptables-sync-period", "5s",
 			"--iptables-min-sync-period", "100ms", "--masquerade-bit", bit, "--metrics-bind-address", "0", "--healthz-bind-address", "0"}
 	}
 	list := func() string {
@@ -59,7 +60,7 @@ func TestSecondInstanceDefersToTheFirst(t *testing.T) {
 		if got := list(); got != baseline {
 			t.Fatalf("after %v the table changed:\n%s\nwas:\n%s", time.Since(start).Round(time.Second), got, baseline)
 		}
-		if _, err := TCPRequest(tp.External, "10.96.0.61:80", timeout); err != nil {
+		if _, err := harness.TCPRequest(tp.External, "10.96.0.61:80", timeout); err != nil {
 			t.Fatalf("after %v: %v", time.Since(start).Round(time.Second), err)
 		}
 		time.Sleep(time.Second)
@@ -88,7 +89,7 @@ func TestSecondInstanceDefersToTheFirst(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := TCPRequest(tp.External, "10.96.0.61:80", timeout); err != nil {
+	if _, err := harness.TCPRequest(tp.External, "10.96.0.61:80", timeout); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -103,7 +104,7 @@ func TestSecondInstanceDefersToTheFirst(t *testing.T) {
 func TestForeignWriterIsRepairedWithBackoff(t *testing.T) {
 	tp, dir, objects := oneServiceNode(t, "10.96.0.62")
 	logPath := filepath.Join(dir, "nftproxy.log")
-	cmd := startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+	cmd := startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR,
 		"--iptables-sync-period", "1m", "--iptables-min-sync-period", "1s",
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256")
 	list := func() string {
@@ -161,18 +162,18 @@ func TestForeignWriterIsRepairedWithBackoff(t *testing.T) {
 	if share > 0.15 {
 		t.Errorf("nftproxy used %.1f%% of one CPU while another writer fought it", 100*share)
 	}
-	if _, err := TCPRequest(tp.External, "10.96.0.62:80", timeout); err != nil {
+	if _, err := harness.TCPRequest(tp.External, "10.96.0.62:80", timeout); err != nil {
 		t.Errorf("after the repair: %v", err)
 	}
 }
 
 // oneServiceNode is a topology with one endpoint pod and an objects file
 // (in dir) of one Service demo/web at clusterIP:80 with that endpoint.
-func oneServiceNode(t *testing.T, clusterIP string) (tp *Topology, dir, objects string) {
-	tp = NewTopology(t, echoBinary)
-	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
+func oneServiceNode(t *testing.T, clusterIP string) (tp *harness.Topology, dir, objects string) {
+	tp = harness.NewTopology(t, echoBinary)
+	tp.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
 	dir = t.TempDir()
-	objects = writeObjects(t, dir, ClusterIPService("demo", "web", clusterIP, httpPort),
-		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
+	objects = writeObjects(t, dir, harness.ClusterIPService("demo", "web", clusterIP, httpPort),
+		harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, harness.PodIP(1)))
 	return tp, dir, objects
 }

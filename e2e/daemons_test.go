@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -44,7 +45,7 @@ func daemonSizes(t *testing.T) []int {
 func createScaleObjects(t *testing.T, c kubernetes.Interface, n int) {
 	t.Helper()
 	ctx := context.Background()
-	if _, err := c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ScaleNamespace}}, metav1.CreateOptions{}); err != nil {
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: harness.ScaleNamespace}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	work := make(chan int)
@@ -54,7 +55,7 @@ func createScaleObjects(t *testing.T, c kubernetes.Interface, n int) {
 	for range 16 {
 		wg.Go(func() {
 			for i := range work {
-				svc, sl := ScaleObjects(i, 10)
+				svc, sl := harness.ScaleObjects(i, 10)
 				_, err := c.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})
 				if err == nil {
 					_, err = c.DiscoveryV1().EndpointSlices(sl.Namespace).Create(ctx, sl, metav1.CreateOptions{})
@@ -162,8 +163,10 @@ func fullSyncMean(c *daemonCluster) float64 {
 // runDaemon starts d against c's API server, which holds the scale
 // objects and the probe Service (endpoint ep1), and measures it; then it
 // stops d and removes its tables.
-func runDaemon(t *testing.T, c *daemonCluster, d proxyDaemon, client *Pod, limit time.Duration) daemonRun {
-	request := func() (Reply, error) { return TCPRequest(client.NS, probeIP+":80", 300*time.Millisecond) }
+func runDaemon(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Pod, limit time.Duration) daemonRun {
+	request := func() (harness.Reply, error) {
+		return harness.TCPRequest(client.NS, probeIP+":80", 300*time.Millisecond)
+	}
 	var run daemonRun
 	cmd := d.start(t)
 	defer func() {
@@ -186,13 +189,13 @@ func runDaemon(t *testing.T, c *daemonCluster, d proxyDaemon, client *Pod, limit
 	// Past the minimum sync period, so that the change is not held back
 	// by the first sync's throttle.
 	time.Sleep(2 * time.Second)
-	setProbeSlice(t, c, PodIP(2))
+	setProbeSlice(t, c, harness.PodIP(2))
 	start := time.Now()
 	if _, err := poll(limit, servedBy(request, "ep2")); err != nil {
 		t.Errorf("%s: an endpoint change was not followed within %v: %v", d.name, limit, err)
 	}
 	run.change = time.Since(start)
-	setProbeSlice(t, c, PodIP(1))
+	setProbeSlice(t, c, harness.PodIP(1))
 	if run.peakRSS, err = peakRSS(cmd.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +208,7 @@ func runDaemon(t *testing.T, c *daemonCluster, d proxyDaemon, client *Pod, limit
 func setProbeSlice(t *testing.T, c *daemonCluster, ip string) {
 	t.Helper()
 	ctx := context.Background()
-	sl := Slice("probe", "web", "web-1", []PortSpec{httpPort}, ip)
+	sl := harness.Slice("probe", "web", "web-1", []harness.PortSpec{httpPort}, ip)
 	if _, err := c.admin.DiscoveryV1().EndpointSlices("probe").Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
 		if _, err := c.admin.DiscoveryV1().EndpointSlices("probe").Create(ctx, sl, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -224,7 +227,7 @@ func setProbeSlice(t *testing.T, c *daemonCluster, ip string) {
 // not program the probe within the limit is recorded as such. With
 // NFTPROXY_BENCH_OUT set it writes daemons.md there.
 func TestDaemonsSideBySide(t *testing.T) {
-	kubeProxy, err := Tool(".", "kube-proxy")
+	kubeProxy, err := harness.Tool(".", "kube-proxy")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,26 +239,26 @@ func TestDaemonsSideBySide(t *testing.T) {
 			start := time.Now()
 			createScaleObjects(t, c.admin, n)
 			t.Logf("%d Services and EndpointSlices created in %v", n, time.Since(start).Round(time.Millisecond))
-			c.AddPod("ep1", PodIP(1), []int{8080}, nil)
-			c.AddPod("ep2", PodIP(2), []int{8080}, nil)
-			client := c.AddPod("client", PodIP(100), nil, nil)
+			c.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
+			c.AddPod("ep2", harness.PodIP(2), []int{8080}, nil)
+			client := c.AddPod("client", harness.PodIP(100), nil, nil)
 			ctx := context.Background()
 			if _, err := c.admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := c.admin.CoreV1().Services("probe").Create(ctx, ClusterIPService("probe", "web", probeIP, httpPort), metav1.CreateOptions{}); err != nil {
+			if _, err := c.admin.CoreV1().Services("probe").Create(ctx, harness.ClusterIPService("probe", "web", probeIP, httpPort), metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			setProbeSlice(t, c, PodIP(1))
+			setProbeSlice(t, c, harness.PodIP(1))
 			admin := c.api.Kubeconfig("admin", c.api.AdminToken)
 			kubeProxyMode := func(mode string, env ...string) func(t *testing.T) *exec.Cmd {
 				return func(t *testing.T) *exec.Cmd {
-					kp := c.Node.Command(kubeProxy, "--kubeconfig", admin, "--hostname-override", LocalNode, "--proxy-mode", mode,
-						"--cluster-cidr", ClusterCIDR, "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256",
+					kp := c.Node.Command(kubeProxy, "--kubeconfig", admin, "--hostname-override", harness.LocalNode, "--proxy-mode", mode,
+						"--cluster-cidr", harness.ClusterCIDR, "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256",
 						"--conntrack-max-per-core", "0", "--conntrack-tcp-timeout-established", "0", "--conntrack-tcp-timeout-close-wait", "0",
 						"--iptables-min-sync-period", "1s", "--oom-score-adj", "0")
 					kp.Env = append(os.Environ(), env...)
-					log := logFile(c.api.Dir, "kube-proxy-"+mode+".log")
+					log := harness.LogFile(c.api.Dir, "kube-proxy-"+mode+".log")
 					kp.Stdout, kp.Stderr = log, log
 					if err := kp.Start(); err != nil {
 						t.Fatal(err)

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,7 @@ import (
 // no privilege.
 func TestDaemonSetsItsOOMScore(t *testing.T) {
 	ns := nodeNamespace(t, "nfp-oom")
-	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.61", httpPort))
+	objects := writeObjects(t, t.TempDir(), harness.ClusterIPService("demo", "web", "10.96.0.61", httpPort))
 	for _, c := range []struct {
 		args []string
 		want string
@@ -46,7 +47,7 @@ func TestDaemonSetsItsOOMScore(t *testing.T) {
 func TestIPv6ServiceAddedLater(t *testing.T) {
 	ns := nodeNamespace(t, "nfp-v6later")
 	dir := t.TempDir()
-	v4 := ClusterIPService("demo", "web", "10.96.0.62", httpPort)
+	v4 := harness.ClusterIPService("demo", "web", "10.96.0.62", httpPort)
 	writeObjects(t, dir, v4)
 	startNftproxy(t, "", "--objects", filepath.Join(dir, "objects.yaml"), "--netns", ns.Path(), "--metrics-bind-address", "0", "--healthz-bind-address", "0")
 	eventually(t, "the IPv4 Service is programmed", 10*time.Second, func() error {
@@ -55,7 +56,7 @@ func TestIPv6ServiceAddedLater(t *testing.T) {
 		}
 		return nil
 	})
-	v6 := ClusterIPService("demo", "web6", "fd00:96::62", httpPort)
+	v6 := harness.ClusterIPService("demo", "web6", "fd00:96::62", httpPort)
 	v6.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol}
 	writeObjects(t, dir, v4, v6)
 	eventually(t, "the IPv6 Service added later is programmed", 10*time.Second, func() error {

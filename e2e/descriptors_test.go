@@ -5,6 +5,7 @@ package e2e
 import (
 	"bufio"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"net"
 	"net/http"
 	"os"
@@ -23,7 +24,7 @@ func TestManyHealthConnectionsThenDriftRepair(t *testing.T) {
 	ns := nodeNamespace(t, "nfp-fdcrash")
 	dir := t.TempDir()
 	logPath := filepath.Join(dir, "nftproxy.log")
-	objects := writeObjects(t, dir, ClusterIPService("demo", "web", "10.96.0.60", httpPort))
+	objects := writeObjects(t, dir, harness.ClusterIPService("demo", "web", "10.96.0.60", httpPort))
 	const healthz = "127.0.0.1:10256"
 	cmd := startNftproxy(t, logPath, "--objects", objects, "--netns", ns.Path(), "--metrics-bind-address", "0", "--healthz-bind-address", healthz)
 	eventually(t, "nftproxy programs its table", 15*time.Second, func() error {
@@ -39,7 +40,7 @@ func TestManyHealthConnectionsThenDriftRepair(t *testing.T) {
 		}
 	})
 	for i := range 1100 {
-		c, err := DialTCP(ns, healthz, 5*time.Second)
+		c, err := harness.DialTCP(ns, healthz, 5*time.Second)
 		if err != nil {
 			t.Fatalf("connection %d: %v", i, err)
 		}

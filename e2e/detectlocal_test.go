@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"testing"
 
 	"github.com/nftproxy/nftproxy/nftgen"
@@ -17,15 +18,15 @@ func TestDetectLocalByInterfacePrefix(t *testing.T) {
 	c := newCluster(t, func(cfg *nftgen.Config) {
 		cfg.ClusterCIDRs, cfg.PodInterface, cfg.PodInterfacePrefix = nil, "vp", true
 	})
-	a := c.AddPod("a", PodIP(1), []int{8080}, nil)
-	b := c.AddPod("b", PodIP(2), []int{8080}, nil)
-	c.store.SetService(ClusterIPService("demo", "only-a", "10.96.0.11", httpPort))
-	c.store.SetEndpointSlice(Slice("demo", "only-a", "only-a-1", []PortSpec{httpPort}, a.IP.String()))
+	a := c.AddPod("a", harness.PodIP(1), []int{8080}, nil)
+	b := c.AddPod("b", harness.PodIP(2), []int{8080}, nil)
+	c.store.SetService(harness.ClusterIPService("demo", "only-a", "10.96.0.11", httpPort))
+	c.store.SetEndpointSlice(harness.Slice("demo", "only-a", "only-a-1", []harness.PortSpec{httpPort}, a.IP.String()))
 	c.sync()
 	checkSources(t, "10.96.0.11:80", "a", []sourceCase{
-		{"hairpin pod", a.NS, NodePodSideIP},
+		{"hairpin pod", a.NS, harness.NodePodSideIP},
 		{"other pod (in on vp*)", b.NS, b.IP.String()},
-		{"node", c.Node, NodePodSideIP},
-		{"external host (not in on vp*)", c.External, NodePodSideIP},
+		{"node", c.Node, harness.NodePodSideIP},
+		{"external host (not in on vp*)", c.External, harness.NodePodSideIP},
 	})
 }

@@ -5,6 +5,7 @@ package e2e
 import (
 	"flag"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,7 +50,7 @@ func TestDifferentialAgainstKubeProxy(t *testing.T) {
 			var nftNS *testns.NS
 			if seed%liveEvery == 0 {
 				nftNS = nodeNamespace(t, "nfp-dl")
-				if out, err := exec.Command(nftproxyBinary, append([]string{"sync", "--netns", nftNS.Path(), "--objects", objects, "--hostname-override", LocalNode}, rc.nftproxyFlags()...)...).CombinedOutput(); err != nil {
+				if out, err := exec.Command(nftproxyBinary, append([]string{"sync", "--netns", nftNS.Path(), "--objects", objects, "--hostname-override", harness.LocalNode}, rc.nftproxyFlags()...)...).CombinedOutput(); err != nil {
 					t.Fatalf("nftproxy sync: %v\n%s", err, out)
 				}
 			}
@@ -58,7 +59,7 @@ func TestDifferentialAgainstKubeProxy(t *testing.T) {
 				if family == "IPv6" {
 					save, v6 = "ip6tables-legacy-save", []string{"-6"}
 				}
-				args := append([]string{"-objects", objects, "-hostname", LocalNode}, rc.oracleFlags(family)...)
+				args := append([]string{"-objects", objects, "-hostname", harness.LocalNode}, rc.oracleFlags(family)...)
 				cmd := legacyNS.Command(oracle, args...)
 				cmd.Env = append(os.Environ(), "PATH="+pathDir+":"+os.Getenv("PATH"))
 				if out, err := cmd.CombinedOutput(); err != nil {
@@ -70,7 +71,7 @@ func TestDifferentialAgainstKubeProxy(t *testing.T) {
 				}
 				// In the oracle's namespace: --nodeport-addresses selects
 				// among the addresses of the namespace's interfaces.
-				renderArgs := append(append([]string{"render", "--format", "iptables-save", "--objects", objects, "--hostname-override", LocalNode}, v6...), rc.nftproxyFlags()...)
+				renderArgs := append(append([]string{"render", "--format", "iptables-save", "--objects", objects, "--hostname-override", harness.LocalNode}, v6...), rc.nftproxyFlags()...)
 				rendered, err := legacyNS.Command(nftproxyBinary, renderArgs...).Output()
 				if err != nil {
 					t.Fatalf("nftproxy render: %v", err)

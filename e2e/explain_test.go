@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"hash/crc32"
 	"net/netip"
 	"os"
@@ -33,13 +34,13 @@ const deliveredLocally = "delivered to the node"
 // trace of one more connection.
 type explainChecker struct {
 	c      *cluster
-	pods   map[string]*Pod
+	pods   map[string]*harness.Pod
 	tr     *tracer
 	local  explain.LocalAddrs
 	traced int
 }
 
-func newExplainChecker(t *testing.T, c *cluster, pods map[string]*Pod) *explainChecker {
+func newExplainChecker(t *testing.T, c *cluster, pods map[string]*harness.Pod) *explainChecker {
 	t.Helper()
 	x := &explainChecker{c: c, pods: pods, tr: listenTrace(t, c.Node)}
 	if err := c.Node.Do(func() (err error) { x.local, err = proxier.LocalAddresses(); return err }); err != nil {
@@ -100,13 +101,13 @@ func (x *explainChecker) check(t *testing.T, label string, v vantage, proto, add
 	x.tr.reset()
 	switch {
 	case proto == "udp":
-		UDPRequest(v.ns, addr, dropTimeout)
+		harness.UDPRequest(v.ns, addr, dropTimeout)
 	case proto == "sctp":
 		if err := sendSCTPInit(v.ns, dst); err != nil {
 			t.Fatalf("%s: send an SCTP INIT: %v", what, err)
 		}
 	default:
-		if conn, err := DialTCPFrom(v.ns, v.src, addr, dropTimeout); err == nil {
+		if conn, err := harness.DialTCPFrom(v.ns, v.src, addr, dropTimeout); err == nil {
 			conn.Close()
 		}
 	}
@@ -194,7 +195,7 @@ func (x *explainChecker) compare(e *explain.Explanation, want expect) string {
 		return fmt.Sprintf("endpoints %v, the packets reached %v", eps, servers)
 	}
 	if want.source != "" {
-		masq := want.source == NodePodSideIP || want.source == NodePodSideIP6
+		masq := want.source == harness.NodePodSideIP || want.source == harness.NodePodSideIP6
 		for _, p := range first {
 			if p.Masquerade != masq {
 				return fmt.Sprintf("masquerade %v via %s, the server saw source %s", p.Masquerade, p.EndpointChain, want.source)
@@ -222,19 +223,19 @@ func runExplain(t *testing.T, args ...string) *explain.Explanation {
 // live table of a namespace, offline on the same objects, after the table
 // is tampered with, and over the daemon's metrics address.
 func TestExplainCLIAndHTTPFollowTheKernel(t *testing.T) {
-	tp := NewTopology(t, echoBinary)
-	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
-	tp.AddPod("ep2", PodIP(2), []int{8080}, nil)
+	tp := harness.NewTopology(t, echoBinary)
+	tp.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
+	tp.AddPod("ep2", harness.PodIP(2), []int{8080}, nil)
 	objects := writeObjects(t, t.TempDir(),
-		ClusterIPService("demo", "web", "10.96.0.32", httpPort),
-		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1), PodIP(2)))
-	flags := []string{"--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR}
+		harness.ClusterIPService("demo", "web", "10.96.0.32", httpPort),
+		harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, harness.PodIP(1), harness.PodIP(2)))
+	flags := []string{"--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR}
 	if out, err := exec.Command(nftproxyBinary, append([]string{"sync"}, flags...)...).CombinedOutput(); err != nil {
 		t.Fatalf("nftproxy sync: %v\n%s", err, out)
 	}
-	query := []string{"--from", "external", "--src", ExternalIP, "10.96.0.32:80"}
+	query := []string{"--from", "external", "--src", harness.ExternalIP, "10.96.0.32:80"}
 	live := runExplain(t, append([]string{"--netns", tp.Node.Path()}, query...)...)
-	want := []string{PodIP(1) + ":8080", PodIP(2) + ":8080"}
+	want := []string{harness.PodIP(1) + ":8080", harness.PodIP(2) + ":8080"}
 	if got := live.Endpoints(); !slices.Equal(got, want) {
 		t.Fatalf("live: endpoints %v, want %v", got, want)
 	}
@@ -277,7 +278,7 @@ func TestExplainCLIAndHTTPFollowTheKernel(t *testing.T) {
 	if len(flushed.Paths) != 1 || flushed.Paths[0].Endpoint != "" || flushed.Paths[0].Verdict != explain.Accepted {
 		t.Errorf("flushed %s: paths %+v, want one accepted without DNAT", svcChain, flushed.Paths)
 	}
-	if r, err := TCPRequest(tp.External, "10.96.0.32:80", 500*time.Millisecond); err == nil {
+	if r, err := harness.TCPRequest(tp.External, "10.96.0.32:80", 500*time.Millisecond); err == nil {
 		t.Errorf("after the flush, %s still answered", r.Server)
 	}
 	// A removed map element: not a Service any more.
@@ -294,7 +295,7 @@ func TestExplainCLIAndHTTPFollowTheKernel(t *testing.T) {
 	// table.
 	logPath := filepath.Join(t.TempDir(), "nftproxy.log")
 	startNftproxy(t, logPath, flags...)
-	url := "http://127.0.0.1:10249/explain?dst=10.96.0.32:80&from=external&src=" + ExternalIP + "&output=json"
+	url := "http://127.0.0.1:10249/explain?dst=10.96.0.32:80&from=external&src=" + harness.ExternalIP + "&output=json"
 	t.Cleanup(func() {
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)

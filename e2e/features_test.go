@@ -5,6 +5,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"io"
 	"net"
 	"net/http"
@@ -18,29 +19,29 @@ import (
 // featureCluster is a cluster with local pods a1, a2 (on node-a), "remote"
 // pods b1, b2 (endpoints on node-b) and a client pod, each echo server on
 // TCP 8080, UDP 5353 and TCP 9000.
-func featureCluster(t *testing.T, opts ...clusterOption) (*cluster, map[string]*Pod) {
+func featureCluster(t *testing.T, opts ...clusterOption) (*cluster, map[string]*harness.Pod) {
 	c := newCluster(t, opts...)
-	pods := map[string]*Pod{}
+	pods := map[string]*harness.Pod{}
 	for i, name := range []string{"a1", "a2", "b1", "b2"} {
-		pods[name] = c.AddPod(name, PodIP(i+1), []int{8080, 9000}, []int{5353})
+		pods[name] = c.AddPod(name, harness.PodIP(i+1), []int{8080, 9000}, []int{5353})
 	}
-	pods["client"] = c.AddPod("client", PodIP(100), nil, nil)
+	pods["client"] = c.AddPod("client", harness.PodIP(100), nil, nil)
 	return c, pods
 }
 
-func ips(pods map[string]*Pod, names ...string) []EP {
-	var out []EP
+func ips(pods map[string]*harness.Pod, names ...string) []harness.EP {
+	var out []harness.EP
 	for _, n := range names {
-		node := LocalNode
+		node := harness.LocalNode
 		if strings.HasPrefix(n, "b") {
-			node = RemoteNode
+			node = harness.RemoteNode
 		}
-		out = append(out, EP{IP: pods[n].IP.String(), Node: node})
+		out = append(out, harness.EP{IP: pods[n].IP.String(), Node: node})
 	}
 	return out
 }
 
-func ips6(pods map[string]*Pod, names ...string) []EP {
+func ips6(pods map[string]*harness.Pod, names ...string) []harness.EP {
 	out := ips(pods, names...)
 	for i, n := range names {
 		out[i].IP = pods[n].IP6.String()
@@ -54,51 +55,51 @@ func ips6(pods map[string]*Pod, names ...string) []EP {
 // they see, and whether the client is refused or dropped otherwise.
 func TestMixedServicesFromEveryVantagePoint(t *testing.T) {
 	c, pods := featureCluster(t)
-	http := []PortSpec{httpPort}
-	add := func(svc *v1.Service, eps ...EP) {
+	http := []harness.PortSpec{httpPort}
+	add := func(svc *v1.Service, eps ...harness.EP) {
 		c.store.SetService(svc)
 		if len(eps) > 0 {
-			c.store.SetEndpointSlice(SliceOf(svc.Namespace, svc.Name, svc.Name+"-v4", []PortSpec{httpPort, dnsPort, {Name: "sctp", Protocol: v1.ProtocolSCTP, Port: 9000, Target: 9000}}, eps...))
+			c.store.SetEndpointSlice(harness.SliceOf(svc.Namespace, svc.Name, svc.Name+"-v4", []harness.PortSpec{httpPort, dnsPort, {Name: "sctp", Protocol: v1.ProtocolSCTP, Port: 9000, Target: 9000}}, eps...))
 		}
 	}
 	svc := func(name, ip string, mut ...func(*v1.Service)) *v1.Service {
-		return With(ClusterIPService("mix", name, ip, http...), mut...)
+		return harness.With(harness.ClusterIPService("mix", name, ip, http...), mut...)
 	}
 	add(svc("cluster-ip", "10.96.0.60"), ips(pods, "a1", "b1")...)
-	add(svc("no-endpoints", "10.96.0.61", NodePorts(30061), ExternalIPs("198.51.100.61")))
-	add(svc("nodeport", "10.96.0.62", NodePorts(30062)), ips(pods, "a1", "b1")...)
-	add(svc("nodeport-local", "10.96.0.63", LoadBalancer(""), NodePorts(30063), ExternalLocal(32063)), ips(pods, "a1", "b1")...)
-	add(svc("nodeport-local-none", "10.96.0.64", LoadBalancer(""), NodePorts(30064), ExternalLocal(32064)), ips(pods, "b1")...)
-	add(svc("external-ip", "10.96.0.65", ExternalIPs("198.51.100.65")), ips(pods, "a1", "b1")...)
-	add(svc("lb-ranges", "10.96.0.66", LoadBalancer("203.0.113.66", "192.0.2.0/24"), NodePorts(30066)), ips(pods, "a1")...)
-	add(svc("internal-local", "10.96.0.67", InternalLocal), ips(pods, "a1", "b1")...)
-	add(svc("internal-local-none", "10.96.0.68", InternalLocal), ips(pods, "b1")...)
-	add(svc("affinity", "10.96.0.69", Affinity(600)), ips(pods, "a1", "a2", "b1")...)
+	add(svc("no-endpoints", "10.96.0.61", harness.NodePorts(30061), harness.ExternalIPs("198.51.100.61")))
+	add(svc("nodeport", "10.96.0.62", harness.NodePorts(30062)), ips(pods, "a1", "b1")...)
+	add(svc("nodeport-local", "10.96.0.63", harness.LoadBalancer(""), harness.NodePorts(30063), harness.ExternalLocal(32063)), ips(pods, "a1", "b1")...)
+	add(svc("nodeport-local-none", "10.96.0.64", harness.LoadBalancer(""), harness.NodePorts(30064), harness.ExternalLocal(32064)), ips(pods, "b1")...)
+	add(svc("external-ip", "10.96.0.65", harness.ExternalIPs("198.51.100.65")), ips(pods, "a1", "b1")...)
+	add(svc("lb-ranges", "10.96.0.66", harness.LoadBalancer("203.0.113.66", "192.0.2.0/24"), harness.NodePorts(30066)), ips(pods, "a1")...)
+	add(svc("internal-local", "10.96.0.67", harness.InternalLocal), ips(pods, "a1", "b1")...)
+	add(svc("internal-local-none", "10.96.0.68", harness.InternalLocal), ips(pods, "b1")...)
+	add(svc("affinity", "10.96.0.69", harness.Affinity(600)), ips(pods, "a1", "a2", "b1")...)
 	term := ips(pods, "a2", "b2")
 	term[0].NotReady, term[0].Terminating = true, true
 	term[1].NotReady = true
 	add(svc("terminating", "10.96.0.70"), term...)
 	zoned := ips(pods, "a1", "b1")
-	zoned[0].Zone, zoned[1].Zone = LocalZone, "zone-b"
+	zoned[0].Zone, zoned[1].Zone = harness.LocalZone, "zone-b"
 	add(svc("topology", "10.96.0.71"), zoned...)
-	add(With(ClusterIPService("mix", "udp", "10.96.0.72", dnsPort)), ips(pods, "a1", "b1")...)
-	dual := svc("dual-stack", "10.96.0.73", DualStack("fd00:10:96::73"))
+	add(harness.With(harness.ClusterIPService("mix", "udp", "10.96.0.72", dnsPort)), ips(pods, "a1", "b1")...)
+	dual := svc("dual-stack", "10.96.0.73", harness.DualStack("fd00:10:96::73"))
 	add(dual, ips(pods, "a1", "b1")...)
-	c.store.SetEndpointSlice(SliceOf("mix", "dual-stack", "dual-stack-v6", http, ips6(pods, "a1", "b1")...))
-	c.store.SetService(With(ClusterIPService("mix", "v6-empty", "fd00:10:96::74", httpPort), func(s *v1.Service) { s.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol} }))
-	add(With(ClusterIPService("mix", "sctp", "10.96.0.75", PortSpec{Name: "sctp", Protocol: v1.ProtocolSCTP, Port: 9000, Target: 9000})), ips(pods, "a1")...)
+	c.store.SetEndpointSlice(harness.SliceOf("mix", "dual-stack", "dual-stack-v6", http, ips6(pods, "a1", "b1")...))
+	c.store.SetService(harness.With(harness.ClusterIPService("mix", "v6-empty", "fd00:10:96::74", httpPort), func(s *v1.Service) { s.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol} }))
+	add(harness.With(harness.ClusterIPService("mix", "sctp", "10.96.0.75", harness.PortSpec{Name: "sctp", Protocol: v1.ProtocolSCTP, Port: 9000, Target: 9000})), ips(pods, "a1")...)
 	c.sync()
 
 	pod := vantage{"pod", pods["client"].NS, ""}
 	node := vantage{"node", c.Node, ""}
 	ext := vantage{"external host", c.External, ""}
-	ext2 := vantage{"external host (other range)", c.External, ExternalIP2}
+	ext2 := vantage{"external host (other range)", c.External, harness.ExternalIP2}
 	clientIP, clientIP6 := pods["client"].IP.String(), pods["client"].IP6.String()
 	ok := func(source string, servers ...string) expect {
 		return expect{outcome: answered, servers: servers, source: source}
 	}
 	refuse, drop := expect{outcome: refused}, expect{outcome: dropped}
-	np := func(port int) string { return fmt.Sprintf("%s:%d", NodeIP, port) }
+	np := func(port int) string { return fmt.Sprintf("%s:%d", harness.NodeIP, port) }
 
 	type probe struct {
 		service string
@@ -108,33 +109,33 @@ func TestMixedServicesFromEveryVantagePoint(t *testing.T) {
 	}
 	probes := []probe{
 		{"cluster-ip", pod, "10.96.0.60:80", ok(clientIP, "a1", "b1")},
-		{"cluster-ip", node, "10.96.0.60:80", ok(NodePodSideIP, "a1", "b1")},
-		{"cluster-ip", ext, "10.96.0.60:80", ok(NodePodSideIP, "a1", "b1")},
+		{"cluster-ip", node, "10.96.0.60:80", ok(harness.NodePodSideIP, "a1", "b1")},
+		{"cluster-ip", ext, "10.96.0.60:80", ok(harness.NodePodSideIP, "a1", "b1")},
 		{"no-endpoints", pod, "10.96.0.61:80", refuse},
 		{"no-endpoints", node, "10.96.0.61:80", refuse},
 		{"no-endpoints", ext, "10.96.0.61:80", refuse},
 		{"no-endpoints", ext, np(30061), refuse},
 		{"no-endpoints", ext, "198.51.100.61:80", refuse},
-		{"nodeport", pod, np(30062), ok(NodePodSideIP, "a1", "b1")},
-		{"nodeport", node, "127.0.0.1:30062", ok(NodePodSideIP, "a1", "b1")},
-		{"nodeport", ext, np(30062), ok(NodePodSideIP, "a1", "b1")},
+		{"nodeport", pod, np(30062), ok(harness.NodePodSideIP, "a1", "b1")},
+		{"nodeport", node, "127.0.0.1:30062", ok(harness.NodePodSideIP, "a1", "b1")},
+		{"nodeport", ext, np(30062), ok(harness.NodePodSideIP, "a1", "b1")},
 		{"nodeport-local", pod, np(30063), ok(clientIP, "a1", "b1")},
-		{"nodeport-local", node, np(30063), ok(NodePodSideIP, "a1", "b1")},
-		{"nodeport-local", ext, np(30063), ok(ExternalIP, "a1")},
+		{"nodeport-local", node, np(30063), ok(harness.NodePodSideIP, "a1", "b1")},
+		{"nodeport-local", ext, np(30063), ok(harness.ExternalIP, "a1")},
 		{"nodeport-local-none", pod, np(30064), ok(clientIP, "b1")},
-		{"nodeport-local-none", node, np(30064), ok(NodePodSideIP, "b1")},
+		{"nodeport-local-none", node, np(30064), ok(harness.NodePodSideIP, "b1")},
 		{"nodeport-local-none", ext, np(30064), drop},
-		{"external-ip", pod, "198.51.100.65:80", ok(NodePodSideIP, "a1", "b1")},
-		{"external-ip", node, "198.51.100.65:80", ok(NodePodSideIP, "a1", "b1")},
-		{"external-ip", ext, "198.51.100.65:80", ok(NodePodSideIP, "a1", "b1")},
+		{"external-ip", pod, "198.51.100.65:80", ok(harness.NodePodSideIP, "a1", "b1")},
+		{"external-ip", node, "198.51.100.65:80", ok(harness.NodePodSideIP, "a1", "b1")},
+		{"external-ip", ext, "198.51.100.65:80", ok(harness.NodePodSideIP, "a1", "b1")},
 		{"lb-ranges", pod, "203.0.113.66:80", drop},
-		{"lb-ranges", node, "203.0.113.66:80", ok(NodePodSideIP, "a1")},
-		{"lb-ranges", ext, "203.0.113.66:80", ok(NodePodSideIP, "a1")},
+		{"lb-ranges", node, "203.0.113.66:80", ok(harness.NodePodSideIP, "a1")},
+		{"lb-ranges", ext, "203.0.113.66:80", ok(harness.NodePodSideIP, "a1")},
 		{"lb-ranges", ext2, "203.0.113.66:80", drop},
-		{"lb-ranges", ext2, np(30066), ok(NodePodSideIP, "a1")}, // node ports ignore source ranges
+		{"lb-ranges", ext2, np(30066), ok(harness.NodePodSideIP, "a1")}, // node ports ignore source ranges
 		{"internal-local", pod, "10.96.0.67:80", ok(clientIP, "a1")},
-		{"internal-local", node, "10.96.0.67:80", ok(NodePodSideIP, "a1")},
-		{"internal-local", ext, "10.96.0.67:80", ok(NodePodSideIP, "a1")},
+		{"internal-local", node, "10.96.0.67:80", ok(harness.NodePodSideIP, "a1")},
+		{"internal-local", ext, "10.96.0.67:80", ok(harness.NodePodSideIP, "a1")},
 		{"internal-local-none", pod, "10.96.0.68:80", drop},
 		{"internal-local-none", node, "10.96.0.68:80", drop},
 		{"internal-local-none", ext, "10.96.0.68:80", drop},
@@ -142,14 +143,14 @@ func TestMixedServicesFromEveryVantagePoint(t *testing.T) {
 		{"affinity", node, "10.96.0.69:80", expect{outcome: answered, servers: []string{"a1", "a2", "b1"}, sticky: true}},
 		{"affinity", ext, "10.96.0.69:80", expect{outcome: answered, servers: []string{"a1", "a2", "b1"}, sticky: true}},
 		{"terminating", pod, "10.96.0.70:80", ok(clientIP, "a2")},
-		{"terminating", node, "10.96.0.70:80", ok(NodePodSideIP, "a2")},
-		{"terminating", ext, "10.96.0.70:80", ok(NodePodSideIP, "a2")},
+		{"terminating", node, "10.96.0.70:80", ok(harness.NodePodSideIP, "a2")},
+		{"terminating", ext, "10.96.0.70:80", ok(harness.NodePodSideIP, "a2")},
 		{"topology", pod, "10.96.0.71:80", ok(clientIP, "a1")},
-		{"topology", node, "10.96.0.71:80", ok(NodePodSideIP, "a1")},
-		{"topology", ext, "10.96.0.71:80", ok(NodePodSideIP, "a1")},
+		{"topology", node, "10.96.0.71:80", ok(harness.NodePodSideIP, "a1")},
+		{"topology", ext, "10.96.0.71:80", ok(harness.NodePodSideIP, "a1")},
 		{"dual-stack", pod, "[fd00:10:96::73]:80", ok(clientIP6, "a1", "b1")},
-		{"dual-stack", node, "[fd00:10:96::73]:80", ok(NodePodSideIP6, "a1", "b1")},
-		{"dual-stack", ext, "[fd00:10:96::73]:80", ok(NodePodSideIP6, "a1", "b1")},
+		{"dual-stack", node, "[fd00:10:96::73]:80", ok(harness.NodePodSideIP6, "a1", "b1")},
+		{"dual-stack", ext, "[fd00:10:96::73]:80", ok(harness.NodePodSideIP6, "a1", "b1")},
 		{"dual-stack", pod, "10.96.0.73:80", ok(clientIP, "a1", "b1")},
 		{"v6-empty", pod, "[fd00:10:96::74]:80", refuse},
 		{"v6-empty", node, "[fd00:10:96::74]:80", refuse},
@@ -163,7 +164,7 @@ func TestMixedServicesFromEveryVantagePoint(t *testing.T) {
 		x.check(t, p.service, p.from, "tcp", p.addr, p.want)
 	}
 	for _, v := range []vantage{pod, node, ext} {
-		want := ok(NodePodSideIP, "a1", "b1")
+		want := ok(harness.NodePodSideIP, "a1", "b1")
 		if v == pod {
 			want = ok(clientIP, "a1", "b1")
 		}
@@ -207,7 +208,7 @@ func TestMixedServicesFromEveryVantagePoint(t *testing.T) {
 func checkHealth(t *testing.T, v vantage, addr string, wantCode, wantEndpoints int, service string) {
 	t.Helper()
 	var conn net.Conn
-	conn, err := DialTCP(v.ns, addr, 2*time.Second)
+	conn, err := harness.DialTCP(v.ns, addr, 2*time.Second)
 	if err != nil {
 		t.Errorf("health check %s from %s: %v", addr, v.name, err)
 		return

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -19,22 +20,22 @@ import (
 func TestForwardDropHost(t *testing.T) {
 	for _, backend := range []string{"nft", "legacy"} {
 		t.Run(backend, func(t *testing.T) {
-			tp := NewTopology(t, echoBinary)
-			tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
+			tp := harness.NewTopology(t, echoBinary)
+			tp.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
 			tp.Node.MustRun(t, "iptables-"+backend, "-P", "FORWARD", "DROP")
 			dir := t.TempDir()
-			objects := writeObjects(t, dir, testNode(), With(ClusterIPService("demo", "web", "10.96.0.90", httpPort), NodePorts(30090)),
-				Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
-			common := []string{"--objects", objects, "--netns", tp.Node.Path(), "--hostname-override", LocalNode, "--cluster-cidr", ClusterCIDR}
+			objects := writeObjects(t, dir, testNode(), harness.With(harness.ClusterIPService("demo", "web", "10.96.0.90", httpPort), harness.NodePorts(30090)),
+				harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, harness.PodIP(1)))
+			common := []string{"--objects", objects, "--netns", tp.Node.Path(), "--hostname-override", harness.LocalNode, "--cluster-cidr", harness.ClusterCIDR}
 			if out, err := exec.Command(nftproxyBinary, append([]string{"sync"}, common...)...).CombinedOutput(); err != nil {
 				t.Fatalf("nftproxy sync: %v\n%s", err, out)
 			}
-			if _, err := TCPRequest(tp.External, NodeIP+":30090", time.Second); err == nil {
+			if _, err := harness.TCPRequest(tp.External, harness.NodeIP+":30090", time.Second); err == nil {
 				t.Fatal("the node port answers through FORWARD's DROP with nftproxy's table alone: the test shows nothing")
 			}
 			startNftproxy(t, filepath.Join(dir, "nftproxy.log"), append(common, "--metrics-bind-address", "0", "--healthz-bind-address", "0")...)
 			eventually(t, "the node port answers from outside", 15*time.Second, func() error {
-				_, err := TCPRequest(tp.External, NodeIP+":30090", time.Second)
+				_, err := harness.TCPRequest(tp.External, harness.NodeIP+":30090", time.Second)
 				return err
 			})
 			save := tp.Node.MustRun(t, "iptables-"+backend+"-save", "-t", "filter")

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"path/filepath"
 	"strings"
@@ -24,19 +25,19 @@ import (
 // none the handover's. Then a new daemon deletes the handover.
 func TestRollbackServesConnectionsUntilKubeProxySyncs(t *testing.T) {
 	oracle, pathDir := findOracle(t)
-	tp := NewTopology(t, echoBinary)
-	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
-	tp.AddPod("ep2", PodIP(2), []int{8080}, nil)
-	client := tp.AddPod("client", PodIP(100), nil, nil)
+	tp := harness.NewTopology(t, echoBinary)
+	tp.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
+	tp.AddPod("ep2", harness.PodIP(2), []int{8080}, nil)
+	client := tp.AddPod("client", harness.PodIP(100), nil, nil)
 	dir := t.TempDir()
-	objects := writeObjects(t, dir, testNode(), ClusterIPService("demo", "web", "10.96.0.70", httpPort),
-		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
+	objects := writeObjects(t, dir, testNode(), harness.ClusterIPService("demo", "web", "10.96.0.70", httpPort),
+		harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, harness.PodIP(1)))
 	logPath := filepath.Join(dir, "nftproxy.log")
-	args := []string{"--objects", objects, "--netns", tp.Node.Path(), "--hostname-override", LocalNode, "--cluster-cidr", ClusterCIDR,
+	args := []string{"--objects", objects, "--netns", tp.Node.Path(), "--hostname-override", harness.LocalNode, "--cluster-cidr", harness.ClusterCIDR,
 		"--metrics-bind-address", "0", "--healthz-bind-address", "0"}
 	daemon := startNftproxy(t, logPath, args...)
 	eventually(t, "the daemon serves the Service", 15*time.Second, func() error {
-		_, err := TCPRequest(client.NS, "10.96.0.70:80", time.Second)
+		_, err := harness.TCPRequest(client.NS, "10.96.0.70:80", time.Second)
 		return err
 	})
 	daemon.Process.Signal(syscall.SIGTERM)
@@ -51,7 +52,7 @@ func TestRollbackServesConnectionsUntilKubeProxySyncs(t *testing.T) {
 	tp.Node.MustRun(t, "nft", "delete", "table", "ip", "kube-proxy")
 	for i := range 5 {
 		start := time.Now()
-		r, err := TCPRequest(client.NS, "10.96.0.70:80", 800*time.Millisecond)
+		r, err := harness.TCPRequest(client.NS, "10.96.0.70:80", 800*time.Millisecond)
 		if err != nil || r.Server != "ep1" {
 			t.Fatalf("connection %d between kube-proxy's cleanup and its first sync: %+v, %v; want ep1 at once, from the handover", i, r, err)
 		}
@@ -59,15 +60,15 @@ func TestRollbackServesConnectionsUntilKubeProxySyncs(t *testing.T) {
 			t.Logf("served by the handover in %v", d.Round(time.Microsecond))
 		}
 	}
-	moved := writeObjects(t, t.TempDir(), testNode(), ClusterIPService("demo", "web", "10.96.0.70", httpPort),
-		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(2)))
-	cmd := tp.Node.Command(oracle, "-objects", moved, "-hostname", LocalNode, "-node-ip", NodeIP, "-cluster-cidr", ClusterCIDR)
+	moved := writeObjects(t, t.TempDir(), testNode(), harness.ClusterIPService("demo", "web", "10.96.0.70", httpPort),
+		harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, harness.PodIP(2)))
+	cmd := tp.Node.Command(oracle, "-objects", moved, "-hostname", harness.LocalNode, "-node-ip", harness.NodeIP, "-cluster-cidr", harness.ClusterCIDR)
 	cmd.Env = append(os.Environ(), "PATH="+pathDir+":"+os.Getenv("PATH"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("kube-proxy's first sync (the oracle): %v\n%s", err, out)
 	}
 	for i := range 20 {
-		if r, err := TCPRequest(client.NS, "10.96.0.70:80", 2*time.Second); err != nil || r.Server != "ep2" {
+		if r, err := harness.TCPRequest(client.NS, "10.96.0.70:80", 2*time.Second); err != nil || r.Server != "ep2" {
 			t.Fatalf("connection %d after kube-proxy's first sync: %+v, %v; want kube-proxy's endpoint ep2, never the handover's", i, r, err)
 		}
 	}

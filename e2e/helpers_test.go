@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"io"
 	"net/http"
 	"os"
@@ -54,7 +55,7 @@ func loadForeignTable(t *testing.T, ns *testns.NS, family, name, text string) st
 func httpGetStatus(ns *testns.NS, url string) (int, string, error) {
 	addr := strings.TrimPrefix(url, "http://")
 	addr = addr[:strings.Index(addr, "/")]
-	conn, err := DialTCP(ns, addr, 2*time.Second)
+	conn, err := harness.DialTCP(ns, addr, 2*time.Second)
 	if err != nil {
 		return 0, "", err
 	}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,51 +19,51 @@ import (
 // skip (in part or in whole) with a clear log line, and the substrings the
 // log lines must contain.
 func hostileObjects(podIP string) (objs []any, wantLogs []string) {
-	hp := []PortSpec{httpPort}
+	hp := []harness.PortSpec{httpPort}
 	long63 := strings.Repeat("n", 63)
 	add := func(o ...any) { objs = append(objs, o...) }
 
-	add(ClusterIPService("bad", "malformed-ip", "10.96.300.1", hp...))
+	add(harness.ClusterIPService("bad", "malformed-ip", "10.96.300.1", hp...))
 	wantLogs = append(wantLogs, `spec.clusterIPs[0]" reason="invalid IP address \"10.96.300.1\""`)
 
-	mismatched := SliceOf("bad", "wrong-family", "wrong-family-1", hp, EP{IP: "fd00::1"})
+	mismatched := harness.SliceOf("bad", "wrong-family", "wrong-family-1", hp, harness.EP{IP: "fd00::1"})
 	mismatched.AddressType = discovery.AddressTypeIPv4
-	add(ClusterIPService("bad", "wrong-family", "10.96.200.1", hp...), mismatched)
+	add(harness.ClusterIPService("bad", "wrong-family", "10.96.200.1", hp...), mismatched)
 	wantLogs = append(wantLogs, `IPv6 address \"fd00::1\" in a slice of type IPv4`)
 
-	add(ClusterIPService("bad", "ports", "10.96.200.2", PortSpec{Name: "zero", Protocol: v1.ProtocolTCP, Port: 0}, PortSpec{Name: "big", Protocol: v1.ProtocolTCP, Port: 65536}))
+	add(harness.ClusterIPService("bad", "ports", "10.96.200.2", harness.PortSpec{Name: "zero", Protocol: v1.ProtocolTCP, Port: 0}, harness.PortSpec{Name: "big", Protocol: v1.ProtocolTCP, Port: 65536}))
 	wantLogs = append(wantLogs, "port 0 is outside 1..65535", "port 65536 is outside 1..65535")
 
-	add(ClusterIPService("bad", "icmp", "10.96.200.3", PortSpec{Name: "ping", Protocol: "ICMP", Port: 1}))
+	add(harness.ClusterIPService("bad", "icmp", "10.96.200.3", harness.PortSpec{Name: "ping", Protocol: "ICMP", Port: 1}))
 	wantLogs = append(wantLogs, `unsupported protocol \"ICMP\"`)
 
-	nodePort := With(ClusterIPService("bad", "nodeport", "10.96.200.4", hp...), NodePorts(70000))
+	nodePort := harness.With(harness.ClusterIPService("bad", "nodeport", "10.96.200.4", hp...), harness.NodePorts(70000))
 	add(nodePort)
 	wantLogs = append(wantLogs, "port 70000 is outside 0..65535")
 
-	add(With(ClusterIPService("bad", "node-ip", "10.96.200.5", hp...), ExternalIPs(NodeIP, "198.51.100.5")),
-		SliceOf("bad", "node-ip", "node-ip-1", hp, EP{IP: podIP}))
+	add(harness.With(harness.ClusterIPService("bad", "node-ip", "10.96.200.5", hp...), harness.ExternalIPs(harness.NodeIP, "198.51.100.5")),
+		harness.SliceOf("bad", "node-ip", "node-ip-1", hp, harness.EP{IP: podIP}))
 	wantLogs = append(wantLogs, "192.0.2.1 is this node's own address")
 
-	unlabeled := SliceOf("bad", "x", "no-label", hp, EP{IP: podIP})
+	unlabeled := harness.SliceOf("bad", "x", "no-label", hp, harness.EP{IP: podIP})
 	unlabeled.Labels = nil
 	add(unlabeled)
 	wantLogs = append(wantLogs, `no kubernetes.io/service-name label`)
 
 	// Valid but extreme: names at the length limit, duplicates across
 	// slices, 10,000 endpoints in one slice. These are programmed.
-	add(ClusterIPService(long63, long63, "10.96.200.6", PortSpec{Name: strings.Repeat("p", 15), Protocol: v1.ProtocolTCP, Port: 80, Target: 8080}),
-		SliceOf(long63, long63, "long-1", []PortSpec{{Name: strings.Repeat("p", 15), Protocol: v1.ProtocolTCP, Port: 80, Target: 8080}}, EP{IP: podIP}))
-	add(ClusterIPService("bad", "dups", "10.96.200.7", hp...),
-		SliceOf("bad", "dups", "dups-1", hp, EP{IP: podIP}), SliceOf("bad", "dups", "dups-2", hp, EP{IP: podIP}))
-	huge := SliceOf("bad", "huge", "huge-1", hp)
+	add(harness.ClusterIPService(long63, long63, "10.96.200.6", harness.PortSpec{Name: strings.Repeat("p", 15), Protocol: v1.ProtocolTCP, Port: 80, Target: 8080}),
+		harness.SliceOf(long63, long63, "long-1", []harness.PortSpec{{Name: strings.Repeat("p", 15), Protocol: v1.ProtocolTCP, Port: 80, Target: 8080}}, harness.EP{IP: podIP}))
+	add(harness.ClusterIPService("bad", "dups", "10.96.200.7", hp...),
+		harness.SliceOf("bad", "dups", "dups-1", hp, harness.EP{IP: podIP}), harness.SliceOf("bad", "dups", "dups-2", hp, harness.EP{IP: podIP}))
+	huge := harness.SliceOf("bad", "huge", "huge-1", hp)
 	for i := 0; i < 10000; i++ {
 		ready := true
-		node := RemoteNode
+		node := harness.RemoteNode
 		huge.Endpoints = append(huge.Endpoints, discovery.Endpoint{Addresses: []string{fmt.Sprintf("10.100.%d.%d", i/250, i%250+1)},
 			Conditions: discovery.EndpointConditions{Ready: &ready}, NodeName: &node})
 	}
-	add(ClusterIPService("bad", "huge", "10.96.200.8", hp...), huge)
+	add(harness.ClusterIPService("bad", "huge", "10.96.200.8", hp...), huge)
 	return objs, wantLogs
 }
 
@@ -70,23 +71,23 @@ func hostileObjects(podIP string) (objs []any, wantLogs []string) {
 // Services, through the objects-file source: every bad object is skipped
 // with a clear log line, and all 999 good Services carry traffic.
 func TestHostileObjectsFromFile(t *testing.T) {
-	tp := NewTopology(t, echoBinary)
-	ep := tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
+	tp := harness.NewTopology(t, echoBinary)
+	ep := tp.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
 	objs := []any{testNode()}
 	for i := 0; i < 999; i++ {
 		name := fmt.Sprintf("good%d", i)
-		objs = append(objs, ClusterIPService("good", name, fmt.Sprintf("10.98.%d.%d", i/250, i%250+1), httpPort),
-			Slice("good", name, name+"-1", []PortSpec{httpPort}, ep.IP.String()))
+		objs = append(objs, harness.ClusterIPService("good", name, fmt.Sprintf("10.98.%d.%d", i/250, i%250+1), httpPort),
+			harness.Slice("good", name, name+"-1", []harness.PortSpec{httpPort}, ep.IP.String()))
 	}
 	bad, wantLogs := hostileObjects(ep.IP.String())
 	objs = append(objs, bad...)
 	dir := t.TempDir()
 	objects := writeObjects(t, dir, objs...)
 	logPath := filepath.Join(dir, "nftproxy.log")
-	startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
-		"--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0")
+	startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR,
+		"--hostname-override", harness.LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0")
 	if _, err := poll(60*time.Second, func() error {
-		_, err := TCPRequest(tp.External, "10.98.3.249:80", 300*time.Millisecond)
+		_, err := harness.TCPRequest(tp.External, "10.98.3.249:80", 300*time.Millisecond)
 		return err
 	}); err != nil {
 		log, _ := os.ReadFile(logPath)
@@ -94,7 +95,7 @@ func TestHostileObjectsFromFile(t *testing.T) {
 	}
 	failed := 0
 	for i := 0; i < 999; i++ {
-		if r, err := TCPRequest(tp.External, fmt.Sprintf("10.98.%d.%d:80", i/250, i%250+1), timeout); err != nil || r.Server != "ep1" {
+		if r, err := harness.TCPRequest(tp.External, fmt.Sprintf("10.98.%d.%d:80", i/250, i%250+1), timeout); err != nil || r.Server != "ep1" {
 			failed++
 		}
 	}
@@ -102,7 +103,7 @@ func TestHostileObjectsFromFile(t *testing.T) {
 		t.Errorf("%d of the 999 good Services do not carry traffic", failed)
 	}
 	for _, vip := range []string{"10.96.200.6:80", "10.96.200.7:80", "198.51.100.5:80"} {
-		if _, err := TCPRequest(tp.External, vip, timeout); err != nil {
+		if _, err := harness.TCPRequest(tp.External, vip, timeout); err != nil {
 			t.Errorf("extreme but valid Service %s: %v", vip, err)
 		}
 	}

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/binary"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"net"
 	"net/netip"
 	"testing"
@@ -43,7 +44,7 @@ func tcpSegment(src, dst netip.Addr, sport, dport uint16, flags byte) []byte {
 func TestInvalidPacketsDropped(t *testing.T) {
 	for _, liberal := range []bool{false, true} {
 		c := newCluster(t, func(cfg *nftgen.Config) { cfg.ConntrackTCPLiberal = liberal })
-		pod := c.AddPod("p", PodIP(1), nil, nil)
+		pod := c.AddPod("p", harness.PodIP(1), nil, nil)
 		c.sync()
 
 		var rx net.PacketConn
@@ -51,11 +52,11 @@ func TestInvalidPacketsDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 		var tx net.PacketConn
-		if err := c.External.Do(func() (err error) { tx, err = net.ListenPacket("ip4:tcp", ExternalIP); return err }); err != nil {
+		if err := c.External.Do(func() (err error) { tx, err = net.ListenPacket("ip4:tcp", harness.ExternalIP); return err }); err != nil {
 			t.Fatal(err)
 		}
 		const synFin = 0x03
-		seg := tcpSegment(netip.MustParseAddr(ExternalIP), pod.IP, 40000, 8080, synFin)
+		seg := tcpSegment(netip.MustParseAddr(harness.ExternalIP), pod.IP, 40000, 8080, synFin)
 		if _, err := tx.WriteTo(seg, &net.IPAddr{IP: net.IP(pod.IP.AsSlice())}); err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,13 +33,13 @@ import (
 // created through the API, with kubeadm's RBAC for kube-proxy, and log
 // nothing but JSON lines, V(2) ones among them.
 func TestKubeadmDaemonSetRunsNftproxyWithJSONLogs(t *testing.T) {
-	kubeadmProxy, err := Tool(".", "kubeadm-proxy")
+	kubeadmProxy, err := harness.Tool(".", "kubeadm-proxy")
 	if err != nil {
 		t.Fatal(err)
 	}
 	c := newDaemonCluster(t)
 	ctx := context.Background()
-	out, err := exec.Command(kubeadmProxy, "--pod-subnet", ClusterCIDR, "--control-plane-endpoint", strings.TrimPrefix(c.api.URL, "https://")).Output()
+	out, err := exec.Command(kubeadmProxy, "--pod-subnet", harness.ClusterCIDR, "--control-plane-endpoint", strings.TrimPrefix(c.api.URL, "https://")).Output()
 	if err != nil {
 		t.Fatalf("kubeadm's kube-proxy objects: %v", err)
 	}
@@ -116,7 +117,7 @@ func TestKubeadmDaemonSetRunsNftproxyWithJSONLogs(t *testing.T) {
 	env := map[string]string{}
 	for _, e := range ctr.Env {
 		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName" {
-			env[e.Name] = LocalNode
+			env[e.Name] = harness.LocalNode
 		}
 	}
 	var args []string
@@ -128,14 +129,14 @@ func TestKubeadmDaemonSetRunsNftproxyWithJSONLogs(t *testing.T) {
 	}
 	t.Logf("container command: %s %s", ctr.Command[0], strings.Join(args, " "))
 
-	ep := c.AddPod("ep1", PodIP(1), []int{8080}, nil)
+	ep := c.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
 	if _, err := c.admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "demo"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.admin.CoreV1().Services("demo").Create(ctx, ClusterIPService("demo", "web", "10.96.0.80", httpPort), metav1.CreateOptions{}); err != nil {
+	if _, err := c.admin.CoreV1().Services("demo").Create(ctx, harness.ClusterIPService("demo", "web", "10.96.0.80", httpPort), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.admin.DiscoveryV1().EndpointSlices("demo").Create(ctx, Slice("demo", "web", "web-1", []PortSpec{httpPort}, ep.IP.String()), metav1.CreateOptions{}); err != nil {
+	if _, err := c.admin.DiscoveryV1().EndpointSlices("demo").Create(ctx, harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, ep.IP.String()), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -147,7 +148,7 @@ func TestKubeadmDaemonSetRunsNftproxyWithJSONLogs(t *testing.T) {
 	}
 	defer func() { _ = proc.Process.Kill(); _ = proc.Wait() }()
 	eventually(t, "the Service through the DaemonSet's nftproxy", 30*time.Second, func() error {
-		_, err := TCPRequest(c.External, "10.96.0.80:80", 300*time.Millisecond)
+		_, err := harness.TCPRequest(c.External, "10.96.0.80:80", 300*time.Millisecond)
 		return err
 	})
 	_ = proc.Process.Kill()

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -44,7 +45,7 @@ func moduleSource(t *testing.T, mod, rel string) string {
 // applies it (strategic merge) to kubeadm v1.37.2's own kube-proxy
 // DaemonSet it changes the image and nothing else.
 func TestKubeadmPatchKeepsTheImage(t *testing.T) {
-	kubectl, err := Tool(".", "kubectl")
+	kubectl, err := harness.Tool(".", "kubectl")
 	if err != nil {
 		t.Fatal(err)
 	}

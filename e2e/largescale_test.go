@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,7 +88,7 @@ func TestLargeScale(t *testing.T) {
 		}
 	}
 	bin := t.TempDir()
-	probe, err := BuildBinary(bin, "github.com/nftproxy/nftproxy/e2e/scaleprobe")
+	probe, err := harness.BuildBinary(bin, "github.com/nftproxy/nftproxy/e2e/tools/scaleprobe")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +110,7 @@ func TestLargeScale(t *testing.T) {
 		t.Errorf("save shows %d service chain rules, want at least %d", got, n)
 	}
 	resync := timeCommand(t, nftproxy, "sync", "--objects", objects, "--netns", ns.Path(),
-		"--cluster-cidr", ClusterCIDR, "--hostname-override", "node-a")
+		"--cluster-cidr", harness.ClusterCIDR, "--hostname-override", "node-a")
 	cleanup := timeCommand(t, nftproxy, "--cleanup", "--netns", ns.Path())
 	if tables := ns.MustRun(t, "nft", "list", "tables"); strings.Contains(tables, "kube-proxy") {
 		t.Errorf("tables left after --cleanup: %s", tables)
@@ -157,11 +158,11 @@ const (
 // alternating rounds; it returns the median rate of each. Every
 // connection must be answered; the rates are only reported.
 func firstAndLastRates(t *testing.T, net *benchNet, n int) (first, last float64) {
-	net.serve(t, append(ScaleEndpointIPs(0, 10), ScaleEndpointIPs(n-1, 10)...))
+	net.serve(t, append(harness.ScaleEndpointIPs(0, 10), harness.ScaleEndpointIPs(n-1, 10)...))
 	var nets []*benchNet
 	for _, i := range []int{0, n - 1} {
 		through := *net
-		through.addr = ScaleClusterIP(i) + ":80"
+		through.addr = harness.ScaleClusterIP(i) + ":80"
 		if _, err := through.connRate(through.addr, 50); err != nil { // warm-up
 			t.Fatal(err)
 		}

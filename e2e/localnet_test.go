@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"errors"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"io"
 	"net"
 	"syscall"
@@ -25,8 +26,8 @@ func TestLocalnetGuardAfterOtherProgramsDNAT(t *testing.T) {
 	c.Node.MustRun(t, "nft", "add", "table", "ip", "hostport-test")
 	c.Node.MustRun(t, "nft", "add", "chain", "ip", "hostport-test", "out", "{ type nat hook output priority -100; }")
 	c.Node.MustRun(t, "nft", "add", "rule", "ip", "hostport-test", "out", "ip", "daddr", "127.0.0.1", "tcp", "dport", "54323", "dnat", "to", server)
-	if r, err := dialFrom(c, NodeIP, "127.0.0.1:54323"); err != nil || r.Server == "" {
-		t.Errorf("from %s to the DNATed 127.0.0.1:54323: %+v, %v; want the pod behind it to answer", NodeIP, r, err)
+	if r, err := dialFrom(c, harness.NodeIP, "127.0.0.1:54323"); err != nil || r.Server == "" {
+		t.Errorf("from %s to the DNATed 127.0.0.1:54323: %+v, %v; want the pod behind it to answer", harness.NodeIP, r, err)
 	}
 	// Nothing DNATs this one: the guard drops it (a listener on the node
 	// would otherwise answer).
@@ -44,8 +45,8 @@ func TestLocalnetGuardAfterOtherProgramsDNAT(t *testing.T) {
 			conn.Close()
 		}
 	}()
-	if _, err := dialFrom(c, NodeIP, "127.0.0.1:54324"); err == nil {
-		t.Errorf("a connection from %s to 127.0.0.1 that nothing DNATs was let through", NodeIP)
+	if _, err := dialFrom(c, harness.NodeIP, "127.0.0.1:54324"); err == nil {
+		t.Errorf("a connection from %s to 127.0.0.1 that nothing DNATs was let through", harness.NodeIP)
 	}
 	if _, err := dialFrom(c, "127.0.0.1", "127.0.0.1:54324"); err != nil && !isEOF(err) {
 		t.Errorf("from 127.0.0.1 to a local listener on 127.0.0.1: %v, want it connected", err)
@@ -54,13 +55,13 @@ func TestLocalnetGuardAfterOtherProgramsDNAT(t *testing.T) {
 
 // dialFrom connects from the node with the local address src to addr and
 // exchanges one line.
-func dialFrom(c *cluster, src, addr string) (Reply, error) {
-	conn, err := DialTCPFrom(c.Node, src, addr, timeout)
+func dialFrom(c *cluster, src, addr string) (harness.Reply, error) {
+	conn, err := harness.DialTCPFrom(c.Node, src, addr, timeout)
 	if err != nil {
-		return Reply{}, err
+		return harness.Reply{}, err
 	}
 	defer conn.Close()
-	return Exchange(conn, "hello", timeout)
+	return harness.Exchange(conn, "hello", timeout)
 }
 
 // isEOF reports whether err says the peer closed the connection (the

@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,9 +19,9 @@ import (
 func TestLoggingAsKubeProxy(t *testing.T) {
 	ns := nodeNamespace(t, "nfp-log")
 	dir := t.TempDir()
-	objects := writeObjects(t, dir, testNode(), ClusterIPService("ns", "web", "10.96.0.95", httpPort))
+	objects := writeObjects(t, dir, testNode(), harness.ClusterIPService("ns", "web", "10.96.0.95", httpPort))
 
-	text, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode).CombinedOutput()
+	text, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", ns.Path(), "--hostname-override", harness.LocalNode).CombinedOutput()
 	if err != nil || !strings.Contains(string(text), `"Version info"`) || !strings.Contains(string(text), `"Using iptables mode semantics on nftables"`) {
 		t.Errorf("text logging at -v=0: %v\n%s", err, text)
 	}
@@ -41,7 +42,7 @@ func TestLoggingAsKubeProxy(t *testing.T) {
 			t.Errorf("%s: no Version info line:\n%s", what, out)
 		}
 	}
-	out, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode, "--logging-format", "json").CombinedOutput()
+	out, err := exec.Command(nftproxyBinary, "sync", "--objects", objects, "--netns", ns.Path(), "--hostname-override", harness.LocalNode, "--logging-format", "json").CombinedOutput()
 	if err != nil {
 		t.Fatalf("--logging-format json: %v\n%s", err, out)
 	}
@@ -49,7 +50,7 @@ func TestLoggingAsKubeProxy(t *testing.T) {
 
 	cfg := filepath.Join(dir, "config.yaml")
 	os.WriteFile(cfg, []byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nlogging:\n  format: json\n"), 0o644)
-	out, err = exec.Command(nftproxyBinary, "sync", "--config", cfg, "--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode).CombinedOutput()
+	out, err = exec.Command(nftproxyBinary, "sync", "--config", cfg, "--objects", objects, "--netns", ns.Path(), "--hostname-override", harness.LocalNode).CombinedOutput()
 	if err != nil {
 		t.Fatalf("config logging.format json: %v\n%s", err, out)
 	}

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"net"
 	"net/netip"
 	"os"
@@ -42,11 +43,11 @@ func TestMain(m *testing.M) {
 			return 1
 		}
 		defer os.RemoveAll(dir)
-		if echoBinary, err = BuildBinary(dir, "github.com/nftproxy/nftproxy/e2e/echoserver"); err != nil {
+		if echoBinary, err = harness.BuildBinary(dir, "github.com/nftproxy/nftproxy/e2e/tools/echoserver"); err != nil {
 			fmt.Println(err)
 			return 1
 		}
-		if nftproxyBinary, err = BuildBinary(dir, "github.com/nftproxy/nftproxy/cmd/nftproxy"); err != nil {
+		if nftproxyBinary, err = harness.BuildBinary(dir, "github.com/nftproxy/nftproxy/cmd/nftproxy"); err != nil {
 			fmt.Println(err)
 			return 1
 		}
@@ -59,7 +60,7 @@ func TestMain(m *testing.M) {
 // ("node-a" in zone "zone-a", dual-stack), including health check node
 // ports and UDP conntrack cleanup.
 type cluster struct {
-	*Topology
+	*harness.Topology
 	store   *model.Store
 	engine  *proxier.Engine
 	proxier *proxier.Proxier
@@ -73,23 +74,23 @@ type cluster struct {
 type clusterOption func(*nftgen.Config)
 
 func newCluster(t testing.TB, opts ...clusterOption) *cluster {
-	tp := NewTopology(t, echoBinary)
+	tp := harness.NewTopology(t, echoBinary)
 	dp, f, err := kernel.NewNetlinkInNamespace(tp.Node.Path())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { dp.Close(); f.Close() })
-	node := svcmodel.Node{Name: LocalNode, Labels: map[string]string{v1.LabelTopologyZone: LocalZone}}
+	node := svcmodel.Node{Name: harness.LocalNode, Labels: map[string]string{v1.LabelTopologyZone: harness.LocalZone}}
 	var families []nftgen.Config
 	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
 		cfg := nftgen.Config{Family: fam, Node: node}
 		if fam == nftgen.FamilyIPv4 {
-			cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix(ClusterCIDR)}
-			cfg.NodeIPs = []netip.Addr{netip.MustParseAddr(NodeIP)}
+			cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix(harness.ClusterCIDR)}
+			cfg.NodeIPs = []netip.Addr{netip.MustParseAddr(harness.NodeIP)}
 			cfg.LocalhostNodePorts = true
 		} else {
-			cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix(ClusterCIDR6)}
-			cfg.NodeIPs = []netip.Addr{netip.MustParseAddr(NodeIP6)}
+			cfg.ClusterCIDRs = []netip.Prefix{netip.MustParsePrefix(harness.ClusterCIDR6)}
+			cfg.NodeIPs = []netip.Addr{netip.MustParseAddr(harness.NodeIP6)}
 		}
 		for _, o := range opts {
 			o(&cfg)

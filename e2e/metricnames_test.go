@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -153,8 +154,8 @@ func TestMetricNamesMatchKubeProxy(t *testing.T) {
 	want := kubeProxyIPTablesMetrics(t)
 	ns := nodeNamespace(t, "nfp-met")
 	dir := t.TempDir()
-	objects := writeObjects(t, dir, testNode(), ClusterIPService("ns", "web", "10.96.0.96", httpPort))
-	startNftproxy(t, filepath.Join(dir, "nftproxy.log"), "--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode,
+	objects := writeObjects(t, dir, testNode(), harness.ClusterIPService("ns", "web", "10.96.0.96", httpPort))
+	startNftproxy(t, filepath.Join(dir, "nftproxy.log"), "--objects", objects, "--netns", ns.Path(), "--hostname-override", harness.LocalNode,
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0")
 	var body string
 	eventually(t, "metrics served", 10*time.Second, func() error {

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"net/url"
 	"os"
 	"os/exec"
@@ -38,17 +39,17 @@ func TestMonitoringKitAgainstARealPrometheus(t *testing.T) {
 	}
 	c := newDaemonCluster(t)
 	ctx := context.Background()
-	c.AddPod("ep1", PodIP(1), []int{8080}, nil)
+	c.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
 	c.startDaemon(t)
 	if _, err := c.admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "web"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// A Service whose external IP is the node's own address: refused.
-	svc := With(ClusterIPService("web", "api", "10.96.0.81", httpPort), ExternalIPs(NodeIP))
+	svc := harness.With(harness.ClusterIPService("web", "api", "10.96.0.81", httpPort), harness.ExternalIPs(harness.NodeIP))
 	if _, err := c.admin.CoreV1().Services("web").Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sl := Slice("web", "api", "api-1", []PortSpec{httpPort}, PodIP(1))
+	sl := harness.Slice("web", "api", "api-1", []harness.PortSpec{httpPort}, harness.PodIP(1))
 	sl.Annotations = map[string]string{"endpoints.kubernetes.io/last-change-trigger-time": time.Now().UTC().Format(time.RFC3339Nano)}
 	if _, err := c.admin.DiscoveryV1().EndpointSlices("web").Create(ctx, sl, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -63,7 +64,7 @@ func TestMonitoringKitAgainstARealPrometheus(t *testing.T) {
 		t.Fatal(err)
 	}
 	config := "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files: [rules.yaml]\n" +
-		"scrape_configs:\n  - job_name: kube-proxy\n    static_configs:\n      - targets: ['127.0.0.1:10249']\n        labels: {instance: " + LocalNode + "}\n"
+		"scrape_configs:\n  - job_name: kube-proxy\n    static_configs:\n      - targets: ['127.0.0.1:10249']\n        labels: {instance: " + harness.LocalNode + "}\n"
 	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(config), 0o644); err != nil {
 		t.Fatal(err)
 	}

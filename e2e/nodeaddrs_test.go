@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,8 +17,8 @@ import (
 func TestNodePortAddressesFollowTheInterfaces(t *testing.T) {
 	ns := nodeNamespace(t, "nfp-npa")
 	dir := t.TempDir()
-	objects := writeObjects(t, dir, testNode(), With(ClusterIPService("ns", "np", "10.96.0.80", httpPort), NodePorts(30080)))
-	startNftproxy(t, filepath.Join(dir, "nftproxy.log"), "--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode,
+	objects := writeObjects(t, dir, testNode(), harness.With(harness.ClusterIPService("ns", "np", "10.96.0.80", httpPort), harness.NodePorts(30080)))
+	startNftproxy(t, filepath.Join(dir, "nftproxy.log"), "--objects", objects, "--netns", ns.Path(), "--hostname-override", harness.LocalNode,
 		"--nodeport-addresses", "192.0.2.0/24", "--iptables-sync-period", "200ms", "--iptables-min-sync-period", "10ms",
 		"--metrics-bind-address", "0", "--healthz-bind-address", "0")
 	table := func() string {

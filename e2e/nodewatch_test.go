@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +37,7 @@ func TestDaemonExitsWhenTheNodeIPChanges(t *testing.T) {
 	})
 	exited := make(chan error, 1)
 	go func() { exited <- c.daemon.Wait() }()
-	node, err := c.admin.CoreV1().Nodes().Get(ctx, LocalNode, metav1.GetOptions{})
+	node, err := c.admin.CoreV1().Nodes().Get(ctx, harness.LocalNode, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

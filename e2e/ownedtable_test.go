@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"regexp"
 	"strconv"
 	"testing"
@@ -17,14 +18,17 @@ import (
 // counted, retried with backoff, and /healthz turns 503 after twice the
 // sync period; when the other process lets go, nftproxy recovers.
 func TestKernelRejectionsTurnHealthStale(t *testing.T) {
-	tp := NewTopology(t, echoBinary)
-	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
-	objects := writeObjects(t, t.TempDir(), ClusterIPService("demo", "web", "10.96.0.66", httpPort),
-		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
-	startNftproxy(t, "", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+	tp := harness.NewTopology(t, echoBinary)
+	tp.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
+	objects := writeObjects(t, t.TempDir(), harness.ClusterIPService("demo", "web", "10.96.0.66", httpPort),
+		harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, harness.PodIP(1)))
+	startNftproxy(t, "", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR,
 		"--iptables-sync-period", "2s", "--iptables-min-sync-period", "100ms",
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256")
-	eventually(t, "programmed", 10*time.Second, func() error { _, err := TCPRequest(tp.External, "10.96.0.66:80", 300*time.Millisecond); return err })
+	eventually(t, "programmed", 10*time.Second, func() error {
+		_, err := harness.TCPRequest(tp.External, "10.96.0.66:80", 300*time.Millisecond)
+		return err
+	})
 	metrics := func() string {
 		_, body, _ := httpGetStatus(tp.Node, "http://127.0.0.1:10249/metrics")
 		return body
@@ -78,7 +82,7 @@ func TestKernelRejectionsTurnHealthStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	d = eventually(t, "recovery", 10*time.Second, func() error {
-		if _, err := TCPRequest(tp.External, "10.96.0.66:80", 300*time.Millisecond); err != nil {
+		if _, err := harness.TCPRequest(tp.External, "10.96.0.66:80", 300*time.Millisecond); err != nil {
 			return err
 		}
 		if healthz() != 200 {

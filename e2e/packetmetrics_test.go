@@ -5,6 +5,7 @@ package e2e
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"net/netip"
 	"strings"
 	"syscall"
@@ -21,11 +22,11 @@ import (
 // connections to a node port on 127.0.0.1 are counted, while those to the
 // node's own address are not.
 func TestPacketMetricsCountRealPackets(t *testing.T) {
-	tp := NewTopology(t, echoBinary)
-	ep := tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
-	objects := writeObjects(t, t.TempDir(), With(ClusterIPService("demo", "web", "10.96.0.70", httpPort), NodePorts(30070)),
-		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
-	startNftproxy(t, "", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+	tp := harness.NewTopology(t, echoBinary)
+	ep := tp.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
+	objects := writeObjects(t, t.TempDir(), harness.With(harness.ClusterIPService("demo", "web", "10.96.0.70", httpPort), harness.NodePorts(30070)),
+		harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, harness.PodIP(1)))
+	startNftproxy(t, "", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR,
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0")
 
 	const invalid, localhost = "kubeproxy_iptables_ct_state_invalid_dropped_packets_total", "kubeproxy_iptables_localhost_nodeports_accepted_packets_total"
@@ -40,7 +41,7 @@ func TestPacketMetricsCountRealPackets(t *testing.T) {
 		return metricSum(body, invalid), metricSum(body, localhost), nil
 	}
 	eventually(t, "the packet metrics", 10*time.Second, func() error {
-		if _, err := TCPRequest(tp.External, NodeIP+":30070", 300*time.Millisecond); err != nil {
+		if _, err := harness.TCPRequest(tp.External, harness.NodeIP+":30070", 300*time.Millisecond); err != nil {
 			return err
 		}
 		_, _, err := read()
@@ -54,11 +55,11 @@ func TestPacketMetricsCountRealPackets(t *testing.T) {
 		}
 	}
 	for range 2 {
-		if _, err := TCPRequest(tp.Node, "127.0.0.1:30070", timeout); err != nil {
+		if _, err := harness.TCPRequest(tp.Node, "127.0.0.1:30070", timeout); err != nil {
 			t.Fatalf("localhost node port: %v", err)
 		}
 	}
-	if _, err := TCPRequest(tp.Node, NodeIP+":30070", timeout); err != nil {
+	if _, err := harness.TCPRequest(tp.Node, harness.NodeIP+":30070", timeout); err != nil {
 		t.Fatalf("node port on the node's address: %v", err)
 	}
 	eventually(t, "the counts", 5*time.Second, func() error {

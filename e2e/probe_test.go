@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"maps"
 	"net"
 	"slices"
@@ -58,7 +59,7 @@ func probeTCP(t *testing.T, label string, v vantage, addr string, n int, want ex
 		timeout = 3 * time.Second
 	}
 	for i := 0; i < n; i++ {
-		c, err := DialTCPFrom(v.ns, v.src, addr, timeout)
+		c, err := harness.DialTCPFrom(v.ns, v.src, addr, timeout)
 		if err != nil {
 			got := dropped
 			if errors.Is(err, syscall.ECONNREFUSED) {
@@ -75,7 +76,7 @@ func probeTCP(t *testing.T, label string, v vantage, addr string, n int, want ex
 			}
 			continue
 		}
-		r, err := Exchange(c, "probe", 2*time.Second)
+		r, err := harness.Exchange(c, "probe", 2*time.Second)
 		c.Close()
 		if err != nil {
 			t.Errorf("%s from %s to %s: exchange: %v", label, v.name, addr, err)
@@ -115,7 +116,7 @@ func probeUDP(t *testing.T, label string, v vantage, addr string, n int, want ex
 	t.Helper()
 	seen := map[string]int{}
 	for i := 0; i < n; i++ {
-		r, err := UDPRequest(v.ns, addr, 2*time.Second)
+		r, err := harness.UDPRequest(v.ns, addr, 2*time.Second)
 		if err != nil {
 			t.Errorf("%s from %s to %s: %v", label, v.name, addr, err)
 			return

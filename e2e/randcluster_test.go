@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"math/rand/v2"
 	"strings"
 
@@ -325,17 +326,17 @@ func (g *clusterGen) slices(svc *v1.Service, ns, name string, fams []string) []*
 			e.Conditions = discovery.EndpointConditions{Ready: g.condition(), Serving: g.condition(), Terminating: g.condition()}
 			switch r.IntN(3) {
 			case 0:
-				n := LocalNode
+				n := harness.LocalNode
 				e.NodeName = &n
 			case 1:
-				n := RemoteNode
+				n := harness.RemoteNode
 				e.NodeName = &n
 			}
 			if hints {
-				zone := []string{LocalZone, "zone-b"}[r.IntN(2)]
+				zone := []string{harness.LocalZone, "zone-b"}[r.IntN(2)]
 				e.Hints = &discovery.EndpointHints{ForZones: []discovery.ForZone{{Name: zone}}}
 				if g.pick(3) {
-					e.Hints.ForNodes = []discovery.ForNode{{Name: []string{LocalNode, RemoteNode}[r.IntN(2)]}}
+					e.Hints.ForNodes = []discovery.ForNode{{Name: []string{harness.LocalNode, harness.RemoteNode}[r.IntN(2)]}}
 				}
 			}
 			sl.Endpoints = append(sl.Endpoints, e)

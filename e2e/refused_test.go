@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"net/netip"
 	"os/exec"
 	"path/filepath"
@@ -25,23 +26,23 @@ import (
 // holder, the node's address is nobody's, and the daemon's
 // nftproxy_refused_destinations counts both, by reason.
 func TestRefusedDestinationsInEveryReader(t *testing.T) {
-	tp := NewTopology(t, echoBinary)
-	tp.AddPod("holder", PodIP(1), []int{8080}, nil)
-	tp.AddPod("thief", PodIP(2), []int{8080}, nil)
+	tp := harness.NewTopology(t, echoBinary)
+	tp.AddPod("holder", harness.PodIP(1), []int{8080}, nil)
+	tp.AddPod("thief", harness.PodIP(2), []int{8080}, nil)
 	tp.Node.MustRun(t, "ip", "addr", "add", "192.0.2.77/32", "dev", "lo")
 	created := func(at time.Time) func(*v1.Service) {
 		return func(s *v1.Service) { s.CreationTimestamp = metav1.NewTime(at) }
 	}
 	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	objects := writeObjects(t, t.TempDir(),
-		With(ClusterIPService("zzz", "holder", "10.96.0.71", httpPort), ExternalIPs("198.51.100.71"), created(base)),
-		Slice("zzz", "holder", "holder-1", []PortSpec{httpPort}, PodIP(1)),
-		With(ClusterIPService("aaa", "thief", "10.96.0.72", httpPort), ExternalIPs("198.51.100.71"), created(base.Add(time.Hour))),
-		Slice("aaa", "thief", "thief-1", []PortSpec{httpPort}, PodIP(2)),
-		With(ClusterIPService("aaa", "vip", "10.96.0.73", httpPort), ExternalIPs("192.0.2.77"), created(base)),
-		Slice("aaa", "vip", "vip-1", []PortSpec{httpPort}, PodIP(2)))
+		harness.With(harness.ClusterIPService("zzz", "holder", "10.96.0.71", httpPort), harness.ExternalIPs("198.51.100.71"), created(base)),
+		harness.Slice("zzz", "holder", "holder-1", []harness.PortSpec{httpPort}, harness.PodIP(1)),
+		harness.With(harness.ClusterIPService("aaa", "thief", "10.96.0.72", httpPort), harness.ExternalIPs("198.51.100.71"), created(base.Add(time.Hour))),
+		harness.Slice("aaa", "thief", "thief-1", []harness.PortSpec{httpPort}, harness.PodIP(2)),
+		harness.With(harness.ClusterIPService("aaa", "vip", "10.96.0.73", httpPort), harness.ExternalIPs("192.0.2.77"), created(base)),
+		harness.Slice("aaa", "vip", "vip-1", []harness.PortSpec{httpPort}, harness.PodIP(2)))
 	logPath := filepath.Join(t.TempDir(), "nftproxy.log")
-	startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+	startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR,
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0")
 	var save string
 	eventually(t, "the daemon programs the three Services", 10*time.Second, func() error {
@@ -61,11 +62,11 @@ func TestRefusedDestinationsInEveryReader(t *testing.T) {
 	if len(extRules) != 1 || !strings.Contains(extRules[0], `"zzz/holder:http external IP"`) {
 		t.Errorf("compat view: rules for the shared and the node's addresses: %q, want the holder's one rule", extRules)
 	}
-	e := runExplain(t, "--netns", tp.Node.Path(), "--from", "external", "--src", ExternalIP, "198.51.100.71:80")
-	if got := e.Endpoints(); !slices.Equal(got, []string{PodIP(1) + ":8080"}) {
+	e := runExplain(t, "--netns", tp.Node.Path(), "--from", "external", "--src", harness.ExternalIP, "198.51.100.71:80")
+	if got := e.Endpoints(); !slices.Equal(got, []string{harness.PodIP(1) + ":8080"}) {
 		t.Errorf("explain of the shared external IP: endpoints %v, want the holder's", got)
 	}
-	e = runExplain(t, "--netns", tp.Node.Path(), "--from", "external", "--src", ExternalIP, "192.0.2.77:80")
+	e = runExplain(t, "--netns", tp.Node.Path(), "--from", "external", "--src", harness.ExternalIP, "192.0.2.77:80")
 	if got := e.Endpoints(); len(got) != 0 {
 		t.Errorf("explain of the node's own address: endpoints %v, want none", got)
 	}
@@ -91,7 +92,7 @@ func TestRefusedDestinationsInEveryReader(t *testing.T) {
 // cleaned up; those are not the node's addresses, or no cluster IP would
 // be programmed after a swap from IPVS mode.
 func TestIPVSDummyAddressesAreNotTheNodes(t *testing.T) {
-	tp := NewTopology(t, echoBinary)
+	tp := harness.NewTopology(t, echoBinary)
 	tp.Node.MustRun(t, "ip", "link", "add", "kube-ipvs0", "type", "veth", "peer", "name", "ipvs-peer") // no dummy module here; the name is what counts
 	tp.Node.MustRun(t, "ip", "addr", "add", "10.96.0.99/32", "dev", "kube-ipvs0")
 	tp.Node.MustRun(t, "ip", "addr", "add", "192.0.2.78/32", "dev", "lo")

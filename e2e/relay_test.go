@@ -5,6 +5,7 @@ package e2e
 import (
 	"crypto/tls"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"io"
 	"net"
 	"net/http"
@@ -22,7 +23,7 @@ import (
 // end the live Services watch with a 410 Gone ERROR event, as an API
 // server does when a watch's resource version has expired.
 type watchRelay struct {
-	api *APIServer
+	api *harness.APIServer
 	// token authenticates the forwarded requests (client-go sends none
 	// over plain HTTP).
 	token   string
@@ -34,7 +35,7 @@ type watchRelay struct {
 const expiredEvent = `{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (2)","reason":"Expired","code":410}}` + "\n"
 
 func (r *watchRelay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	client := &http.Client{Transport: &http.Transport{DialContext: r.api.dial, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // #nosec: test relay to a throwaway server
+	client := &http.Client{Transport: &http.Transport{DialContext: r.api.Dial, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // #nosec: test relay to a throwaway server
 	out, _ := http.NewRequestWithContext(req.Context(), req.Method, r.api.URL+req.URL.RequestURI(), req.Body)
 	out.Header = req.Header.Clone()
 	out.Header.Set("Authorization", "Bearer "+r.token)
@@ -102,7 +103,7 @@ func (r *watchRelay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // stay in place throughout, and later changes are applied.
 func TestExpiredWatchRelistsWithoutDroppingRules(t *testing.T) {
 	c := newDaemonCluster(t)
-	relay := &watchRelay{api: c.api, token: c.token, expire: make(chan struct{}, 1), log: logFile(c.api.Dir, "relay.log")}
+	relay := &watchRelay{api: c.api, token: c.token, expire: make(chan struct{}, 1), log: harness.LogFile(c.api.Dir, "relay.log")}
 	var l net.Listener
 	if err := c.Node.Do(func() (err error) { l, err = net.Listen("tcp", "127.0.0.1:8080"); return err }); err != nil {
 		t.Fatal(err)
@@ -114,19 +115,19 @@ func TestExpiredWatchRelistsWithoutDroppingRules(t *testing.T) {
 	os.WriteFile(c.kubeconfig, []byte("apiVersion: v1\nkind: Config\nclusters:\n- name: relay\n  cluster: {server: http://127.0.0.1:8080}\n"+
 		"users:\n- name: nftproxy\n  user: {token: "+c.token+"}\ncontexts:\n- name: relay\n  context: {cluster: relay, user: nftproxy}\ncurrent-context: relay\n"), 0o600)
 
-	c.AddPod("ep1", PodIP(1), []int{8080}, nil)
-	c.AddPod("ep2", PodIP(2), []int{8080}, nil)
-	client := c.AddPod("client", PodIP(100), nil, nil)
+	c.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
+	c.AddPod("ep2", harness.PodIP(2), []int{8080}, nil)
+	client := c.AddPod("client", harness.PodIP(100), nil, nil)
 	c.startDaemon(t, "--kube-api-content-type", "application/json")
 	ctx := t.Context()
 	ensureNamespace(ctx, c.admin, "w")
-	if _, err := c.admin.CoreV1().Services("w").Create(ctx, ClusterIPService("w", "s", "10.96.0.88", httpPort), metav1.CreateOptions{}); err != nil {
+	if _, err := c.admin.CoreV1().Services("w").Create(ctx, harness.ClusterIPService("w", "s", "10.96.0.88", httpPort), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.admin.DiscoveryV1().EndpointSlices("w").Create(ctx, Slice("w", "s", "s-1", []PortSpec{httpPort}, PodIP(1)), metav1.CreateOptions{}); err != nil {
+	if _, err := c.admin.DiscoveryV1().EndpointSlices("w").Create(ctx, harness.Slice("w", "s", "s-1", []harness.PortSpec{httpPort}, harness.PodIP(1)), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	request := func() (Reply, error) { return TCPRequest(client.NS, "10.96.0.88:80", time.Second) }
+	request := func() (harness.Reply, error) { return harness.TCPRequest(client.NS, "10.96.0.88:80", time.Second) }
 	if _, err := poll(30*time.Second, servedBy(request, "ep1")); err != nil {
 		log, _ := os.ReadFile(filepath.Join(c.api.Dir, "relay.log"))
 		t.Fatalf("not programmed through the relay: %v\n%s", err, log)
@@ -157,7 +158,7 @@ func TestExpiredWatchRelistsWithoutDroppingRules(t *testing.T) {
 	if n := failures.Load(); n > 0 {
 		t.Errorf("%d requests failed while watches expired", n)
 	}
-	if _, err := c.admin.DiscoveryV1().EndpointSlices("w").Update(ctx, Slice("w", "s", "s-1", []PortSpec{httpPort}, PodIP(1), PodIP(2)), metav1.UpdateOptions{}); err != nil {
+	if _, err := c.admin.DiscoveryV1().EndpointSlices("w").Update(ctx, harness.Slice("w", "s", "s-1", []harness.PortSpec{httpPort}, harness.PodIP(1), harness.PodIP(2)), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	d := eventually(t, "change after the expiries", 10*time.Second, servedBy(request, "ep1", "ep2"))

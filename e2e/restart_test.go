@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"net"
 	"os"
 	"os/exec"
@@ -21,22 +22,22 @@ import (
 // SIGTERM and replaced by another binary. No established connection may
 // break and no new connection may fail.
 func TestRestartsDoNotDisruptTraffic(t *testing.T) {
-	tp := NewTopology(t, echoBinary)
+	tp := harness.NewTopology(t, echoBinary)
 	for i := 1; i <= 3; i++ {
-		tp.AddPod(fmt.Sprintf("ep%d", i), PodIP(i), []int{8080}, nil)
+		tp.AddPod(fmt.Sprintf("ep%d", i), harness.PodIP(i), []int{8080}, nil)
 	}
-	client := tp.AddPod("client", PodIP(100), nil, nil)
+	client := tp.AddPod("client", harness.PodIP(100), nil, nil)
 	dir := t.TempDir()
-	eps := []string{PodIP(1), PodIP(2), PodIP(3)}
+	eps := []string{harness.PodIP(1), harness.PodIP(2), harness.PodIP(3)}
 	write := func(flip int) string {
-		objs := []any{ClusterIPService("demo", "web", "10.96.0.70", httpPort), Slice("demo", "web", "web-1", []PortSpec{httpPort}, eps...)}
+		objs := []any{harness.ClusterIPService("demo", "web", "10.96.0.70", httpPort), harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, eps...)}
 		// A second Service that keeps changing, so that syncs run all the time.
-		objs = append(objs, ClusterIPService("demo", "churn", fmt.Sprintf("10.96.1.%d", 1+flip%200), httpPort))
+		objs = append(objs, harness.ClusterIPService("demo", "churn", fmt.Sprintf("10.96.1.%d", 1+flip%200), httpPort))
 		return writeObjects(t, dir, objs...)
 	}
 	objects := write(0)
 	start := func(bin string) *exec.Cmd {
-		cmd := exec.Command(bin, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+		cmd := exec.Command(bin, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR,
 			"--iptables-min-sync-period", "10ms", "--metrics-bind-address", "0", "--healthz-bind-address", "0")
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
@@ -46,7 +47,7 @@ func TestRestartsDoNotDisruptTraffic(t *testing.T) {
 	cmd := start(nftproxyBinary)
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	eventually(t, "service programmed", 10*time.Second, func() error {
-		_, err := TCPRequest(client.NS, "10.96.0.70:80", 300*time.Millisecond)
+		_, err := harness.TCPRequest(client.NS, "10.96.0.70:80", 300*time.Millisecond)
 		return err
 	})
 
@@ -60,7 +61,7 @@ func TestRestartsDoNotDisruptTraffic(t *testing.T) {
 	}
 	// Five long-lived connections exchange a line every 50 ms.
 	for i := 0; i < 5; i++ {
-		c, err := DialTCP(client.NS, "10.96.0.70:80", timeout)
+		c, err := harness.DialTCP(client.NS, "10.96.0.70:80", timeout)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -74,7 +75,7 @@ func TestRestartsDoNotDisruptTraffic(t *testing.T) {
 					return
 				case <-time.After(50 * time.Millisecond):
 				}
-				if _, err := Exchange(c, "held", 2*time.Second); err != nil {
+				if _, err := harness.Exchange(c, "held", 2*time.Second); err != nil {
 					fail(&heldBroken, err)
 					return
 				}
@@ -92,7 +93,7 @@ func TestRestartsDoNotDisruptTraffic(t *testing.T) {
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			if _, err := TCPRequest(client.NS, "10.96.0.70:80", 2*time.Second); err != nil {
+			if _, err := harness.TCPRequest(client.NS, "10.96.0.70:80", 2*time.Second); err != nil {
 				fail(&newFailed, err)
 			} else {
 				newOK.Add(1)

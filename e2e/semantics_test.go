@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"net"
 	"net/netip"
 	"strings"
@@ -23,15 +24,15 @@ import (
 // picks again once the timeout has passed.
 func TestSessionAffinityStickUntilTimeout(t *testing.T) {
 	c, pods := featureCluster(t)
-	c.store.SetService(With(ClusterIPService("aff", "web", "10.96.0.80", httpPort), Affinity(1)))
-	c.store.SetEndpointSlice(SliceOf("aff", "web", "web-1", []PortSpec{httpPort}, ips(pods, "a1", "a2", "b1")...))
+	c.store.SetService(harness.With(harness.ClusterIPService("aff", "web", "10.96.0.80", httpPort), harness.Affinity(1)))
+	c.store.SetEndpointSlice(harness.SliceOf("aff", "web", "web-1", []harness.PortSpec{httpPort}, ips(pods, "a1", "a2", "b1")...))
 	c.sync()
 	client := pods["client"].NS
 	picks := map[string]bool{}
 	for round := 0; round < 10; round++ {
 		first := ""
 		for i := 0; i < 5; i++ {
-			r, err := TCPRequest(client, "10.96.0.80:80", timeout)
+			r, err := harness.TCPRequest(client, "10.96.0.80:80", timeout)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -56,9 +57,9 @@ func TestSessionAffinityStickUntilTimeout(t *testing.T) {
 // endpoints reaching the first one.
 func TestUDPConntrackCleanup(t *testing.T) {
 	c, pods := featureCluster(t)
-	svc := ClusterIPService("udp", "dns", "10.96.0.81", dnsPort)
+	svc := harness.ClusterIPService("udp", "dns", "10.96.0.81", dnsPort)
 	c.store.SetService(svc)
-	c.store.SetEndpointSlice(SliceOf("udp", "dns", "dns-1", []PortSpec{dnsPort}, ips(pods, "a1")...))
+	c.store.SetEndpointSlice(harness.SliceOf("udp", "dns", "dns-1", []harness.PortSpec{dnsPort}, ips(pods, "a1")...))
 	c.sync()
 
 	// Three clients (three source ports, three conntrack entries with the
@@ -82,7 +83,7 @@ func TestUDPConntrackCleanup(t *testing.T) {
 		if err != nil {
 			return "", err
 		}
-		r, err := parseReply(string(buf[:n]))
+		r, err := harness.ParseReply(string(buf[:n]))
 		return r.Server, err
 	}
 	ask := func() (string, error) { return askOn(clients[0]) }
@@ -96,7 +97,7 @@ func TestUDPConntrackCleanup(t *testing.T) {
 	// flows still point at a1, which still answers.
 	cleaner := c.proxier.Conntrack
 	c.proxier.Conntrack = nil
-	c.store.SetEndpointSlice(SliceOf("udp", "dns", "dns-1", []PortSpec{dnsPort}, ips(pods, "a2")...))
+	c.store.SetEndpointSlice(harness.SliceOf("udp", "dns", "dns-1", []harness.PortSpec{dnsPort}, ips(pods, "a2")...))
 	c.sync()
 	if got, _ := ask(); got != "a1" {
 		t.Fatalf("without cleanup the client reached %q; the control expects it stuck on a1", got)
@@ -117,7 +118,7 @@ func TestUDPConntrackCleanup(t *testing.T) {
 	if _, err := ask(); err == nil {
 		t.Fatal("a Service without endpoints answered")
 	}
-	c.store.SetEndpointSlice(SliceOf("udp", "dns", "dns-1", []PortSpec{dnsPort}, ips(pods, "b1")...))
+	c.store.SetEndpointSlice(harness.SliceOf("udp", "dns", "dns-1", []harness.PortSpec{dnsPort}, ips(pods, "b1")...))
 	c.sync()
 	var got string
 	var err error
@@ -134,11 +135,11 @@ func TestUDPConntrackCleanup(t *testing.T) {
 func TestNodePortAddressesAndLocalhost(t *testing.T) {
 	run := func(t *testing.T, opt clusterOption, want map[string]bool) {
 		c, pods := featureCluster(t, opt)
-		c.store.SetService(With(ClusterIPService("np", "web", "10.96.0.82", httpPort), NodePorts(30082)))
-		c.store.SetEndpointSlice(SliceOf("np", "web", "web-1", []PortSpec{httpPort}, ips(pods, "a1")...))
+		c.store.SetService(harness.With(harness.ClusterIPService("np", "web", "10.96.0.82", httpPort), harness.NodePorts(30082)))
+		c.store.SetEndpointSlice(harness.SliceOf("np", "web", "web-1", []harness.PortSpec{httpPort}, ips(pods, "a1")...))
 		c.sync()
 		for addr, served := range want {
-			_, err := TCPRequest(c.Node, addr, timeout)
+			_, err := harness.TCPRequest(c.Node, addr, timeout)
 			if served && err != nil {
 				t.Errorf("%s: %v, want it served", addr, err)
 			}
@@ -148,19 +149,19 @@ func TestNodePortAddressesAndLocalhost(t *testing.T) {
 		}
 	}
 	t.Run("all addresses", func(t *testing.T) {
-		run(t, func(*nftgen.Config) {}, map[string]bool{NodeIP + ":30082": true, NodePodSideIP + ":30082": true, "127.0.0.1:30082": true})
+		run(t, func(*nftgen.Config) {}, map[string]bool{harness.NodeIP + ":30082": true, harness.NodePodSideIP + ":30082": true, "127.0.0.1:30082": true})
 	})
 	t.Run("only the node IP", func(t *testing.T) {
 		run(t, func(c *nftgen.Config) {
 			c.RestrictNodePorts = true
 			if c.Family == nftgen.FamilyIPv4 {
-				c.NodePortAddresses = []netip.Addr{netip.MustParseAddr(NodeIP)}
+				c.NodePortAddresses = []netip.Addr{netip.MustParseAddr(harness.NodeIP)}
 			}
-		}, map[string]bool{NodeIP + ":30082": true, NodePodSideIP + ":30082": false, "127.0.0.1:30082": false})
+		}, map[string]bool{harness.NodeIP + ":30082": true, harness.NodePodSideIP + ":30082": false, "127.0.0.1:30082": false})
 	})
 	t.Run("no localhost node ports", func(t *testing.T) {
 		run(t, func(c *nftgen.Config) { c.LocalhostNodePorts = false },
-			map[string]bool{NodeIP + ":30082": true, "127.0.0.1:30082": false})
+			map[string]bool{harness.NodeIP + ":30082": true, "127.0.0.1:30082": false})
 	})
 }
 
@@ -196,7 +197,7 @@ func TestSessionAffinityAboveTheCascade(t *testing.T) {
 	c := newCluster(t)
 	n := nftgen.CascadeMaxEndpoints + 20
 	wideAffinityService(c, n, 600)
-	client := c.AddPod("client", PodIP(100), nil, nil)
+	client := c.AddPod("client", harness.PodIP(100), nil, nil)
 	c.sync()
 	sets := c.Node.MustRun(t, "nft", "list", "sets", "ip")
 	if got := strings.Count(sets, "set "+nftgen.PrefixAffinity); got != 1 {
@@ -204,7 +205,7 @@ func TestSessionAffinityAboveTheCascade(t *testing.T) {
 	}
 	first := ""
 	for i := range 20 {
-		r, err := TCPRequest(client.NS, "10.96.0.90:80", timeout)
+		r, err := harness.TCPRequest(client.NS, "10.96.0.90:80", timeout)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,8 +218,8 @@ func TestSessionAffinityAboveTheCascade(t *testing.T) {
 	port := strings.TrimPrefix(first, "wide:")
 	set := c.Node.MustRun(t, "nft", "list", "set", "ip", nftgen.TableName, nftgen.PrefixAffinity+nftgen.ServiceChainName(svcmodel.ServicePortName{
 		NamespacedName: types.NamespacedName{Namespace: "aff", Name: "wide"}, Port: "http", Protocol: v1.ProtocolTCP}))
-	if !strings.Contains(set, PodIP(100)+" . "+PodIP(1)+" . "+port) {
-		t.Errorf("the affinity set lacks %s . %s . %s:\n%s", PodIP(100), PodIP(1), port, set)
+	if !strings.Contains(set, harness.PodIP(100)+" . "+harness.PodIP(1)+" . "+port) {
+		t.Errorf("the affinity set lacks %s . %s . %s:\n%s", harness.PodIP(100), harness.PodIP(1), port, set)
 	}
 	t.Logf("20 connections stuck to %s", first)
 }
@@ -232,12 +233,12 @@ func wideAffinityService(c *cluster, n int, affinitySeconds int32) {
 	for i := range n {
 		ports = append(ports, 9000+i)
 	}
-	c.AddPod("wide", PodIP(1), ports, nil, "-port-in-name")
-	svcPort := PortSpec{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, Target: 9000}
-	c.store.SetService(With(ClusterIPService("aff", "wide", "10.96.0.90", svcPort), Affinity(affinitySeconds)))
+	c.AddPod("wide", harness.PodIP(1), ports, nil, "-port-in-name")
+	svcPort := harness.PortSpec{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, Target: 9000}
+	c.store.SetService(harness.With(harness.ClusterIPService("aff", "wide", "10.96.0.90", svcPort), harness.Affinity(affinitySeconds)))
 	for i := range n {
 		p := svcPort
 		p.Target = int32(9000 + i)
-		c.store.SetEndpointSlice(Slice("aff", "wide", fmt.Sprintf("wide-%d", i), []PortSpec{p}, PodIP(1)))
+		c.store.SetEndpointSlice(harness.Slice("aff", "wide", fmt.Sprintf("wide-%d", i), []harness.PortSpec{p}, harness.PodIP(1)))
 	}
 }

@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,13 +20,13 @@ func TestSIGTERMDuringALongFirstSync(t *testing.T) {
 	ns := nodeNamespace(t, "nfp-term")
 	objs := []any{testNode()}
 	for i := range 10000 {
-		svc, sl := ScaleObjects(i, 10)
+		svc, sl := harness.ScaleObjects(i, 10)
 		objs = append(objs, svc, sl)
 	}
 	dir := t.TempDir()
 	objects := writeObjects(t, dir, objs...)
 	logPath := filepath.Join(dir, "nftproxy.log")
-	args := []string{"--objects", objects, "--netns", ns.Path(), "--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0", "--v=2"}
+	args := []string{"--objects", objects, "--netns", ns.Path(), "--hostname-override", harness.LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0", "--v=2"}
 	daemon := startNftproxy(t, logPath, args...)
 	if _, err := poll(60*time.Second, func() error {
 		if log, _ := os.ReadFile(logPath); !strings.Contains(string(log), "Programming a new table in chunks") {

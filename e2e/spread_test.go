@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"math"
 	"strings"
 	"testing"
@@ -40,17 +41,17 @@ func TestEndpointChoiceIsUniform(t *testing.T) {
 	for i := range maxN {
 		ports = append(ports, 9000+i)
 	}
-	c.AddPod("wide", PodIP(1), ports, nil, "-port-in-name")
-	client := c.AddPod("client", PodIP(100), nil, nil)
+	c.AddPod("wide", harness.PodIP(1), ports, nil, "-port-in-name")
+	client := c.AddPod("client", harness.PodIP(100), nil, nil)
 	for _, n := range sizes {
 		t.Run(fmt.Sprintf("%d endpoints", n), func(t *testing.T) {
 			name := fmt.Sprintf("spread-%d", n)
-			svcPort := PortSpec{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, Target: 9000}
-			c.store.SetService(ClusterIPService("demo", name, "10.96.0.10", svcPort))
+			svcPort := harness.PortSpec{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, Target: 9000}
+			c.store.SetService(harness.ClusterIPService("demo", name, "10.96.0.10", svcPort))
 			for i := range n {
 				p := svcPort
 				p.Target = int32(9000 + i)
-				sl := Slice("demo", name, fmt.Sprintf("%s-%d", name, i), []PortSpec{p}, PodIP(1))
+				sl := harness.Slice("demo", name, fmt.Sprintf("%s-%d", name, i), []harness.PortSpec{p}, harness.PodIP(1))
 				c.store.SetEndpointSlice(sl)
 			}
 			c.sync()
@@ -62,7 +63,7 @@ func TestEndpointChoiceIsUniform(t *testing.T) {
 			total := max(40*n, 600)
 			counts := map[string]int{}
 			for i := range total {
-				r, err := TCPRequest(client.NS, "10.96.0.10:80", timeout)
+				r, err := harness.TCPRequest(client.NS, "10.96.0.10:80", timeout)
 				if err != nil {
 					t.Fatalf("request %d: %v", i, err)
 				}

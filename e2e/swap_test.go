@@ -5,6 +5,7 @@ package e2e
 import (
 	"flag"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"path/filepath"
 	"strings"
@@ -31,29 +32,29 @@ var swapServices = flag.Int("swap-services", 2000, "Services of TestSwapResyncAn
 // either.
 func TestSwapResyncAndRestartLoseNoConnection(t *testing.T) {
 	oracle, pathDir := findOracle(t)
-	tp := NewTopology(t, echoBinary)
+	tp := harness.NewTopology(t, echoBinary)
 	var ips []string
 	for i := 1; i <= 3; i++ {
-		tp.AddPod(fmt.Sprintf("ep%d", i), PodIP(i), []int{8080}, nil)
-		ips = append(ips, PodIP(i))
+		tp.AddPod(fmt.Sprintf("ep%d", i), harness.PodIP(i), []int{8080}, nil)
+		ips = append(ips, harness.PodIP(i))
 	}
-	client := tp.AddPod("client", PodIP(100), nil, nil)
+	client := tp.AddPod("client", harness.PodIP(100), nil, nil)
 	objs := []any{testNode()}
 	for i := range *swapServices - 1 {
 		name := fmt.Sprintf("svc-%d", i)
-		objs = append(objs, ClusterIPService("scale", name, fmt.Sprintf("10.97.%d.%d", i/250, i%250+1), httpPort),
-			Slice("scale", name, name+"-1", []PortSpec{httpPort}, fmt.Sprintf("10.250.%d.%d", i/250, i%250+1), fmt.Sprintf("10.251.%d.%d", i/250, i%250+1)))
+		objs = append(objs, harness.ClusterIPService("scale", name, fmt.Sprintf("10.97.%d.%d", i/250, i%250+1), httpPort),
+			harness.Slice("scale", name, name+"-1", []harness.PortSpec{httpPort}, fmt.Sprintf("10.250.%d.%d", i/250, i%250+1), fmt.Sprintf("10.251.%d.%d", i/250, i%250+1)))
 	}
-	objs = append(objs, ClusterIPService("demo", "web", "10.96.0.10", httpPort), Slice("demo", "web", "web-1", []PortSpec{httpPort}, ips...))
+	objs = append(objs, harness.ClusterIPService("demo", "web", "10.96.0.10", httpPort), harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, ips...))
 	dir := t.TempDir()
 	objects := writeObjects(t, dir, objs...)
 
-	cmd := tp.Node.Command(oracle, "-objects", objects, "-hostname", LocalNode, "-node-ip", NodeIP, "-cluster-cidr", ClusterCIDR)
+	cmd := tp.Node.Command(oracle, "-objects", objects, "-hostname", harness.LocalNode, "-node-ip", harness.NodeIP, "-cluster-cidr", harness.ClusterCIDR)
 	cmd.Env = append(os.Environ(), "PATH="+pathDir+":"+os.Getenv("PATH"))
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("kube-proxy oracle: %v\n%s", err, out)
 	}
-	if _, err := TCPRequest(client.NS, "10.96.0.10:80", timeout); err != nil {
+	if _, err := harness.TCPRequest(client.NS, "10.96.0.10:80", timeout); err != nil {
 		t.Fatalf("kube-proxy's rules do not carry the Service: %v", err)
 	}
 
@@ -76,7 +77,7 @@ func TestSwapResyncAndRestartLoseNoConnection(t *testing.T) {
 			}
 			sent.Add(1)
 			wg.Go(func() {
-				if _, err := TCPRequest(client.NS, "10.96.0.10:80", 2*time.Second); err != nil {
+				if _, err := harness.TCPRequest(client.NS, "10.96.0.10:80", 2*time.Second); err != nil {
 					failed.Add(1)
 					firstErr.CompareAndSwap(nil, err.Error())
 				}
@@ -94,8 +95,8 @@ func TestSwapResyncAndRestartLoseNoConnection(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 
 	start := time.Now()
-	daemon := startNftproxy(t, filepath.Join(dir, "nftproxy.log"), "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
-		"--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0")
+	daemon := startNftproxy(t, filepath.Join(dir, "nftproxy.log"), "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR,
+		"--hostname-override", harness.LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "0")
 	var programmed, removed time.Duration
 	deadline := time.Now().Add(90 * time.Second)
 	for removed == 0 {
@@ -144,8 +145,8 @@ func TestSwapResyncAndRestartLoseNoConnection(t *testing.T) {
 	// Restart adoption: a new process takes over the live table.
 	daemon.Process.Kill()
 	daemon.Wait()
-	startNftproxy(t, filepath.Join(dir, "nftproxy-2.log"), "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
-		"--hostname-override", LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "127.0.0.1:10299")
+	startNftproxy(t, filepath.Join(dir, "nftproxy-2.log"), "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR,
+		"--hostname-override", harness.LocalNode, "--metrics-bind-address", "0", "--healthz-bind-address", "127.0.0.1:10299")
 	start = time.Now()
 	if _, err := poll(30*time.Second, func() error {
 		if code, body, err := httpGetStatus(tp.Node, "http://127.0.0.1:10299/healthz"); err != nil || code != 200 {

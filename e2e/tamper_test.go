@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -18,16 +19,16 @@ import (
 // repaired within 1 s, counted and logged, and that another table is never
 // touched.
 func TestTamperingIsRepairedWithinASecond(t *testing.T) {
-	tp := NewTopology(t, echoBinary)
-	tp.AddPod("ep1", PodIP(1), []int{8080}, nil)
+	tp := harness.NewTopology(t, echoBinary)
+	tp.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
 	otherBefore := loadForeignTable(t, tp.Node, "inet", "other-tool",
 		"table inet other-tool {\n\tchain input {\n\t\ttype filter hook input priority 0; policy accept;\n\t\ttcp dport 22 accept\n\t}\n}\n")
 
 	dir := t.TempDir()
-	objects := writeObjects(t, dir, ClusterIPService("demo", "web", "10.96.0.60", httpPort),
-		Slice("demo", "web", "web-1", []PortSpec{httpPort}, PodIP(1)))
+	objects := writeObjects(t, dir, harness.ClusterIPService("demo", "web", "10.96.0.60", httpPort),
+		harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, harness.PodIP(1)))
 	logPath := filepath.Join(dir, "nftproxy.log")
-	startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", ClusterCIDR,
+	startNftproxy(t, logPath, "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR,
 		"--iptables-sync-period", "1m", "--iptables-min-sync-period", "100ms", "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "0")
 
 	// Repairs honour the minimum sync period (100 ms here, kube-proxy's
@@ -70,7 +71,7 @@ func TestTamperingIsRepairedWithinASecond(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		t.Logf("%s: repaired after %v", tm.name, time.Since(start).Round(time.Millisecond))
-		if _, err := TCPRequest(tp.External, "10.96.0.60:80", timeout); err != nil {
+		if _, err := harness.TCPRequest(tp.External, "10.96.0.60:80", timeout); err != nil {
 			t.Errorf("%s: traffic after repair: %v", tm.name, err)
 		}
 	}

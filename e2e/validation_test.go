@@ -5,6 +5,7 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -79,7 +80,7 @@ var validationCorpus = []validationCase{
 // accepted or refused alike, with kube-proxy's exit code, except where the
 // corpus says nftproxy is stricter, and why.
 func TestValidationAsKubeProxy(t *testing.T) {
-	kubeProxy, err := Tool(".", "kube-proxy")
+	kubeProxy, err := harness.Tool(".", "kube-proxy")
 	if err != nil {
 		t.Fatal(err)
 	}

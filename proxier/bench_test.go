@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/nftproxy/nftproxy/e2e"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/model"
@@ -49,7 +49,7 @@ func benchEngine(b *testing.B, n int) (*proxier.Engine, *model.Store) {
 	b.Helper()
 	store := model.NewStore()
 	for i := range n {
-		svc, sl := e2e.ScaleObjects(i, 10)
+		svc, sl := harness.ScaleObjects(i, 10)
 		store.SetService(svc)
 		store.SetEndpointSlice(sl)
 	}
@@ -71,7 +71,7 @@ func benchEngine(b *testing.B, n int) (*proxier.Engine, *model.Store) {
 func BenchmarkOneServiceChange(b *testing.B) {
 	n := benchServices(b)
 	engine, store := benchEngine(b, n)
-	_, sl := e2e.ScaleObjects(n/2, 10)
+	_, sl := harness.ScaleObjects(n/2, 10)
 	full := sl.Endpoints
 	b.ReportAllocs()
 	i := 0

@@ -9,7 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	"github.com/nftproxy/nftproxy/e2e"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 )
 
 // benchServices is the size of the benchmarked files: 10,000 Services x
@@ -23,7 +23,7 @@ func scaleList(b testing.TB, n int) (yamlText, jsonText []byte) {
 	list := &v1.List{}
 	list.APIVersion, list.Kind = "v1", "List"
 	for i := range n {
-		svc, sl := e2e.ScaleObjects(i, 10)
+		svc, sl := harness.ScaleObjects(i, 10)
 		svc.APIVersion, svc.Kind = "v1", "Service"
 		sl.APIVersion, sl.Kind = "discovery.k8s.io/v1", "EndpointSlice"
 		svc.Labels = map[string]string{"app": svc.Name}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package e2e
+package harness
 
 import (
 	"bufio"
@@ -173,7 +173,8 @@ type Reply struct {
 	Source netip.AddrPort
 }
 
-func parseReply(line string) (Reply, error) {
+// ParseReply parses one answer line of the echo server.
+func ParseReply(line string) (Reply, error) {
 	f := strings.Fields(line)
 	if len(f) < 2 {
 		return Reply{}, fmt.Errorf("short reply %q", line)
@@ -216,7 +217,7 @@ func Exchange(c net.Conn, msg string, timeout time.Duration) (Reply, error) {
 	if err != nil {
 		return Reply{}, err
 	}
-	return parseReply(line)
+	return ParseReply(line)
 }
 
 // TCPRequest connects from ns to addr, exchanges one line and closes.
@@ -251,7 +252,7 @@ func UDPRequest(ns *testns.NS, addr string, timeout time.Duration) (Reply, error
 	if err != nil {
 		return Reply{}, err
 	}
-	return parseReply(string(buf[:n]))
+	return ParseReply(string(buf[:n]))
 }
 
 // BuildBinary builds a package of this module into dir and returns the

@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nftproxy/nftproxy/e2e"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 )
 
 // writeObjects writes the probe's n Services and their EndpointSlices to
@@ -21,7 +21,7 @@ func writeObjects(path string, n, endpoints int) error {
 	list := &v1.List{}
 	list.APIVersion, list.Kind = "v1", "List"
 	for i := range n {
-		svc, sl := e2e.ScaleObjects(i, endpoints)
+		svc, sl := harness.ScaleObjects(i, endpoints)
 		svc.APIVersion, svc.Kind = "v1", "Service"
 		sl.APIVersion, sl.Kind = "discovery.k8s.io/v1", "EndpointSlice"
 		list.Items = append(list.Items, runtime.RawExtension{Object: svc}, runtime.RawExtension{Object: sl})

@@ -1,6 +1,6 @@
 //go:build linux
 
-package e2e
+package harness
 
 import (
 	"context"
@@ -103,7 +103,7 @@ func (s *APIServer) startEtcd(t testns.T) {
 		"--listen-client-urls", "http://127.0.0.1:2379", "--advertise-client-urls", "http://127.0.0.1:2379",
 		"--listen-peer-urls", "http://127.0.0.1:2380", "--initial-advertise-peer-urls", "http://127.0.0.1:2380",
 		"--initial-cluster", "default=http://127.0.0.1:2380", "--unsafe-no-fsync", "--log-level", "error")
-	s.etcd.Stdout, s.etcd.Stderr = logFile(s.Dir, "etcd.log"), logFile(s.Dir, "etcd.log")
+	s.etcd.Stdout, s.etcd.Stderr = LogFile(s.Dir, "etcd.log"), LogFile(s.Dir, "etcd.log")
 	if err := s.etcd.Start(); err != nil {
 		t.Fatalf("start etcd: %v", err)
 	}
@@ -116,7 +116,8 @@ func (s *APIServer) stopEtcd() {
 	}
 }
 
-func logFile(dir, name string) *os.File {
+// LogFile opens dir/name for appending, creating it; nil if it cannot.
+func LogFile(dir, name string) *os.File {
 	f, _ := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	return f
 }
@@ -135,7 +136,7 @@ func (s *APIServer) Start(t testns.T) {
 		"--authorization-mode", "RBAC", "--disable-admission-plugins", "ServiceAccount",
 		// As kubeadm's control plane: kube-proxy's DaemonSet is privileged.
 		"--allow-privileged=true")
-	s.api.Stdout, s.api.Stderr = logFile(s.Dir, "apiserver.log"), logFile(s.Dir, "apiserver.log")
+	s.api.Stdout, s.api.Stderr = LogFile(s.Dir, "apiserver.log"), LogFile(s.Dir, "apiserver.log")
 	if err := s.api.Start(); err != nil {
 		t.Fatalf("start kube-apiserver: %v", err)
 	}
@@ -161,7 +162,8 @@ func (s *APIServer) Stop() {
 	}
 }
 
-func (s *APIServer) dial(ctx context.Context, network, addr string) (c net.Conn, err error) {
+// Dial connects from inside the API server's namespace, where it listens.
+func (s *APIServer) Dial(ctx context.Context, network, addr string) (c net.Conn, err error) {
 	err = s.NS.Do(func() error {
 		var d net.Dialer
 		c, err = d.DialContext(ctx, network, addr)
@@ -171,7 +173,7 @@ func (s *APIServer) dial(ctx context.Context, network, addr string) (c net.Conn,
 }
 
 func (s *APIServer) ready() bool {
-	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: s.dial,
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: s.Dial,
 		TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // #nosec: a throwaway test server
 	req, _ := http.NewRequest("GET", s.URL+"/readyz", nil)
 	req.Header.Set("Authorization", "Bearer "+s.AdminToken)
@@ -186,7 +188,7 @@ func (s *APIServer) ready() bool {
 // Config returns a client configuration with token, dialing from the
 // server's namespace.
 func (s *APIServer) Config(token string) *rest.Config {
-	return &rest.Config{Host: s.URL, BearerToken: token, Dial: s.dial, TLSClientConfig: rest.TLSClientConfig{CAFile: s.CAFile}, QPS: 1000, Burst: 2000}
+	return &rest.Config{Host: s.URL, BearerToken: token, Dial: s.Dial, TLSClientConfig: rest.TLSClientConfig{CAFile: s.CAFile}, QPS: 1000, Burst: 2000}
 }
 
 // Admin returns a clientset with the admin token.

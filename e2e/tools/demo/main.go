@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nftproxy/nftproxy/e2e"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 )
 
 // runner implements netns.T for a program: failures print and unwind.
@@ -74,22 +74,22 @@ func main() {
 }
 
 func demo(r *runner, nftproxy, echo, objects string, n int) {
-	tp := e2e.NewTopology(r, echo)
+	tp := harness.NewTopology(r, echo)
 	for i := 1; i <= 3; i++ {
-		tp.AddPod(fmt.Sprintf("ep%d", i), e2e.PodIP(i), []int{8080}, []int{5353})
+		tp.AddPod(fmt.Sprintf("ep%d", i), harness.PodIP(i), []int{8080}, []int{5353})
 	}
-	client := tp.AddPod("client", e2e.PodIP(100), nil, nil)
+	client := tp.AddPod("client", harness.PodIP(100), nil, nil)
 	fmt.Printf("topology: node %s, pods ep1-ep3 at %s-%s, client pod %s, external host %s\n\n",
-		tp.Node.Name, e2e.PodIP(1), e2e.PodIP(3), e2e.PodIP(100), e2e.ExternalIP)
+		tp.Node.Name, harness.PodIP(1), harness.PodIP(3), harness.PodIP(100), harness.ExternalIP)
 
 	start := time.Now()
-	out, err := exec.Command(nftproxy, "sync", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", e2e.ClusterCIDR).CombinedOutput()
+	out, err := exec.Command(nftproxy, "sync", "--objects", objects, "--netns", tp.Node.Path(), "--cluster-cidr", harness.ClusterCIDR).CombinedOutput()
 	if err != nil {
 		r.Fatalf("nftproxy sync: %v\n%s", err, out)
 	}
 	// The command as it really ran: pasted without --netns it would
 	// program the host.
-	fmt.Printf("$ nftproxy sync --objects %s --netns %s --cluster-cidr %s   (%v)\n\n", objects, tp.Node.Path(), e2e.ClusterCIDR, time.Since(start).Round(time.Millisecond))
+	fmt.Printf("$ nftproxy sync --objects %s --netns %s --cluster-cidr %s   (%v)\n\n", objects, tp.Node.Path(), harness.ClusterCIDR, time.Since(start).Round(time.Millisecond))
 
 	for _, proto := range []string{"tcp", "udp"} {
 		addr := "10.96.0.10:80"
@@ -98,12 +98,12 @@ func demo(r *runner, nftproxy, echo, objects string, n int) {
 		}
 		counts := map[string]int{}
 		for i := 0; i < n; i++ {
-			var rep e2e.Reply
+			var rep harness.Reply
 			var err error
 			if proto == "tcp" {
-				rep, err = e2e.TCPRequest(client.NS, addr, 3*time.Second)
+				rep, err = harness.TCPRequest(client.NS, addr, 3*time.Second)
 			} else {
-				rep, err = e2e.UDPRequest(client.NS, addr, 3*time.Second)
+				rep, err = harness.UDPRequest(client.NS, addr, 3*time.Second)
 			}
 			if err != nil {
 				r.Fatalf("%s request to %s: %v", proto, addr, err)
@@ -121,12 +121,12 @@ func demo(r *runner, nftproxy, echo, objects string, n int) {
 		fmt.Printf("  chi-square against uniform: %.2f (uniform at p > 0.001 while below 13.82)\n\n", chi)
 	}
 
-	_, err = e2e.DialTCP(client.NS, "10.96.0.20:80", 3*time.Second)
+	_, err = harness.DialTCP(client.NS, "10.96.0.20:80", 3*time.Second)
 	fmt.Printf("demo/empty (10.96.0.20:80, no endpoints): %v (refused: %v)\n\n", err, errors.Is(err, syscall.ECONNREFUSED))
 
-	rep, err := e2e.TCPRequest(tp.External, "10.96.0.10:80", 3*time.Second)
+	rep, err := harness.TCPRequest(tp.External, "10.96.0.10:80", 3*time.Second)
 	if err == nil {
-		fmt.Printf("from the external host %s: answered by %s, which saw source %s (masqueraded)\n\n", e2e.ExternalIP, rep.Server, rep.Source.Addr())
+		fmt.Printf("from the external host %s: answered by %s, which saw source %s (masqueraded)\n\n", harness.ExternalIP, rep.Server, rep.Source.Addr())
 	}
 
 	fmt.Println("$ nft list table ip kube-proxy   (in the node namespace)")

@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nftproxy/nftproxy/compat"
-	"github.com/nftproxy/nftproxy/e2e"
+	"github.com/nftproxy/nftproxy/e2e/harness"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/kernel"
 	"github.com/nftproxy/nftproxy/proxier"
@@ -225,7 +225,7 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool, s
 			}
 		}()
 	}
-	family := nftgen.Config{Family: nftgen.FamilyIPv4, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(e2e.ClusterCIDR)}}
+	family := nftgen.Config{Family: nftgen.FamilyIPv4, ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix(harness.ClusterCIDR)}}
 	g, err := nftgen.NewGenerator(family)
 	if err != nil {
 		return nil, err
@@ -234,7 +234,7 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool, s
 	// objects as the model trims them.
 	store, trim := model.NewStore(), model.NewTrimmer()
 	for i := range n {
-		svc, sl := e2e.ScaleObjects(i, endpoints)
+		svc, sl := harness.ScaleObjects(i, endpoints)
 		store.SetService(trim.Service(svc))
 		if p := store.SetEndpointSlice(trim.EndpointSlice(sl)); p != nil {
 			return nil, p
@@ -287,7 +287,7 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool, s
 	if got := s.ElementCounts(nftgen.FamilyIPv4)["service-ips"]; got != n {
 		return nil, fmt.Errorf("service-ips holds %d elements after the cold sync, want %d", got, n)
 	}
-	extra, extraSlice := e2e.ScaleObjects(n, endpoints)
+	extra, extraSlice := harness.ScaleObjects(n, endpoints)
 	store.SetService(extra)
 	store.SetEndpointSlice(extraSlice)
 	if rep.Add, err = sync("add one Service", (n+1)*endpoints); err != nil {
@@ -358,7 +358,7 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool, s
 func writeTexts(store *model.Store, g *nftgen.Generator, n int, nftOut, iptOut string) error {
 	var states []svcmodel.ServicePortState
 	for i := range n {
-		ports, _ := store.State(types.NamespacedName{Namespace: e2e.ScaleNamespace, Name: fmt.Sprintf("svc-%d", i)})
+		ports, _ := store.State(types.NamespacedName{Namespace: harness.ScaleNamespace, Name: fmt.Sprintf("svc-%d", i)})
 		states = append(states, ports...)
 	}
 	if len(states) != n {
