@@ -23,8 +23,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nftproxy/nftproxy/e2e/tools/benchreport"
 	"github.com/nftproxy/nftproxy/e2e/testns"
+	"github.com/nftproxy/nftproxy/e2e/tools/benchreport"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"golang.org/x/sys/unix"
 )
