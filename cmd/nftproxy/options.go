@@ -179,9 +179,6 @@ func (o *options) ruleSpec(ipv6 bool) (*proxier.RuleSpec, error) {
 			spec.ClusterCIDRs[f] = append(spec.ClusterCIDRs[f], p.Masked())
 		}
 	}
-	if o.masqueradeBit < 0 || o.masqueradeBit > 31 {
-		return nil, usageError{fmt.Errorf("--iptables-masquerade-bit: %d is outside 0..31", o.masqueradeBit)}
-	}
 	spec.BindAddress, _ = netip.ParseAddr(o.kp.bindAddress)
 	// As kube-proxy: the interface modes tell pod traffic by interface
 	// alone, whatever --cluster-cidr says.
