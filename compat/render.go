@@ -417,6 +417,11 @@ func (b *builder) rule(table, chain string, r nftgen.Rule) {
 			out.target = b.target(table, s)
 		case nftgen.Reject:
 			out.target = "-j REJECT --reject-with " + b.rejectWith()
+		case nftgen.ProtoPortIn:
+			// nftproxy writes it only in the counting rule of a map
+			// (CountedMap, handled above).
+			b.note(table, "rule in %s matches the keys of @%s without counting them; kube-proxy writes no such rule", chain, s.Map)
+			return
 		case nftgen.Unknown:
 			b.note(table, "rule in %s with an expression nftproxy did not write: %s", chain, s.Desc)
 			return
