@@ -32,7 +32,7 @@ type claim struct {
 	// spec.externalIPs: so a load balancer IP wins over an external IP, and
 	// an external IP can never take over (and bypass the source ranges of)
 	// another Service's load balancer address.
-	rank int
+	rank int8
 	// held is set when the service port held the destination before this
 	// sync (see incumbents), and since is when its Service was created
 	// (Unix nanoseconds; 0 when unknown): between claims of one rank the
