@@ -98,23 +98,47 @@ func (p *Proxier) Sync(ctx context.Context, fullReason string) (SyncResult, erro
 	// A family that failed does not hold back what follows for the
 	// others: their latency, the health check ports, their conntrack.
 	defer p.record(res, start)
-	if p.Metrics != nil {
-		// Each change in the family of the slice that carried it, as
-		// kube-proxy's per-family proxiers observe them.
-		for _, t := range p.Store.TakeTriggerTimes(res.Changed) {
-			for _, f := range p.Syncer.Families() {
-				if modelFamily(f) == t.Family && !slices.Contains(res.Failed, f) {
-					p.Metrics.NetworkProgramming.WithLabelValues(familyLabel(f)).Observe(metrics.Since(t.Time))
-				}
+	p.observeProgramming(res)
+	udp := p.takeRead(res.Full)
+	// After a change, and at every sync while a port could not be opened
+	// (the old pod may still hold it).
+	if p.Health != nil && (len(res.Changed) > 0 || p.healthFailed) {
+		p.syncHealthCheckPorts(ctx)
+	}
+	if p.Conntrack != nil {
+		p.cleanConntrack(ctx, res, udp)
+	}
+	return res, err
+}
+
+// serviceUDP is what one Service's sync read of its UDP ports.
+type serviceUDP struct {
+	nn   types.NamespacedName
+	list []conntrack.UDPService
+}
+
+// observeProgramming records kubeproxy_network_programming_duration_seconds
+// for each change the sync applied, in the family of the slice that
+// carried it, as kube-proxy's per-family proxiers observe them.
+func (p *Proxier) observeProgramming(res SyncResult) {
+	if p.Metrics == nil {
+		return
+	}
+	for _, t := range p.Store.TakeTriggerTimes(res.Changed) {
+		for _, f := range p.Syncer.Families() {
+			if modelFamily(f) == t.Family && !slices.Contains(res.Failed, f) {
+				p.Metrics.NetworkProgramming.WithLabelValues(familyLabel(f)).Observe(metrics.Since(t.Time))
 			}
 		}
 	}
-	if res.Full {
+}
+
+// takeRead makes what the sync read of each Service the tracked state
+// (all of it after a full sync) and returns the UDP ports of the Services
+// it read, in name order.
+func (p *Proxier) takeRead(full bool) []serviceUDP {
+	if full {
 		clear(p.info)
-	}
-	type serviceUDP struct {
-		nn   types.NamespacedName
-		list []conntrack.UDPService
 	}
 	var udp []serviceUDP
 	for _, nn := range slices.SortedFunc(maps.Keys(p.read), compareNames) {
@@ -128,61 +152,65 @@ func (p *Proxier) Sync(ctx context.Context, fullReason string) (SyncResult, erro
 			udp = append(udp, serviceUDP{nn, info.udp})
 		}
 	}
-	// After a change, and at every sync while a port could not be opened
-	// (the old pod may still hold it).
-	if p.Health != nil && (len(res.Changed) > 0 || p.healthFailed) {
-		ports := map[types.NamespacedName]uint16{}
-		counts := map[types.NamespacedName]int{}
-		for nn, info := range p.info {
-			// Only a port the Service owns: ports are unique in a valid
-			// cluster, but not in an objects file.
-			if info.hcPort != 0 && p.Syncer.ownsHealthCheckPort(nn, info.hcPort) {
-				ports[nn], counts[nn] = info.hcPort, info.localEndpoints
-			}
+	return udp
+}
+
+// syncHealthCheckPorts opens and closes the health check node ports of
+// the tracked Services.
+func (p *Proxier) syncHealthCheckPorts(ctx context.Context) {
+	ports := map[types.NamespacedName]uint16{}
+	counts := map[types.NamespacedName]int{}
+	for nn, info := range p.info {
+		// Only a port the Service owns: ports are unique in a valid
+		// cluster, but not in an objects file.
+		if info.hcPort != 0 && p.Syncer.ownsHealthCheckPort(nn, info.hcPort) {
+			ports[nn], counts[nn] = info.hcPort, info.localEndpoints
 		}
-		err := p.Health.Sync(ports, counts)
-		p.healthFailed = err != nil
+	}
+	err := p.Health.Sync(ports, counts)
+	p.healthFailed = err != nil
+	if p.Metrics != nil {
+		p.Metrics.HealthCheckPortsFailed.Set(map[bool]float64{false: 0, true: 1}[p.healthFailed])
+	}
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Cannot serve some health check node ports; retrying at every sync")
+	}
+}
+
+// cleanConntrack deletes the stale UDP flows of the Services the sync
+// read, per family, as kube-proxy's per-family proxiers reconcile and
+// count; a family whose sync failed is cleaned once its rules are in
+// place, and a cleanup that failed in part is retried at the next sync.
+func (p *Proxier) cleanConntrack(ctx context.Context, res SyncResult, udp []serviceUDP) {
+	for _, f := range p.Syncer.Families() {
+		if slices.Contains(res.Failed, f) {
+			continue
+		}
+		// Only the destinations each Service owns after this sync: one
+		// that lost a destination to another Service, or whose address
+		// was refused, must not delete the flows of another Service or
+		// of the node.
+		own := p.retryUDP[f]
+		for _, u := range udp {
+			own = append(own, p.Syncer.ownedUDP(f, u.nn, udpOfFamily(u.list, f == nftgen.FamilyIPv4))...)
+		}
+		delete(p.retryUDP, f)
+		if len(own) == 0 {
+			continue
+		}
+		start := time.Now()
+		n, err := p.Conntrack.Clean(own)
 		if p.Metrics != nil {
-			p.Metrics.HealthCheckPortsFailed.Set(map[bool]float64{false: 0, true: 1}[p.healthFailed])
+			p.Metrics.ConntrackSyncDuration.WithLabelValues(familyLabel(f)).Observe(metrics.Since(start))
+			p.Metrics.ConntrackDeleted.WithLabelValues(familyLabel(f)).Add(float64(n))
 		}
 		if err != nil {
-			klog.FromContext(ctx).Error(err, "Cannot serve some health check node ports; retrying at every sync")
+			p.retryUDP[f] = latestUDP(own)
+			klog.FromContext(ctx).Error(err, "Cannot clean all stale UDP conntrack entries; retrying at the next sync", "family", f, "deleted", n)
+		} else if n > 0 {
+			klog.FromContext(ctx).V(2).Info("Deleted stale UDP conntrack entries", "family", f, "count", n)
 		}
 	}
-	if p.Conntrack != nil {
-		// Per family, as kube-proxy's per-family proxiers reconcile and
-		// count.
-		for _, f := range p.Syncer.Families() {
-			if slices.Contains(res.Failed, f) {
-				continue // its flows are cleaned once its rules are in place
-			}
-			// Only the destinations each Service owns after this sync:
-			// one that lost a destination to another Service, or whose
-			// address was refused, must not delete the flows of another
-			// Service or of the node.
-			own := p.retryUDP[f]
-			for _, u := range udp {
-				own = append(own, p.Syncer.ownedUDP(f, u.nn, udpOfFamily(u.list, f == nftgen.FamilyIPv4))...)
-			}
-			delete(p.retryUDP, f)
-			if len(own) == 0 {
-				continue
-			}
-			start := time.Now()
-			n, err := p.Conntrack.Clean(own)
-			if p.Metrics != nil {
-				p.Metrics.ConntrackSyncDuration.WithLabelValues(familyLabel(f)).Observe(metrics.Since(start))
-				p.Metrics.ConntrackDeleted.WithLabelValues(familyLabel(f)).Add(float64(n))
-			}
-			if err != nil {
-				p.retryUDP[f] = latestUDP(own)
-				klog.FromContext(ctx).Error(err, "Cannot clean all stale UDP conntrack entries; retrying at the next sync", "family", f, "deleted", n)
-			} else if n > 0 {
-				klog.FromContext(ctx).V(2).Info("Deleted stale UDP conntrack entries", "family", f, "count", n)
-			}
-		}
-	}
-	return res, err
 }
 
 // udpOfFamily returns the UDP Services' destinations and endpoints of one
