@@ -46,22 +46,10 @@ func runLoop(ctx context.Context, opts *options) error {
 		return err
 	}
 	defer lock.Release()
-	var client kubernetes.Interface
-	var node *v1.Node
 	connErrors := make(chan struct{}, 1)
-	if opts.objects == "" {
-		var err error
-		if client, err = newClient(opts, connErrors); err != nil {
-			return err
-		}
-		if node, err = waitForNode(ctx, client, opts.nodeName(), opts.kp.detectLocalMode == "NodeCIDR"); err != nil {
-			return err
-		}
-		objs := &objfile.Objects{}
-		if node != nil {
-			objs.Nodes = []*v1.Node{node}
-		}
-		opts.preloaded = objs
+	client, err := connect(ctx, opts, connErrors)
+	if err != nil {
+		return err
 	}
 	m := metrics.New()
 	m.RegisterBuildInfo(version)
@@ -72,25 +60,7 @@ func runLoop(ctx context.Context, opts *options) error {
 		}
 		c.WithLabelValues(fmt.Sprint(code)).Inc()
 	})
-	cfg := proxier.EngineConfig{
-		MinSyncPeriod: opts.minSyncPeriod, SyncPeriod: opts.syncPeriod, Health: health,
-		// Make before break: the previous kube-proxy's rules go only once
-		// nftproxy's own are in place. Until then both exist; nftproxy's
-		// base chains were added last, so they run first at the same
-		// priority, and NAT keeps the first binding a packet gets.
-		// Then kube-proxy's forwarding accepts, where the host's
-		// iptables FORWARD drops, kept in place every sync period.
-		FirstSynced: func() {
-			removeLegacyRules(ctx, opts.netns)
-			go keepForwardRules(ctx, opts.netns, uint32(1)<<opts.masqueradeBit, opts.syncPeriod)
-		},
-	}
-	if client != nil {
-		// As kube-proxy: a new node IP, or pod CIDR in NodeCIDR mode, or
-		// the Node's deletion ends the process, and the DaemonSet starts
-		// it again with the new values.
-		cfg.NodeWatch = &proxier.NodeWatch{PodCIDRs: opts.kp.detectLocalMode == "NodeCIDR"}
-	}
+	cfg := engineConfig(ctx, opts, health, client != nil)
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	if client != nil {
@@ -117,6 +87,81 @@ func runLoop(ctx context.Context, opts *options) error {
 	if err := netns.Do(opts.netns, func() error { return conntrack.Apply(opts.conntrackSettings()) }); err != nil {
 		return fmt.Errorf("could not set conntrack parameters from kube-proxy configuration: %w", err)
 	}
+	// With --bind-address-hard-fail a port that cannot be bound ends the
+	// daemon, as it ends kube-proxy.
+	serveFailed := make(chan error, 3)
+	nodeRef := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: opts.nodeName()}
+	go stopOnServeFailure(ctx, stop, serveFailed, cfg.Events, nodeRef)
+	announceStart(cfg.Events, nodeRef, opts.proxyMode)
+	serve(ctx, opts.netns, opts.metricsBindAddress, metricsServer(opts, m, st), healthcheck.ServerLimits(10*time.Minute), opts.kp.bindAddressHardFail, serveFailed, "FailedToStartMetricServer")
+	serve(ctx, opts.netns, opts.kp.healthzBindAddress, health.Mux(), healthcheck.ServerLimits(10*time.Second), opts.kp.bindAddressHardFail, serveFailed, "FailedToStartProxierHealthcheck")
+	if opts.kp.configFile != "" {
+		go watchConfigFile(ctx, opts.kp.configFile, configPoll, serveFailed)
+	}
+	if !startSource(ctx, opts, client, engine, st, cfg.Events, connErrors) {
+		return nil
+	}
+	engine.Run(ctx)
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	klog.InfoS("Exiting; rules stay in place")
+	return nil
+}
+
+// connect returns the API client and waits for this node's Node object
+// (which the setup reads, as the objects file's Nodes), or returns a nil
+// client when the objects come from a file.
+func connect(ctx context.Context, opts *options, connErrors chan struct{}) (kubernetes.Interface, error) {
+	if opts.objects != "" {
+		return nil, nil
+	}
+	client, err := newClient(opts, connErrors)
+	if err != nil {
+		return nil, err
+	}
+	node, err := waitForNode(ctx, client, opts.nodeName(), opts.kp.detectLocalMode == "NodeCIDR")
+	if err != nil {
+		return nil, err
+	}
+	objs := &objfile.Objects{}
+	if node != nil {
+		objs.Nodes = []*v1.Node{node}
+	}
+	opts.preloaded = objs
+	return client, nil
+}
+
+// engineConfig is the daemon's engine configuration: its sync periods and
+// health, what happens after the first sync and, with an API server, the
+// node watch.
+func engineConfig(ctx context.Context, opts *options, health *healthcheck.ProxyHealthServer, api bool) proxier.EngineConfig {
+	cfg := proxier.EngineConfig{
+		MinSyncPeriod: opts.minSyncPeriod, SyncPeriod: opts.syncPeriod, Health: health,
+		// Make before break: the previous kube-proxy's rules go only once
+		// nftproxy's own are in place. Until then both exist; nftproxy's
+		// base chains were added last, so they run first at the same
+		// priority, and NAT keeps the first binding a packet gets.
+		// Then kube-proxy's forwarding accepts, where the host's
+		// iptables FORWARD drops, kept in place every sync period.
+		FirstSynced: func() {
+			removeLegacyRules(ctx, opts.netns)
+			go keepForwardRules(ctx, opts.netns, uint32(1)<<opts.masqueradeBit, opts.syncPeriod)
+		},
+	}
+	if api {
+		// As kube-proxy: a new node IP, or pod CIDR in NodeCIDR mode, or
+		// the Node's deletion ends the process, and the DaemonSet starts
+		// it again with the new values.
+		cfg.NodeWatch = &proxier.NodeWatch{PodCIDRs: opts.kp.detectLocalMode == "NodeCIDR"}
+	}
+	return cfg
+}
+
+// metricsServer returns the metrics port's handler: /metrics and the
+// compat view, /healthz as kube-proxy's metrics port answers it, and the
+// zpages.
+func metricsServer(opts *options, m *metrics.Metrics, st *setup) *http.ServeMux {
 	mux := metricsMux(m, st.dp, opts.netns, opts.proxyMode, opts.effectiveConfig(), opts.profiling)
 	// kube-proxy's metrics port answers /healthz with a plain "ok" (the
 	// generic component check); the health port has the JSON.
@@ -133,66 +178,65 @@ func runLoop(ctx context.Context, opts *options) error {
 		paths = append(paths, "/debug/pprof")
 	}
 	installZPages(mux, opts.flags, time.Now(), paths)
-	// With --bind-address-hard-fail a port that cannot be bound ends the
-	// daemon, as it ends kube-proxy.
-	serveFailed := make(chan error, 3)
-	nodeRef := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: opts.nodeName()}
-	go func() {
-		select {
-		case err := <-serveFailed:
-			var se serveError
-			if cfg.Events != nil && errors.As(err, &se) {
-				cfg.Events.Eventf(nodeRef, nil, v1.EventTypeWarning, se.reason, "StartKubeProxy", se.err.Error())
-			}
-			stop(err)
-		case <-ctx.Done():
-		}
-	}()
-	if cfg.Events != nil {
-		// kube-proxy's "birth cry", and a warning where nftproxy runs
-		// other semantics than the configured mode.
-		cfg.Events.Eventf(nodeRef, nil, v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
-		if opts.proxyMode == "ipvs" {
-			cfg.Events.Eventf(nodeRef, nil, v1.EventTypeWarning, "ProxyModeNotImplemented", "StartKubeProxy",
-				"mode ipvs is served with iptables-mode semantics on nftables; of the ipvs settings only the sync periods have an effect")
-		}
-	}
-	serve(ctx, opts.netns, opts.metricsBindAddress, mux, healthcheck.ServerLimits(10*time.Minute), opts.kp.bindAddressHardFail, serveFailed, "FailedToStartMetricServer")
-	serve(ctx, opts.netns, opts.kp.healthzBindAddress, health.Mux(), healthcheck.ServerLimits(10*time.Second), opts.kp.bindAddressHardFail, serveFailed, "FailedToStartProxierHealthcheck")
-	if opts.kp.configFile != "" {
-		go watchConfigFile(ctx, opts.kp.configFile, configPoll, serveFailed)
-	}
+	return mux
+}
 
-	if client != nil {
-		// As kube-proxy: an Event on the Service whose health check node
-		// port cannot be opened.
-		st.serviceHealth.OnListenFailure(func(nn types.NamespacedName, port uint16, err error) {
-			ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: nn.Namespace, Name: nn.Name}
-			cfg.Events.Eventf(ref, nil, v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Listen",
-				"node %s failed to start healthcheck %q on port %d: %v", opts.nodeName(), nn.String(), port, err)
-		})
-		synced := make(chan struct{}, 1)
-		go source.Run(ctx, client, opts.nodeName(), opts.kp.configSyncPeriod, engine, func() {
-			select {
-			case synced <- struct{}{}:
-			default:
-			}
-		}, connErrors)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-synced:
+// stopOnServeFailure ends the daemon when a server reports that it cannot
+// serve (--bind-address-hard-fail), with an Event on the Node.
+func stopOnServeFailure(ctx context.Context, stop context.CancelCauseFunc, serveFailed <-chan error, ev events.EventRecorder, nodeRef *v1.ObjectReference) {
+	select {
+	case err := <-serveFailed:
+		var se serveError
+		if ev != nil && errors.As(err, &se) {
+			ev.Eventf(nodeRef, nil, v1.EventTypeWarning, se.reason, "StartKubeProxy", se.err.Error())
 		}
-		klog.InfoS("Informers synced; programming rules")
-	} else {
+		stop(err)
+	case <-ctx.Done():
+	}
+}
+
+// announceStart records kube-proxy's "birth cry" Event, and a warning
+// where nftproxy runs other semantics than the configured mode.
+func announceStart(ev events.EventRecorder, nodeRef *v1.ObjectReference, mode string) {
+	if ev == nil {
+		return
+	}
+	ev.Eventf(nodeRef, nil, v1.EventTypeNormal, "Starting", "StartKubeProxy", "")
+	if mode == "ipvs" {
+		ev.Eventf(nodeRef, nil, v1.EventTypeWarning, "ProxyModeNotImplemented", "StartKubeProxy",
+			"mode ipvs is served with iptables-mode semantics on nftables; of the ipvs settings only the sync periods have an effect")
+	}
+}
+
+// startSource feeds the engine: the informers (after their first sync,
+// with an Event on a Service whose health check node port cannot be
+// opened) or the objects file. False when ctx ended first.
+func startSource(ctx context.Context, opts *options, client kubernetes.Interface, engine *proxier.Engine, st *setup, ev events.EventRecorder, connErrors chan struct{}) bool {
+	if client == nil {
 		go watchFile(ctx, opts.objects, max(opts.minSyncPeriod, 100*time.Millisecond), engine)
+		return true
 	}
-	engine.Run(ctx)
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
+	// As kube-proxy: an Event on the Service whose health check node port
+	// cannot be opened.
+	st.serviceHealth.OnListenFailure(func(nn types.NamespacedName, port uint16, err error) {
+		ref := &v1.ObjectReference{APIVersion: "v1", Kind: "Service", Namespace: nn.Namespace, Name: nn.Name}
+		ev.Eventf(ref, nil, v1.EventTypeWarning, "FailedToStartServiceHealthcheck", "Listen",
+			"node %s failed to start healthcheck %q on port %d: %v", opts.nodeName(), nn.String(), port, err)
+	})
+	synced := make(chan struct{}, 1)
+	go source.Run(ctx, client, opts.nodeName(), opts.kp.configSyncPeriod, engine, func() {
+		select {
+		case synced <- struct{}{}:
+		default:
+		}
+	}, connErrors)
+	select {
+	case <-ctx.Done():
+		return false
+	case <-synced:
 	}
-	klog.InfoS("Exiting; rules stay in place")
-	return nil
+	klog.InfoS("Informers synced; programming rules")
+	return true
 }
 
 // conntrackSettings are the --conntrack-* settings to apply. With --netns
