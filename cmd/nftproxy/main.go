@@ -61,26 +61,7 @@ func run(args []string) int {
 		return 0
 	}
 	if cmd == "save" || cmd == "diff" {
-		ctx := context.Background()
-		run := runSave
-		if cmd == "diff" {
-			run = runDiff
-		}
-		err := run(ctx, args, os.Stdout)
-		var de differentError
-		var ue usageError
-		switch {
-		case err == nil, errors.Is(err, pflag.ErrHelp):
-			return 0
-		case errors.As(err, &de):
-			return 1
-		case errors.As(err, &ue):
-			fmt.Fprintln(os.Stderr, "nftproxy:", err)
-			return 2
-		default:
-			fmt.Fprintln(os.Stderr, "nftproxy:", err)
-			return 2
-		}
+		return runReader(cmd, args)
 	}
 	if cmd == "" || cmd == "sync" {
 		// The commands that program the kernel (save, diff, render and
@@ -93,63 +74,9 @@ func run(args []string) int {
 	if cmd == "" {
 		bad = 1
 	}
-	opts := newOptions()
-	fs := pflag.NewFlagSet("nftproxy", pflag.ContinueOnError)
-	opts.addFlags(fs)
-	ef := &explainFlags{}
-	if cmd == "explain" {
-		ef.addFlags(fs)
-	}
-	setUsage(fs, os.Stderr, commandHeader(cmd))
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return 0
-		}
-		fmt.Fprintln(os.Stderr, "nftproxy:", err)
-		return bad
-	}
-	opts.flags = fs
-	if cmd == "explain" && fs.NArg() != 1 {
-		fmt.Fprintln(os.Stderr, "nftproxy: explain needs one destination, IP:PORT")
-		return bad
-	}
-	if cmd != "explain" && fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "nftproxy: unexpected argument %q\n", fs.Arg(0))
-		return bad
-	}
-	if opts.kp.version {
-		fmt.Printf("nftproxy %s (kube-proxy compatible: iptables mode semantics on nftables)\n", version)
-		return 0
-	}
-	if opts.kp.configFile != "" {
-		if err := opts.loadConfigFile(opts.kp.configFile, fs); err != nil {
-			fmt.Fprintln(os.Stderr, "nftproxy:", err)
-			return bad
-		}
-	}
-	if err := validateMode(opts.proxyMode); err != nil {
-		fmt.Fprintln(os.Stderr, "nftproxy:", err)
-		return bad
-	}
-	opts.applyDeprecatedPorts(fs)
-	opts.applyModeDefaults()
-	opts.defaultServerPorts()
-	if err := opts.validate(); err != nil {
-		fmt.Fprintln(os.Stderr, "nftproxy:", err)
-		return bad
-	}
-	if err := opts.applyLogging(); err != nil {
-		fmt.Fprintln(os.Stderr, "nftproxy:", err)
-		return bad
-	}
-	if opts.kp.writeConfigTo != "" {
-		// The configuration in effect, flags and file applied, once it
-		// and the logging configuration validate, as kube-proxy writes it.
-		if err := opts.writeConfig(opts.kp.writeConfigTo); err != nil {
-			fmt.Fprintln(os.Stderr, "nftproxy:", err)
-			return 1
-		}
-		return 0
+	opts, fs, ef, code, done := parseOptions(cmd, args, bad)
+	if done {
+		return code
 	}
 	if cmd != "render" && cmd != "explain" {
 		opts.logStartup(commandName(cmd, opts))
@@ -158,21 +85,7 @@ func run(args []string) int {
 	warnNoEffect(fs)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var err error
-	switch {
-	case cmd == "render":
-		err = runRender(opts, os.Stdout)
-	case cmd == "explain":
-		err = runExplain(ctx, opts, ef, fs.Arg(0), os.Stdout)
-	case opts.cleanup:
-		err = runCleanup(ctx, opts)
-	case opts.initOnly && cmd == "":
-		err = runInitOnly(opts)
-	case cmd == "sync":
-		err = runSync(ctx, opts)
-	default:
-		err = runLoop(ctx, opts)
-	}
+	err := dispatch(ctx, cmd, opts, ef, fs.Arg(0))
 	klog.Flush()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "nftproxy:", err)
@@ -183,6 +96,106 @@ func run(args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// runReader runs save or diff, which only read the kernel and take their
+// own flags: exit 0, 1 for a diff that found differences, 2 on an error.
+func runReader(cmd string, args []string) int {
+	run := runSave
+	if cmd == "diff" {
+		run = runDiff
+	}
+	err := run(context.Background(), args, os.Stdout)
+	var de differentError
+	switch {
+	case err == nil, errors.Is(err, pflag.ErrHelp):
+		return 0
+	case errors.As(err, &de):
+		return 1
+	default:
+		fmt.Fprintln(os.Stderr, "nftproxy:", err)
+		return 2
+	}
+}
+
+// parseOptions reads the command line and the configuration file, checks
+// them and applies the logging configuration. done is set when the process
+// ends here, with code: --help, --version, --write-config-to, or a bad
+// command line or configuration (exit bad).
+func parseOptions(cmd string, args []string, bad int) (opts *options, fs *pflag.FlagSet, ef *explainFlags, code int, done bool) {
+	opts = newOptions()
+	fs = pflag.NewFlagSet("nftproxy", pflag.ContinueOnError)
+	opts.addFlags(fs)
+	ef = &explainFlags{}
+	if cmd == "explain" {
+		ef.addFlags(fs)
+	}
+	setUsage(fs, os.Stderr, commandHeader(cmd))
+	fail := func(err error) (*options, *pflag.FlagSet, *explainFlags, int, bool) {
+		fmt.Fprintln(os.Stderr, "nftproxy:", err)
+		return opts, fs, ef, bad, true
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return opts, fs, ef, 0, true
+		}
+		return fail(err)
+	}
+	opts.flags = fs
+	if cmd == "explain" && fs.NArg() != 1 {
+		return fail(errors.New("explain needs one destination, IP:PORT"))
+	}
+	if cmd != "explain" && fs.NArg() > 0 {
+		return fail(fmt.Errorf("unexpected argument %q", fs.Arg(0)))
+	}
+	if opts.kp.version {
+		fmt.Printf("nftproxy %s (kube-proxy compatible: iptables mode semantics on nftables)\n", version)
+		return opts, fs, ef, 0, true
+	}
+	if opts.kp.configFile != "" {
+		if err := opts.loadConfigFile(opts.kp.configFile, fs); err != nil {
+			return fail(err)
+		}
+	}
+	if err := validateMode(opts.proxyMode); err != nil {
+		return fail(err)
+	}
+	opts.applyDeprecatedPorts(fs)
+	opts.applyModeDefaults()
+	opts.defaultServerPorts()
+	if err := opts.validate(); err != nil {
+		return fail(err)
+	}
+	if err := opts.applyLogging(); err != nil {
+		return fail(err)
+	}
+	if opts.kp.writeConfigTo != "" {
+		// The configuration in effect, flags and file applied, once it
+		// and the logging configuration validate, as kube-proxy writes it.
+		if err := opts.writeConfig(opts.kp.writeConfigTo); err != nil {
+			fmt.Fprintln(os.Stderr, "nftproxy:", err)
+			return opts, fs, ef, 1, true
+		}
+		return opts, fs, ef, 0, true
+	}
+	return opts, fs, ef, 0, false
+}
+
+// dispatch runs the command (dst is explain's destination).
+func dispatch(ctx context.Context, cmd string, opts *options, ef *explainFlags, dst string) error {
+	switch {
+	case cmd == "render":
+		return runRender(opts, os.Stdout)
+	case cmd == "explain":
+		return runExplain(ctx, opts, ef, dst, os.Stdout)
+	case opts.cleanup:
+		return runCleanup(ctx, opts)
+	case opts.initOnly && cmd == "":
+		return runInitOnly(opts)
+	case cmd == "sync":
+		return runSync(ctx, opts)
+	}
+	return runLoop(ctx, opts)
 }
 
 func runRender(opts *options, out io.Writer) error {
