@@ -4,11 +4,12 @@ package proxier
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // LocalAddresses returns the addresses configured on the interfaces of the
@@ -60,12 +61,19 @@ func LocalAddresses() ([]netip.Addr, error) {
 	return out, nil
 }
 
-// ipvsIndex returns the interface index of kube-ipvs0, or 0.
+// ipvsIndex returns the interface index of kube-ipvs0, or 0: one ioctl,
+// where a lookup by name through the standard library lists every link.
 func ipvsIndex() int {
-	if ifc, err := net.InterfaceByName(ipvsInterface); err == nil {
-		return ifc.Index
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return 0
 	}
-	return 0
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq(ipvsInterface)
+	if err != nil || unix.IoctlIfreq(fd, unix.SIOCGIFINDEX, ifr) != nil {
+		return 0
+	}
+	return int(ifr.Uint32())
 }
 
 // ipvsInterface is the dummy interface of kube-proxy's IPVS mode.
