@@ -20,6 +20,9 @@ type Applied struct {
 	Top *Fragment
 	// Services summarizes each service fragment, by fragment key.
 	Services map[string]*FragmentSummary
+	// Layout places each fragment's chains, sets and dispatch elements
+	// (the single table unless sharded).
+	Layout TableLayout
 	// seed keys the digests. It is chosen at random per Applied, so that
 	// no input can be crafted to give a changed chain an unchanged digest.
 	seed maphash.Seed

@@ -34,6 +34,9 @@ const (
 type Op struct {
 	Kind OpKind
 	Name string
+	// Table is the table the operation acts on: empty for TableName, a
+	// shard's name (ShardTable) in a sharded layout.
+	Table string
 	// Base is set for OpAddChain of a base chain.
 	Base *BaseChain
 	// Rule is set for OpAddRule.
@@ -81,8 +84,13 @@ func (t *Transaction) String() string {
 	return b.String()
 }
 
+// Text renders the operation in nft syntax.
 func (op Op) Text(f Family) string {
-	prefix := fmt.Sprintf("%s %s %s", op.Kind, f, TableName)
+	table := op.Table
+	if table == "" {
+		table = TableName
+	}
+	prefix := fmt.Sprintf("%s %s %s", op.Kind, f, table)
 	switch op.Kind {
 	case OpAddTable:
 		return prefix
@@ -244,11 +252,9 @@ type Update struct {
 func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 	tx := &Transaction{Family: applied.Family}
 	u := &Update{Tx: tx, applied: applied, summaries: make(map[string]*FragmentSummary, len(updates))}
-	var addChains, flushChains, deleteChains []string
-	var rulesOf []*Chain
-	var delElems, addElems []Op
-	var addSets, replaceSets []SetSpec
-	var deleteSets, dropMaps []string
+	// Each list holds operations of one kind, in the order they are sent;
+	// every operation names the table of its fragment (Applied.Layout).
+	var addChains, flushChains, deleteChains, rulesOf, delElems, addElems, addSets, replaceSets, dropMaps, deleteSets []Op
 
 	keys := make([]string, 0, len(updates))
 	for k := range updates {
@@ -262,6 +268,8 @@ func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 		if oldF.equal(newS) {
 			continue
 		}
+		shard := applied.Layout.ShardOf(key)
+		table := opTable(shard)
 		// Sets: a set whose timeout changed is deleted and created again,
 		// so the chains that use it are rewritten too.
 		oldSets := map[string]SetSpec{}
@@ -273,21 +281,22 @@ func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 		changedSet := map[string]bool{}
 		newSets := map[string]bool{}
 		if newF != nil {
-			for _, set := range newF.Sets {
+			for i := range newF.Sets {
+				set := &newF.Sets[i]
 				newSets[set.Name] = true
 				old, had := oldSets[set.Name]
 				switch {
 				case !had:
-					addSets = append(addSets, set)
-				case old != set:
-					replaceSets = append(replaceSets, set)
+					addSets = append(addSets, Op{Kind: OpAddSet, Name: set.Name, Set: set, Table: table})
+				case old != *set:
+					replaceSets = append(replaceSets, Op{Kind: OpDeleteSet, Name: set.Name, Table: table}, Op{Kind: OpAddSet, Name: set.Name, Set: set, Table: table})
 					changedSet[set.Name] = true
 				}
 			}
 		}
 		for name := range oldSets {
 			if !newSets[name] {
-				deleteSets = append(deleteSets, name)
+				deleteSets = append(deleteSets, Op{Kind: OpDeleteSet, Name: name, Table: table})
 			}
 		}
 		flushedFrom := len(flushChains)
@@ -304,63 +313,54 @@ func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 				old, had := oldChains[c.Name]
 				switch {
 				case !had:
-					addChains = append(addChains, c.Name)
-					rulesOf = append(rulesOf, c)
+					addChains = append(addChains, Op{Kind: OpAddChain, Name: c.Name, Table: table})
+					rulesOf = appendRules(rulesOf, c, table)
 				// An unchanged digest means unchanged rules: those of c
 				// name the same sets as the applied ones.
 				case old != newS.Chains[i].Digest || usesAnySet(c, changedSet):
-					flushChains = append(flushChains, c.Name)
-					rulesOf = append(rulesOf, c)
+					flushChains = append(flushChains, Op{Kind: OpFlushChain, Name: c.Name, Table: table})
+					rulesOf = appendRules(rulesOf, c, table)
 				}
 			}
 		}
 		if oldF != nil {
 			for _, c := range oldF.Chains {
 				if !newNames[c.Name] {
-					flushChains = append(flushChains, c.Name)
-					deleteChains = append(deleteChains, c.Name)
+					flushChains = append(flushChains, Op{Kind: OpFlushChain, Name: c.Name, Table: table})
+					deleteChains = append(deleteChains, Op{Kind: OpDeleteChain, Name: c.Name, Table: table})
 				}
 			}
 			// The endpoint map of a flushed chain goes with its rules.
 			for _, cm := range oldF.EndpointMaps {
-				if slices.Contains(flushChains[flushedFrom:], cm.Chain) {
-					dropMaps = append(dropMaps, cm.Map)
+				if slices.ContainsFunc(flushChains[flushedFrom:], func(op Op) bool { return op.Name == cm.Chain }) {
+					dropMaps = append(dropMaps, Op{Kind: OpDeleteSet, Name: cm.Map, Table: table})
 				}
 			}
 		}
 		d, a := diffElements(oldF, newF)
+		for i := range d {
+			d[i].Table = opTableOfMap(shard, d[i].Name)
+		}
+		for i := range a {
+			a[i].Table = opTableOfMap(shard, a[i].Name)
+		}
 		delElems = append(delElems, d...)
 		addElems = append(addElems, a...)
 	}
 
-	for _, name := range addChains {
-		tx.Ops = append(tx.Ops, Op{Kind: OpAddChain, Name: name})
-	}
-	for _, set := range addSets {
-		tx.Ops = append(tx.Ops, Op{Kind: OpAddSet, Name: set.Name, Set: &set})
-	}
-	tx.Ops = append(tx.Ops, delElems...)
-	for _, name := range flushChains {
-		tx.Ops = append(tx.Ops, Op{Kind: OpFlushChain, Name: name})
-	}
-	for _, name := range dropMaps {
-		tx.Ops = append(tx.Ops, Op{Kind: OpDeleteSet, Name: name})
-	}
-	for _, set := range replaceSets {
-		tx.Ops = append(tx.Ops, Op{Kind: OpDeleteSet, Name: set.Name}, Op{Kind: OpAddSet, Name: set.Name, Set: &set})
-	}
-	for _, c := range rulesOf {
-		addRules(tx, c)
-	}
-	tx.Ops = append(tx.Ops, addElems...)
-	for _, name := range deleteChains {
-		tx.Ops = append(tx.Ops, Op{Kind: OpDeleteChain, Name: name})
-	}
-	slices.Sort(deleteSets)
-	for _, name := range deleteSets {
-		tx.Ops = append(tx.Ops, Op{Kind: OpDeleteSet, Name: name})
+	slices.SortStableFunc(deleteSets, func(a, b Op) int { return strings.Compare(a.Name, b.Name) })
+	for _, ops := range [][]Op{addChains, addSets, delElems, flushChains, dropMaps, replaceSets, rulesOf, addElems, deleteChains, deleteSets} {
+		tx.Ops = append(tx.Ops, ops...)
 	}
 	return u
+}
+
+// appendRules appends the operations that add c's rules in table.
+func appendRules(ops []Op, c *Chain, table string) []Op {
+	for i := range c.Rules {
+		ops = append(ops, Op{Kind: OpAddRule, Name: c.Name, Rule: &c.Rules[i], Table: table})
+	}
+	return ops
 }
 
 // usesAnySet reports whether a rule of c refers to one of sets.

@@ -46,8 +46,11 @@ func (n *Netlink) sendBatch(batch *wireBatch) error {
 	// No message asks for an echo or an acknowledgement (nftproxy encodes
 	// them all); number asks for the one.
 	lastSeq := batch.number(func() uint32 { n.batchSeq++; return n.batchSeq })
-	if wb, err := c.WriteBuffer(); err == nil && wb < batch.size {
-		if err := c.SetWriteBuffer(batch.size); err != nil {
+	// The kernel refuses a message longer than the send buffer less 32
+	// bytes (netlink_sendmsg), so a batch just under the buffer needs it
+	// grown too.
+	if wb, err := c.WriteBuffer(); err == nil && wb < batch.size+sendBufferSlack {
+		if err := c.SetWriteBuffer(batch.size + sendBufferSlack); err != nil {
 			return fmt.Errorf("socket send buffer of %d bytes: %w", batch.size, err)
 		}
 	}
@@ -119,6 +122,10 @@ func writeBatch(c *netlink.Conn, batch *wireBatch) error {
 	}
 	return sendErr
 }
+
+// sendBufferSlack is what the send buffer must hold beyond a batch: the
+// kernel's 32 bytes, rounded up.
+const sendBufferSlack = 64
 
 // maxIovecs is the most buffers one sendmsg takes (the kernel's UIO_MAXIOV).
 const maxIovecs = 1024

@@ -69,6 +69,7 @@ var hooks = map[nftgen.Hook]*nftables.ChainHook{
 // follow it, as one message) and returns the index of the next op.
 func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 	op := ops[i]
+	w.useTable(op.Table)
 	if op.Kind == nftgen.OpAddChain && op.Base == nil {
 		// A chain without a hook (a cold sync adds a million of them).
 		w.objs.addRegularChain(op.Name)
@@ -132,7 +133,7 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 	case nftgen.OpAddElement, nftgen.OpDeleteElement:
 		j := i
 		var elems []nftables.SetElement
-		for ; j < len(ops) && ops[j].Kind == op.Kind && ops[j].Name == op.Name; j++ {
+		for ; j < len(ops) && ops[j].Kind == op.Kind && ops[j].Name == op.Name && ops[j].Table == op.Table; j++ {
 			e := ops[j].Element
 			elems = append(elems, nftables.SetElement{
 				Key:         mapKeyBytes(e.Key),
@@ -150,6 +151,19 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 		return i, fmt.Errorf("unknown op %q", op.Kind)
 	}
 	return i + 1, nil
+}
+
+// useTable makes the messages that follow act on table name (TableName
+// when empty): a transaction of a sharded layout spans several tables.
+func (w *batchWriter) useTable(name string) {
+	if name == "" {
+		name = nftgen.TableName
+	}
+	if w.table.Name == name {
+		return
+	}
+	w.table = &nftables.Table{Name: name, Family: w.table.Family}
+	w.objs.table = name
 }
 
 // addEndpointMap declares the numgen map of the rule being added to

@@ -17,7 +17,8 @@ import (
 )
 
 // Sets, maps and chain priorities of the handover table. Its NAT chains
-// come one after iptables' (dstnat -100, srcnat 100) and its filter chains
+// come after iptables' (dstnat -100, srcnat 100) and after the node port
+// stage of nftproxy's shard tables (dstnat -99), and its filter chains
 // after iptables' filter (0), so that what kube-proxy has programmed acts
 // first: netfilter runs a later NAT chain only while no earlier one bound
 // the connection, and a reject of a Service without endpoints comes before
@@ -29,7 +30,7 @@ const (
 	handoverDNATPorts     = "dnat-nodeports"
 	handoverNodePortAddrs = "nodeport-addresses"
 	handoverPriority      = 10
-	handoverDstNATPrio    = nftgen.PriorityDstNAT + 1
+	handoverDstNATPrio    = nftgen.PriorityNodePorts + 1
 	handoverSrcNATPrio    = nftgen.PrioritySrcNAT + 1
 	elementsPerMessage    = 1000
 	elementsPerCommit     = 50000
@@ -100,14 +101,20 @@ func (n *Netlink) DeleteHandover(ctx context.Context, f nftgen.Family) error {
 // service-nodeports maps of nftproxy's table: what acts in the kernel,
 // whatever the spec says.
 func (n *Netlink) destinationKeys(c *nftables.Conn, main *nftables.Table, f nftgen.Family) (map[string][][]byte, error) {
-	sets, err := c.GetSets(main)
+	shards, err := shardTables(c, f)
 	if err != nil {
-		return nil, fmt.Errorf("list maps of %s %s: %w", f, nftgen.TableName, err)
+		return nil, err
 	}
 	var maps []*nftables.Set
-	for _, s := range sets {
-		if s.Name == nftgen.MapServiceIPs || s.Name == nftgen.MapServiceNodePorts {
-			maps = append(maps, s)
+	for _, name := range append([]string{main.Name}, shards...) {
+		sets, err := c.GetSets(&nftables.Table{Name: name, Family: main.Family})
+		if err != nil {
+			return nil, fmt.Errorf("list maps of %s %s: %w", f, name, err)
+		}
+		for _, s := range sets {
+			if s.Name == nftgen.MapServiceIPs || s.Name == nftgen.MapServiceNodePorts {
+				maps = append(maps, s)
+			}
 		}
 	}
 	elements, err := n.setElements(maps)

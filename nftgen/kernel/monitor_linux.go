@@ -205,14 +205,23 @@ func (n *Netlink) ElementCounts(ctx context.Context, f nftgen.Family) (out map[s
 	}
 	var maps []*nftables.Set
 	err = n.withConn(func(c *nftables.Conn) error {
-		table := &nftables.Table{Name: nftgen.TableName, Family: tableFamily(f)}
-		sets, err := c.GetSets(table)
-		for _, s := range sets {
-			if !s.Anonymous && s.IsMap && !nftgen.IsEndpointMap(s.Name) {
-				maps = append(maps, s)
+		shards, err := shardTables(c, f)
+		if err != nil {
+			return err
+		}
+		// A sharded family's dispatch maps are counted over its tables.
+		for _, name := range append([]string{nftgen.TableName}, shards...) {
+			sets, err := c.GetSets(&nftables.Table{Name: name, Family: tableFamily(f)})
+			for _, s := range sets {
+				if !s.Anonymous && s.IsMap && !nftgen.IsEndpointMap(s.Name) {
+					maps = append(maps, s)
+				}
+			}
+			if err != nil {
+				return err
 			}
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -223,7 +232,7 @@ func (n *Netlink) ElementCounts(ctx context.Context, f nftgen.Family) (out map[s
 	}
 	out = map[string]int{}
 	for i, s := range maps {
-		out[s.Name] = len(elements[i])
+		out[s.Name] += len(elements[i])
 	}
 	return out, nil
 }

@@ -266,12 +266,18 @@ func encode(tx *nftgen.Transaction, batch *wireBatch) error {
 // findTable returns the family's nftproxy table on c, or nil and no error
 // when it does not exist.
 func findTable(c *nftables.Conn, f nftgen.Family) (*nftables.Table, error) {
-	table, err := c.ListTableOfFamily(nftgen.TableName, tableFamily(f))
+	return findNamedTable(c, f, nftgen.TableName)
+}
+
+// findNamedTable returns the family's table called name on c, or nil and
+// no error when it does not exist.
+func findNamedTable(c *nftables.Conn, f nftgen.Family, name string) (*nftables.Table, error) {
+	table, err := c.ListTableOfFamily(name, tableFamily(f))
 	if errors.Is(err, unix.ENOENT) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("list table %s %s: %w", f, nftgen.TableName, err)
+		return nil, fmt.Errorf("list table %s %s: %w", f, name, err)
 	}
 	return table, nil
 }
@@ -282,7 +288,17 @@ func findTable(c *nftables.Conn, f nftgen.Family) (*nftables.Table, error) {
 // when it did not (chains nftproxy did not expect: Services deleted while
 // it was down, or a chain someone else added) is the whole table's chain
 // list dumped, which the kernel restarts for every buffer.
-func (n *Netlink) Inventory(ctx context.Context, f nftgen.Family, expected []string) (inv *nftgen.Inventory, err error) {
+func (n *Netlink) Inventory(ctx context.Context, f nftgen.Family, expected []string) (*nftgen.Inventory, error) {
+	return n.InventoryOf(ctx, f, nftgen.TableName, expected)
+}
+
+// InventoryOf is Inventory of the family's table called name: the main
+// table or a shard (nftgen.ShardTable).
+func (n *Netlink) InventoryOf(ctx context.Context, f nftgen.Family, name string, expected []string) (inv *nftgen.Inventory, err error) {
+	roots := layoutChains(f)
+	if name != nftgen.TableName {
+		roots = shardLayoutChains(f)
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -290,15 +306,15 @@ func (n *Netlink) Inventory(ctx context.Context, f nftgen.Family, expected []str
 	var sets []*nftables.Set
 	var objs []nftables.Obj
 	err = n.withConn(func(c *nftables.Conn) error {
-		if table, err = findTable(c, f); table == nil || err != nil {
+		if table, err = findNamedTable(c, f, name); table == nil || err != nil {
 			return err
 		}
 		if sets, err = c.GetSets(table); err != nil {
-			return fmt.Errorf("list maps of %s %s: %w", f, nftgen.TableName, err)
+			return fmt.Errorf("list maps of %s %s: %w", f, name, err)
 		}
 		// The table's use count counts its named objects too.
 		if objs, err = c.GetObjects(table); err != nil {
-			return fmt.Errorf("list objects of %s %s: %w", f, nftgen.TableName, err)
+			return fmt.Errorf("list objects of %s %s: %w", f, name, err)
 		}
 		return nil
 	})
@@ -311,10 +327,10 @@ func (n *Netlink) Inventory(ctx context.Context, f nftgen.Family, expected []str
 			inv.Sets = append(inv.Sets, s.Name)
 		}
 	}
-	names := append(layoutChains(f), expected...)
+	names := append(roots, expected...)
 	slices.Sort(names)
 	if inv.Chains, err = n.existingChains(table, slices.Compact(names)); err != nil {
-		return nil, fmt.Errorf("look up chains of %s %s: %w", f, nftgen.TableName, err)
+		return nil, fmt.Errorf("look up chains of %s %s: %w", f, name, err)
 	}
 	if uint32(len(inv.Chains)+len(sets)+len(objs)) == table.Use || !n.listable(len(inv.Chains)) {
 		// Every object named, or a table too large to list (see
@@ -323,7 +339,7 @@ func (n *Netlink) Inventory(ctx context.Context, f nftgen.Family, expected []str
 	}
 	chains, err := n.tableChains(table)
 	if err != nil {
-		return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
+		return nil, fmt.Errorf("list chains of %s %s: %w", f, name, err)
 	}
 	inv.Chains = inv.Chains[:0]
 	for _, ch := range chains {
@@ -332,9 +348,48 @@ func (n *Netlink) Inventory(ctx context.Context, f nftgen.Family, expected []str
 	return inv, nil
 }
 
-// DeleteTable implements Dataplane.
+// DeleteTable implements Dataplane: the main table and every shard table,
+// in one transaction.
 func (n *Netlink) DeleteTable(ctx context.Context, f nftgen.Family) error {
-	return n.deleteTable(ctx, f, nftgen.TableName)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	var shards []string
+	if err := n.withConn(func(c *nftables.Conn) (err error) {
+		shards, err = shardTables(c, f)
+		return err
+	}); err != nil {
+		return err
+	}
+	if len(shards) == 0 {
+		return n.deleteTable(ctx, f, nftgen.TableName)
+	}
+	return n.withConn(func(c *nftables.Conn) error {
+		for _, name := range shards {
+			c.DelTable(&nftables.Table{Name: name, Family: tableFamily(f)})
+		}
+		if t, err := findTable(c, f); err != nil {
+			return err
+		} else if t != nil {
+			c.DelTable(t)
+		}
+		if err := c.Flush(); err != nil {
+			return fmt.Errorf("delete the %s tables: %w", f, err)
+		}
+		return nil
+	})
+}
+
+// ShardTables returns the names of the family's shard tables.
+func (n *Netlink) ShardTables(ctx context.Context, f nftgen.Family) (names []string, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	err = n.withConn(func(c *nftables.Conn) error {
+		names, err = shardTables(c, f)
+		return err
+	})
+	return names, err
 }
 
 // deleteTable deletes the family's table of that name; a missing one is
@@ -360,13 +415,21 @@ func (n *Netlink) Counters(ctx context.Context, f nftgen.Family) (map[string]uin
 	}
 	out := map[string]uint64{}
 	err := n.withConn(func(c *nftables.Conn) error {
-		objs, err := c.GetObjects(&nftables.Table{Name: nftgen.TableName, Family: tableFamily(f)})
+		shards, err := shardTables(c, f)
 		if err != nil {
-			return fmt.Errorf("list the objects of the %s table: %w", f, err)
+			return err
 		}
-		for _, o := range objs {
-			if counter, ok := o.(*nftables.CounterObj); ok {
-				out[counter.Name] = counter.Packets
+		// A shard's KUBE-NODEPORTS counts in a counter of its own: the
+		// family's count is the sum.
+		for _, name := range append([]string{nftgen.TableName}, shards...) {
+			objs, err := c.GetObjects(&nftables.Table{Name: name, Family: tableFamily(f)})
+			if err != nil {
+				return fmt.Errorf("list the objects of table %s %s: %w", f, name, err)
+			}
+			for _, o := range objs {
+				if counter, ok := o.(*nftables.CounterObj); ok {
+					out[counter.Name] += counter.Packets
+				}
 			}
 		}
 		return nil

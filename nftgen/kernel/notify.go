@@ -96,7 +96,7 @@ func decodeNotification(m netlink.Message) (n notification, ok bool, err error) 
 // ours reports whether the notification is about nftproxy's table of
 // either family.
 func (n notification) ours() bool {
-	return n.table == nftgen.TableName && (n.family == unix.NFPROTO_IPV4 || n.family == unix.NFPROTO_IPV6)
+	return (n.table == nftgen.TableName || nftgen.IsShardTable(n.table)) && (n.family == unix.NFPROTO_IPV4 || n.family == unix.NFPROTO_IPV6)
 }
 
 // classify sums up one transaction's notifications: a change of

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
@@ -21,15 +22,41 @@ import (
 // the base chains and the shared ones, from which every other chain is
 // reached.
 func layoutChains(f nftgen.Family) []string {
+	return topChains(f, (*nftgen.Generator).Top)
+}
+
+// shardLayoutChains names the chains every shard table has (ShardTop).
+func shardLayoutChains(f nftgen.Family) []string {
+	return topChains(f, (*nftgen.Generator).ShardTop)
+}
+
+// topChains names the chains of a top-level fragment of family f.
+func topChains(f nftgen.Family, top func(*nftgen.Generator) *nftgen.Fragment) []string {
 	g, err := nftgen.NewGenerator(nftgen.Config{Family: f, LocalhostNodePorts: f == nftgen.FamilyIPv4})
 	if err != nil {
 		return nil
 	}
 	var out []string
-	for _, c := range g.Top().Chains {
+	for _, c := range top(g).Chains {
 		out = append(out, c.Name)
 	}
 	return out
+}
+
+// shardTables returns the names of the family's shard tables, in order.
+func shardTables(c *nftables.Conn, f nftgen.Family) ([]string, error) {
+	tables, err := c.ListTablesOfFamily(tableFamily(f))
+	if err != nil {
+		return nil, fmt.Errorf("list %s tables: %w", f, err)
+	}
+	var out []string
+	for _, t := range tables {
+		if nftgen.IsShardTable(t.Name) {
+			out = append(out, t.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 // Read reads the family's table back from the kernel and decodes it into
@@ -40,11 +67,41 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 }
 
 // ReadCompact implements nftgen.Dataplane: Read, with the rules of each
-// chain given to finish (if not nil) as soon as the chain is read.
+// chain given to finish (if not nil) as soon as the chain is read. The
+// shard tables of a sharded layout are read after the main table and
+// merged into its state (nftgen.MergeShards).
 func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	main, err := n.readTable(f, nftgen.TableName, layoutChains(f), finish)
+	if main == nil || err != nil {
+		return main, err
+	}
+	var names []string
+	err = n.withConn(func(c *nftables.Conn) error {
+		names, err = shardTables(c, f)
+		return err
+	})
+	if err != nil || len(names) == 0 {
+		return main, err
+	}
+	shards := make([]*nftgen.TableState, 0, len(names))
+	for _, name := range names {
+		st, err := n.readTable(f, name, shardLayoutChains(f), finish)
+		if err != nil {
+			return nil, err
+		}
+		if st != nil {
+			shards = append(shards, st)
+		}
+	}
+	return nftgen.MergeShards(main, names, shards), nil
+}
+
+// readTable reads the family's table called name, whose chains are reached
+// from roots; nil and no error when it does not exist.
+func (n *Netlink) readTable(f nftgen.Family, name string, roots []string, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {
 	// One socket for the whole read: it dumps every set and every chain
 	// separately, which is hundreds of thousands of dumps at 30,000
 	// Services.
@@ -53,20 +110,20 @@ func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(
 		return nil, fmt.Errorf("open netlink: %w", err)
 	}
 	defer c.CloseLasting()
-	table, err := findTable(c, f)
+	table, err := findNamedTable(c, f, name)
 	if table == nil || err != nil {
 		return nil, err
 	}
 	st := &nftgen.TableState{Family: f, Members: map[string][]nftgen.SetMember{}, Dormant: table.Flags&nftables.TableFlagDormant != 0}
 	sets, err := c.GetSets(table)
 	if err != nil {
-		return nil, fmt.Errorf("list sets of %s %s: %w", f, nftgen.TableName, err)
+		return nil, fmt.Errorf("list sets of %s %s: %w", f, name, err)
 	}
 	type anonMap struct{ targets, comments []string }
 	anon := map[string]anonMap{}
 	elements, err := n.setElements(sets)
 	if err != nil {
-		return nil, fmt.Errorf("list elements of %s %s: %w", f, nftgen.TableName, err)
+		return nil, fmt.Errorf("list elements of %s %s: %w", f, name, err)
 	}
 	for i, s := range sets {
 		if !s.Anonymous {
@@ -138,11 +195,11 @@ func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(
 	// The table's use count counts its named objects (the counters) too.
 	objs, err := c.GetObjects(table)
 	if err != nil {
-		return nil, fmt.Errorf("list objects of %s %s: %w", f, nftgen.TableName, err)
+		return nil, fmt.Errorf("list objects of %s %s: %w", f, name, err)
 	}
-	found, names, rules, complete, err := discoverChains(n, table, layoutChains(f), targets, len(sets)+len(objs), decode, finish)
+	found, names, rules, complete, err := discoverChains(n, table, roots, targets, len(sets)+len(objs), decode, finish)
 	if err != nil {
-		return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
+		return nil, fmt.Errorf("list chains of %s %s: %w", f, name, err)
 	}
 	switch {
 	case complete:
@@ -153,14 +210,14 @@ func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(
 		// Something nothing jumps to: list every chain after all.
 		n.fullListings.Add(1)
 		if found, err = n.tableChains(table); err != nil {
-			return nil, fmt.Errorf("list chains of %s %s: %w", f, nftgen.TableName, err)
+			return nil, fmt.Errorf("list chains of %s %s: %w", f, name, err)
 		}
 		names = names[:0]
 		for _, ch := range found {
 			names = append(names, ch.Name)
 		}
 		if rules, err = allRules(n, table, names, decode, finish); err != nil {
-			return nil, fmt.Errorf("list rules of %s %s: %w", f, nftgen.TableName, err)
+			return nil, fmt.Errorf("list rules of %s %s: %w", f, name, err)
 		}
 	}
 	base := make(map[string]*nftgen.BaseChain, len(found))

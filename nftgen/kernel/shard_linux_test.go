@@ -1,0 +1,186 @@
+package kernel
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/nftproxy/nftproxy/compat"
+	"github.com/nftproxy/nftproxy/e2e/testns"
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+)
+
+// compatText is the compat view of the family's tables as the kernel holds
+// them.
+func compatText(t *testing.T, dp *Netlink, f nftgen.Family) string {
+	t.Helper()
+	st, err := dp.Read(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st == nil {
+		t.Fatalf("%s: no table", f)
+	}
+	if len(st.Unknown) > 0 {
+		t.Errorf("%s: unknown objects: %v", f, st.Unknown)
+	}
+	return compat.Render(compat.Build(st), compat.Options{})
+}
+
+// shardedPorts are the feature ports and enough plain ones that every
+// shard of eight holds some.
+func shardedPorts(ipv6 bool) []svcmodel.ServicePortState {
+	ports := nftgentest.FeaturePortsOf(ipv6)
+	if !ipv6 {
+		ports = append(ports, nftgentest.ManyPorts(40)...)
+	}
+	return ports
+}
+
+// TestShardedLayoutReadsAsTheSingleTable programs the same Services in the
+// single table and spread over eight shard tables, in two namespaces: the
+// compat view read back from the kernel is the same text, before and after
+// one Service is changed and one deleted; an update touches the main table
+// and the Service's shard only; a node moves from one layout to the other
+// in place and back, and DeleteTable leaves no table of either.
+func TestShardedLayoutReadsAsTheSingleTable(t *testing.T) {
+	testns.RequireRoot(t)
+	ctx := context.Background()
+	layout := nftgen.TableLayout{Shards: 8}
+	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
+		g := featureGenerator(t)
+		if fam == nftgen.FamilyIPv6 {
+			g = testGenerator6(t)
+		}
+		ports := shardedPorts(fam == nftgen.FamilyIPv6)
+		rs := g.Ruleset(ports)
+		_, single := kernelNetlink(t, "nfp-sh1")
+		_, sharded := kernelNetlink(t, "nfp-sh8")
+		if err := single.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
+			t.Fatal(err)
+		}
+		parts := nftgen.SplitRuleset(rs, layout, g.ShardTop(), g.ShardMaps())
+		if err := sharded.Apply(ctx, nftgen.PlanFullSharded(parts, nil, nil)); err != nil {
+			t.Fatalf("%s: %v", fam, err)
+		}
+		names, err := sharded.ShardTables(ctx, fam)
+		if err != nil || len(names) != layout.Shards {
+			t.Fatalf("%s: shard tables %v (%v), want %d", fam, names, err, layout.Shards)
+		}
+		main, err := sharded.readTable(fam, nftgen.TableName, layoutChains(fam), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m := main.Map(nftgen.MapServiceIPs); m == nil || len(m.Elements) != 0 {
+			t.Errorf("%s: the main table's dispatch map holds %v, want no element", fam, m)
+		}
+		want := compatText(t, single, fam)
+		if got := compatText(t, sharded, fam); got != want {
+			t.Errorf("%s: the sharded compat view differs:\n%s", fam, lineDiff(want, got))
+		}
+
+		// One Service changed (an endpoint moved), one deleted.
+		appliedSingle, appliedSharded := nftgen.AppliedFrom(rs), nftgen.AppliedFrom(rs)
+		appliedSharded.Layout = layout
+		moved := ports[len(ports)-1]
+		moved.Endpoints = slices.Clone(moved.Endpoints)
+		if len(moved.Endpoints) > 0 {
+			moved.Endpoints[0].Addr = moved.Endpoints[0].Addr.Next()
+		}
+		movedKey, goneKey := nftgen.ServiceKey(moved.Name), nftgen.ServiceKey(ports[0].Name)
+		updates := map[string]*nftgen.Fragment{movedKey: g.Service(&moved), goneKey: nil}
+		for _, key := range []string{movedKey, goneKey} {
+			upd := map[string]*nftgen.Fragment{key: updates[key]}
+			u := appliedSharded.PlanUpdate(upd)
+			shard := nftgen.ShardTable(layout.ShardOf(key))
+			inShard := 0
+			for _, op := range u.Tx.Ops {
+				switch op.Table {
+				case "":
+				case shard:
+					inShard++
+				default:
+					t.Errorf("%s: update of %s acts on table %s, not its shard %s: %s", fam, key, op.Table, shard, op.Text(fam))
+				}
+			}
+			if inShard == 0 {
+				t.Errorf("%s: update of %s does nothing in its shard %s", fam, key, shard)
+			}
+			if err := sharded.Apply(ctx, u.Tx); err != nil {
+				t.Fatalf("%s: %v", fam, err)
+			}
+			u.Commit()
+			us := appliedSingle.PlanUpdate(upd)
+			if err := single.Apply(ctx, us.Tx); err != nil {
+				t.Fatal(err)
+			}
+			us.Commit()
+		}
+		want = compatText(t, single, fam)
+		if got := compatText(t, sharded, fam); got != want {
+			t.Errorf("%s: after the updates the sharded compat view differs:\n%s", fam, lineDiff(want, got))
+		}
+
+		// In place: single to sharded, and back.
+		inv, err := single.Inventory(ctx, fam, rs.ChainNames())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs2 := g.Ruleset(ports)
+		if err := single.Apply(ctx, nftgen.PlanFullSharded(nftgen.SplitRuleset(rs2, layout, g.ShardTop(), g.ShardMaps()), []*nftgen.Inventory{inv}, nil)); err != nil {
+			t.Fatalf("%s: single to sharded: %v", fam, err)
+		}
+		want2 := compat.Render(compat.Build(rs2.State()), compat.Options{})
+		if got := compatText(t, single, fam); got != want2 {
+			t.Errorf("%s: after moving to shards in place the compat view differs:\n%s", fam, lineDiff(want2, got))
+		}
+		if inv, err = single.Inventory(ctx, fam, nil); err != nil {
+			t.Fatal(err)
+		}
+		if slices.ContainsFunc(inv.Chains, func(c string) bool { return strings.HasPrefix(c, nftgen.PrefixService) }) {
+			t.Errorf("%s: the main table keeps Service chains after the move: %v", fam, inv.Chains)
+		}
+		names, _ = single.ShardTables(ctx, fam)
+		if err := single.Apply(ctx, nftgen.PlanFullSharded([]*nftgen.Ruleset{rs2}, []*nftgen.Inventory{inv}, names)); err != nil {
+			t.Fatalf("%s: sharded to single: %v", fam, err)
+		}
+		if names, _ = single.ShardTables(ctx, fam); len(names) != 0 {
+			t.Errorf("%s: shard tables left after moving back: %v", fam, names)
+		}
+		if got := compatText(t, single, fam); got != want2 {
+			t.Errorf("%s: after moving back the compat view differs:\n%s", fam, lineDiff(want2, got))
+		}
+		if err := sharded.DeleteTable(ctx, fam); err != nil {
+			t.Fatal(err)
+		}
+		if names, _ = sharded.ShardTables(ctx, fam); len(names) != 0 {
+			t.Errorf("%s: DeleteTable left %v", fam, names)
+		}
+		if st, err := sharded.Read(ctx, fam); st != nil || err != nil {
+			t.Errorf("%s: DeleteTable left the main table (%v)", fam, err)
+		}
+	}
+}
+
+// lineDiff lists the lines only one of a and b has.
+func lineDiff(a, b string) string {
+	as, bs := strings.Split(a, "\n"), strings.Split(b, "\n")
+	var out []string
+	for _, l := range as {
+		if !slices.Contains(bs, l) {
+			out = append(out, "- "+l)
+		}
+	}
+	for _, l := range bs {
+		if !slices.Contains(as, l) {
+			out = append(out, "+ "+l)
+		}
+	}
+	if len(out) == 0 {
+		return "(same lines, another order)"
+	}
+	return strings.Join(out, "\n")
+}
