@@ -20,6 +20,8 @@ var _ Dataplane = (*Fake)(nil)
 type Fake struct {
 	mu     sync.Mutex
 	tables map[Family]*fakeTable
+	// shards are each family's shard tables, by name.
+	shards map[Family]map[string]*fakeTable
 	// Transactions counts the successful Apply calls.
 	Transactions int
 	// LastTransaction is the last transaction passed to Apply.
@@ -50,7 +52,26 @@ type fakeTable struct {
 }
 
 // NewFake returns an empty Fake.
-func NewFake() *Fake { return &Fake{tables: map[Family]*fakeTable{}} }
+func NewFake() *Fake {
+	return &Fake{tables: map[Family]*fakeTable{}, shards: map[Family]map[string]*fakeTable{}}
+}
+
+func newFakeTable() *fakeTable {
+	return &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: map[string]MapSpec{}, sets: map[string]SetSpec{}, counters: map[string]bool{}, endpointMaps: map[string][]string{}}
+}
+
+// familyTables returns the family's main table (if any) and its shard
+// tables in name order. f.mu is held.
+func (f *Fake) familyTables(fam Family) []*fakeTable {
+	var out []*fakeTable
+	if t := f.tables[fam]; t != nil {
+		out = append(out, t)
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.shards[fam])) {
+		out = append(out, f.shards[fam][name])
+	}
+	return out
+}
 
 func (t *fakeTable) clone() *fakeTable {
 	c := &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: maps.Clone(t.specs), sets: maps.Clone(t.sets), counters: maps.Clone(t.counters), endpointMaps: maps.Clone(t.endpointMaps)}
@@ -90,38 +111,63 @@ func (f *Fake) Apply(_ context.Context, tx *Transaction) error {
 	return nil
 }
 
-// commit applies tx to a copy of its family's table and keeps the copy
-// only when every operation succeeded. f.mu is held.
+// commit applies tx to copies of the tables it touches (the family's main
+// table, or a shard named by Op.Table) and keeps the copies only when every
+// operation succeeded. f.mu is held.
 func (f *Fake) commit(tx *Transaction) error {
-	var t *fakeTable
-	if old := f.tables[tx.Family]; old != nil {
-		t = old.clone()
+	// work holds the copy of each table touched so far; a nil copy is a
+	// table that does not exist (or was deleted).
+	work := map[string]*fakeTable{}
+	table := func(name string) *fakeTable {
+		if t, ok := work[name]; ok {
+			return t
+		}
+		old := f.tables[tx.Family]
+		if name != "" {
+			old = f.shards[tx.Family][name]
+		}
+		var t *fakeTable
+		if old != nil {
+			t = old.clone()
+		}
+		work[name] = t
+		return t
 	}
 	for i, op := range tx.Ops {
-		if op.Kind == OpDeleteTable {
+		t := table(op.Table)
+		switch {
+		case op.Kind == OpDeleteTable:
 			if t == nil {
 				return errorf(syscall.ENOENT, "op %d (%s): no table", i, op.Kind)
 			}
-			t = nil
+			work[op.Table] = nil
 			continue
-		}
-		if op.Kind == OpAddTable {
+		case op.Kind == OpAddTable:
 			if t == nil {
-				t = &fakeTable{chains: map[string]*Chain{}, maps: map[string]map[MapKey]MapElement{}, specs: map[string]MapSpec{}, sets: map[string]SetSpec{}, counters: map[string]bool{}, endpointMaps: map[string][]string{}}
+				work[op.Table] = newFakeTable()
 			}
 			continue
-		}
-		if t == nil {
+		case t == nil:
 			return errorf(syscall.ENOENT, "op %d (%s): no table", i, op.Kind)
 		}
 		if err := t.apply(op); err != nil {
 			return fmt.Errorf("op %d: %s: %w", i, op.Text(tx.Family), err)
 		}
 	}
-	if t != nil {
-		f.tables[tx.Family] = t
-	} else {
-		delete(f.tables, tx.Family) // the transaction deleted the table
+	for name, t := range work {
+		switch {
+		case name == "" && t != nil:
+			f.tables[tx.Family] = t
+		case name == "":
+			delete(f.tables, tx.Family) // the transaction deleted the table
+		case t != nil:
+			if f.shards[tx.Family] == nil {
+				f.shards[tx.Family] = map[string]*fakeTable{}
+			}
+			f.shards[tx.Family][name] = t
+		default:
+			delete(f.shards[tx.Family], name)
+		}
 	}
 	return nil
 }
@@ -367,7 +413,18 @@ func (f *Fake) Inventory(_ context.Context, fam Family, _ []string) (*Inventory,
 	if t == nil {
 		return nil, nil
 	}
-	return &Inventory{Chains: slices.Sorted(maps.Keys(t.chains)), Sets: t.setNames()}, nil
+	inv := t.inventory()
+	for name, sh := range f.shards[fam] {
+		if inv.Shards == nil {
+			inv.Shards = map[string]*Inventory{}
+		}
+		inv.Shards[name] = sh.inventory()
+	}
+	return inv, nil
+}
+
+func (t *fakeTable) inventory() *Inventory {
+	return &Inventory{Chains: slices.Sorted(maps.Keys(t.chains)), Sets: t.setNames()}
 }
 
 // ApplyStream implements Dataplane, one transaction after the other.
@@ -391,23 +448,42 @@ func (t *fakeTable) setNames() []string {
 // Read implements Dataplane.
 func (f *Fake) Read(_ context.Context, fam Family) (*TableState, error) { return f.State(fam), nil }
 
-// ReadCompact implements Dataplane.
+// ReadCompact implements Dataplane: the main table's state with the shard
+// tables' in Shards.
 func (f *Fake) ReadCompact(_ context.Context, fam Family, finish func(chain string, rules []Rule) []Rule) (*TableState, error) {
-	st := f.State(fam)
-	if st != nil {
-		for _, c := range st.Chains {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	st := f.tables[fam].state(fam)
+	if st == nil {
+		return nil, nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.shards[fam])) {
+		sh := f.shards[fam][name].state(fam)
+		sh.Name = name
+		st.Shards = append(st.Shards, sh)
+	}
+	for _, s := range append([]*TableState{st}, st.Shards...) {
+		for _, c := range s.Chains {
 			c.Rules = finish(c.Name, c.Rules)
 		}
 	}
 	return st, nil
 }
 
-// DeleteTable implements Dataplane.
+// DeleteTable implements Dataplane: the main table and every shard.
 func (f *Fake) DeleteTable(_ context.Context, fam Family) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.tables, fam)
+	delete(f.shards, fam)
 	return nil
+}
+
+// ShardTables returns the names of the family's shard tables.
+func (f *Fake) ShardTables(fam Family) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.shards[fam]))
 }
 
 // Dump returns the family's table in nft syntax with chains, maps and
@@ -420,21 +496,29 @@ func (f *Fake) Dump(fam Family) string {
 		return ""
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "table %s %s {\n", fam, TableName)
-	for _, name := range slices.Sorted(maps.Keys(t.counters)) {
-		writeCounter(&b, name)
+	t.dump(&b, fam, TableName)
+	for _, name := range slices.Sorted(maps.Keys(f.shards[fam])) {
+		f.shards[fam][name].dump(&b, fam, name)
+	}
+	return b.String()
+}
+
+// dump writes the table in nft syntax, sorted by name.
+func (t *fakeTable) dump(b *strings.Builder, fam Family, name string) {
+	fmt.Fprintf(b, "table %s %s {\n", fam, name)
+	for _, c := range slices.Sorted(maps.Keys(t.counters)) {
+		writeCounter(b, c)
 	}
 	for _, name := range slices.Sorted(maps.Keys(t.maps)) {
 		els := slices.Collect(maps.Values(t.maps[name]))
 		slices.SortFunc(els, func(a, b MapElement) int { return strings.Compare(a.Text(), b.Text()) })
-		writeMap(&b, fam, t.specs[name], els)
+		writeMap(b, fam, t.specs[name], els)
 	}
 	for _, name := range slices.Sorted(maps.Keys(t.sets)) {
-		writeSet(&b, fam, t.sets[name])
+		writeSet(b, fam, t.sets[name])
 	}
 	for _, name := range slices.Sorted(maps.Keys(t.chains)) {
-		writeChain(&b, fam, t.chains[name])
+		writeChain(b, fam, t.chains[name])
 	}
 	b.WriteString("}\n")
-	return b.String()
 }

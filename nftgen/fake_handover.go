@@ -12,7 +12,10 @@ func (f *Fake) WriteHandover(_ context.Context, fam Family, spec *HandoverSpec) 
 	if t == nil {
 		return 0, nil
 	}
-	n := len(t.maps[MapServiceIPs]) + len(t.maps[MapServiceNodePorts])
+	n := 0
+	for _, t := range f.familyTables(fam) {
+		n += len(t.maps[MapServiceIPs]) + len(t.maps[MapServiceNodePorts])
+	}
 	if f.Handovers == nil {
 		f.Handovers = map[Family]*HandoverSpec{}
 	}

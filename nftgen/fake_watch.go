@@ -10,9 +10,9 @@ func (f *Fake) ElementCounts(_ context.Context, fam Family) (map[string]int, err
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[string]int{}
-	if t := f.tables[fam]; t != nil {
+	for _, t := range f.familyTables(fam) {
 		for name, els := range t.maps {
-			out[name] = len(els)
+			out[name] += len(els)
 		}
 	}
 	return out, nil
@@ -24,7 +24,7 @@ func (f *Fake) Counters(_ context.Context, fam Family) (map[string]uint64, error
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := map[string]uint64{}
-	if t := f.tables[fam]; t != nil {
+	for _, t := range f.familyTables(fam) {
 		for name := range t.counters {
 			out[name] = 0
 		}

@@ -113,6 +113,9 @@ type Inventory struct {
 	Chains []string
 	// Sets are the named sets and maps.
 	Sets []string
+	// Shards are the inventories of the family's shard tables, by table
+	// name (ShardTable); nil when it has none.
+	Shards map[string]*Inventory
 }
 
 // Foreign reports whether the table is another program's that has

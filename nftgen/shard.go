@@ -29,6 +29,43 @@ type TableLayout struct {
 	Shards int
 }
 
+// Automatic layouts (ChooseLayout with no configured count): one table up
+// to ShardFromServices Services, above that one shard per
+// ServicesPerShard, at most MaxAutoShards.
+const (
+	ShardFromServices = 2000
+	ServicesPerShard  = 500
+	MaxAutoShards     = 128
+)
+
+// ChooseLayout is the one place that decides a family's table layout, at
+// each full sync: configured shards when set (1 is the single table), else
+// by the number of Services. An automatic layout changes only when the
+// count it wants is at least twice or at most half the current one, so that
+// a cluster near a boundary is not moved back and forth: each move rewrites
+// every table.
+func ChooseLayout(configured, services int, current TableLayout) TableLayout {
+	if configured > 0 {
+		return TableLayout{Shards: min(configured, MaxShards)}
+	}
+	want := 0
+	if services > ShardFromServices {
+		want = min(max((services+ServicesPerShard-1)/ServicesPerShard, 2), MaxAutoShards)
+	}
+	cur := current.Shards
+	if !current.Sharded() {
+		cur = 0
+	}
+	switch {
+	case want == cur:
+	case want == 0 && services > ShardFromServices/2 && cur > 0:
+		want = cur // just below the boundary: stay sharded
+	case want > 0 && cur > 0 && want < 2*cur && 2*want > cur:
+		want = cur
+	}
+	return TableLayout{Shards: want}
+}
+
 // MaxShards bounds TableLayout.Shards: each shard adds its base chains to
 // the nat hooks, which every new connection passes.
 const MaxShards = 256
@@ -58,16 +95,25 @@ func ShardTable(i int) string {
 
 // IsShardTable reports whether name is a shard table's name.
 func IsShardTable(name string) bool {
+	_, ok := ShardIndex(name)
+	return ok
+}
+
+// ShardIndex returns the index i of the shard table called name
+// (ShardTable(i) == name).
+func ShardIndex(name string) (int, bool) {
 	rest, ok := strings.CutPrefix(name, ShardTablePrefix)
 	if !ok || len(rest) != 3 {
-		return false
+		return 0, false
 	}
+	i := 0
 	for _, c := range rest {
 		if c < '0' || c > '9' {
-			return false
+			return 0, false
 		}
+		i = i*10 + int(c-'0')
 	}
-	return rest != "000"
+	return i, i > 0
 }
 
 // ShardOf returns the table index of the Service fragment key (see

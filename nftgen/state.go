@@ -37,6 +37,11 @@ type TableState struct {
 	// Members are the addresses each dynamic (affinity) set holds, as read
 	// from the kernel; nil when not known (a desired Ruleset's state).
 	Members map[string][]SetMember
+	// Shards are the states of the family's shard tables, each on its
+	// own, in a state read for planning (Dataplane.ReadCompact); Merged
+	// folds them in. Name is a shard's table name.
+	Shards []*TableState
+	Name   string
 }
 
 // SetMember is one address in a dynamic set and the time it has left.
@@ -93,6 +98,12 @@ func (s *TableState) Inventory() *Inventory {
 	for _, c := range s.Chains {
 		inv.Chains = append(inv.Chains, c.Name)
 	}
+	for _, sh := range s.Shards {
+		if inv.Shards == nil {
+			inv.Shards = map[string]*Inventory{}
+		}
+		inv.Shards[sh.Name] = sh.Inventory()
+	}
 	return inv
 }
 
@@ -105,11 +116,25 @@ func (r *Ruleset) State() *TableState {
 	return s
 }
 
-// State returns the table the Fake holds for family f, or nil.
+// State returns the table the Fake holds for family f, or nil: a sharded
+// family's tables as one (TableState.Merged).
 func (f *Fake) State(fam Family) *TableState {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	t := f.tables[fam]
+	st := f.tables[fam].state(fam)
+	if st == nil {
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(f.shards[fam])) {
+		sh := f.shards[fam][name].state(fam)
+		sh.Name = name
+		st.Shards = append(st.Shards, sh)
+	}
+	return st.Merged()
+}
+
+// state returns what t holds; nil for no table.
+func (t *fakeTable) state(fam Family) *TableState {
 	if t == nil {
 		return nil
 	}

@@ -32,10 +32,16 @@ const presizeMaxOps = 1 << 18
 // fails, the table is left unhooked: the next full sync deletes it and
 // starts again (see Hooked).
 type ColdBuilder struct {
-	maps   []MapSpec
-	base   []*Chain
-	maxOps int
-	cur    *Transaction
+	maps []MapSpec
+	base []*Chain
+	// baseTables is Op.Table of each base chain.
+	baseTables []string
+	// layout places a Service's chains, sets and dispatch elements
+	// (AddService); shardMaps are a shard table's maps.
+	layout    TableLayout
+	shardMaps []MapSpec
+	maxOps    int
+	cur       *Transaction
 	// sent counts the operations of the transactions returned so far.
 	sent int
 }
@@ -44,20 +50,58 @@ type ColdBuilder struct {
 // chains and elements of top; top's base chains wait for Finish.
 func NewColdBuilder(f Family, maps []MapSpec, top *Fragment, maxOps int) *ColdBuilder {
 	b := &ColdBuilder{maps: maps, maxOps: maxOps, cur: &Transaction{Family: f}}
-	b.cur.Ops = append(b.cur.Ops, Op{Kind: OpAddTable})
+	b.startTable("", maps, top)
+	return b
+}
+
+// NewShardedColdBuilder is NewColdBuilder for every table of layout l: the
+// main table from maps and top, each shard from shardMaps and shardTop
+// (Generator.ShardMaps, ShardTop), all hooked up by Finish's last
+// transaction. Services are added with AddService.
+func NewShardedColdBuilder(f Family, maps []MapSpec, top *Fragment, shardMaps []MapSpec, shardTop *Fragment, l TableLayout, maxOps int) *ColdBuilder {
+	b := NewColdBuilder(f, maps, top, maxOps)
+	if !l.Sharded() {
+		return b
+	}
+	b.layout, b.shardMaps = l, shardMaps
+	for i := 1; i <= l.Shards; i++ {
+		b.startTable(opTable(i), shardMaps, shardTop)
+	}
+	return b
+}
+
+// startTable adds the operations that declare a table, its maps and the
+// regular chains and elements of top, and keeps top's base chains for
+// Finish.
+func (b *ColdBuilder) startTable(table string, maps []MapSpec, top *Fragment) {
+	b.cur.Ops = append(b.cur.Ops, Op{Kind: OpAddTable, Table: table})
 	for i := range maps {
-		b.cur.Ops = append(b.cur.Ops, Op{Kind: OpAddMap, Name: maps[i].Name, Map: &maps[i]})
+		b.cur.Ops = append(b.cur.Ops, Op{Kind: OpAddMap, Name: maps[i].Name, Map: &maps[i], Table: table})
 	}
 	regular := &Fragment{Sets: top.Sets, Elements: top.Elements, Counters: top.Counters}
 	for _, c := range top.Chains {
 		if c.Base != nil {
 			b.base = append(b.base, c)
+			b.baseTables = append(b.baseTables, table)
 		} else {
 			regular.Chains = append(regular.Chains, c)
 		}
 	}
-	addFragment(b.cur, maps, regular)
-	return b
+	addFragmentIn(b.cur, maps, regular, table)
+}
+
+// AddService is Add for the fragment of the Service port key: in a sharded
+// layout its chains, sets and dispatch elements go to its shard and its
+// other elements to the main table.
+func (b *ColdBuilder) AddService(key string, f *Fragment) *Transaction {
+	if !b.layout.Sharded() {
+		return b.Add(f)
+	}
+	full := b.next()
+	main, shard := splitFragment(f)
+	addFragmentIn(b.cur, b.maps, main, "")
+	addFragmentIn(b.cur, b.shardMaps, shard, opTable(b.layout.ShardOf(key)))
+	return full
 }
 
 // Add adds the operations that create f. It returns the transaction that
@@ -65,15 +109,23 @@ func NewColdBuilder(f Family, maps []MapSpec, top *Fragment, maxOps int) *ColdBu
 // A fragment may come in parts (its chains, later its elements), as long as
 // every chain exists before an element or rule jumps to it.
 func (b *ColdBuilder) Add(f *Fragment) *Transaction {
-	var full *Transaction
-	if len(b.cur.Ops) >= max(b.maxOps, b.sent/chunkGrowth) {
-		b.sent += len(b.cur.Ops)
-		// Sized for the chunk it becomes (and a fragment past it), so
-		// that its operations are not copied as it grows.
-		size := min(max(b.maxOps, b.sent/chunkGrowth), presizeMaxOps)
-		full, b.cur = b.cur, &Transaction{Family: b.cur.Family, Ops: make([]Op, 0, size+size/16)}
+	full := b.next()
+	addFragmentIn(b.cur, b.maps, f, "")
+	return full
+}
+
+// next starts a new transaction when the current one is full, and returns
+// the full one (nil otherwise).
+func (b *ColdBuilder) next() *Transaction {
+	if len(b.cur.Ops) < max(b.maxOps, b.sent/chunkGrowth) {
+		return nil
 	}
-	addFragment(b.cur, b.maps, f)
+	b.sent += len(b.cur.Ops)
+	// Sized for the chunk it becomes (and a fragment past it), so that
+	// its operations are not copied as it grows.
+	size := min(max(b.maxOps, b.sent/chunkGrowth), presizeMaxOps)
+	full := b.cur
+	b.cur = &Transaction{Family: full.Family, Ops: make([]Op, 0, size+size/16)}
 	return full
 }
 
@@ -81,31 +133,35 @@ func (b *ColdBuilder) Add(f *Fragment) *Transaction {
 // with their rules.
 func (b *ColdBuilder) Finish() []*Transaction {
 	hook := &Transaction{Family: b.cur.Family}
-	for _, c := range b.base {
-		hook.Ops = append(hook.Ops, Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
+	for i, c := range b.base {
+		hook.Ops = append(hook.Ops, Op{Kind: OpAddChain, Name: c.Name, Base: c.Base, Table: b.baseTables[i]})
 	}
-	for _, c := range b.base {
-		addRules(hook, c)
+	for i, c := range b.base {
+		hook.Ops = appendRules(hook.Ops, c, b.baseTables[i])
 	}
 	return []*Transaction{b.cur, hook}
 }
 
-// addFragment appends the operations that create f: chains before the rules
-// that jump to them, sets before the rules that use them, map elements last.
-func addFragment(tx *Transaction, maps []MapSpec, f *Fragment) {
-	tx.Ops = append(tx.Ops, counterOps(f.Counters)...)
+// addFragmentIn appends the operations that create f in table (Op.Table):
+// chains before the rules that jump to them, sets before the rules that
+// use them, map elements last.
+func addFragmentIn(tx *Transaction, maps []MapSpec, f *Fragment, table string) {
+	for _, op := range counterOps(f.Counters) {
+		op.Table = table
+		tx.Ops = append(tx.Ops, op)
+	}
 	for _, c := range f.Chains {
-		tx.Ops = append(tx.Ops, Op{Kind: OpAddChain, Name: c.Name})
+		tx.Ops = append(tx.Ops, Op{Kind: OpAddChain, Name: c.Name, Table: table})
 	}
 	for i := range f.Sets {
-		tx.Ops = append(tx.Ops, Op{Kind: OpAddSet, Name: f.Sets[i].Name, Set: &f.Sets[i]})
+		tx.Ops = append(tx.Ops, Op{Kind: OpAddSet, Name: f.Sets[i].Name, Set: &f.Sets[i], Table: table})
 	}
 	for _, c := range f.Chains {
-		addRules(tx, c)
+		tx.Ops = appendRules(tx.Ops, c, table)
 	}
 	for _, m := range maps {
 		for i := range f.Elements[m.Name] {
-			tx.Ops = append(tx.Ops, Op{Kind: OpAddElement, Name: m.Name, Element: &f.Elements[m.Name][i]})
+			tx.Ops = append(tx.Ops, Op{Kind: OpAddElement, Name: m.Name, Element: &f.Elements[m.Name][i], Table: table})
 		}
 	}
 }

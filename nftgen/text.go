@@ -9,7 +9,11 @@ import (
 // come first, then chains in Ruleset.Chains order.
 func (r *Ruleset) Text() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "table %s %s {\n", r.Family, TableName)
+	table := r.Table
+	if table == "" {
+		table = TableName
+	}
+	fmt.Fprintf(&b, "table %s %s {\n", r.Family, table)
 	for _, name := range r.Top.Counters {
 		writeCounter(&b, name)
 	}

@@ -275,6 +275,9 @@ func (f *Fragment) Equal(o *Fragment) bool {
 // Ruleset is the desired content of one family's nftproxy table.
 type Ruleset struct {
 	Family Family
+	// Table is the table's name: empty for TableName, a shard's name
+	// (ShardTable) in a part of SplitRuleset.
+	Table string
 	// Maps are the named maps, declared before any chain uses them.
 	Maps []MapSpec
 	// Top holds the base chains and the shared regular chains.

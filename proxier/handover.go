@@ -37,7 +37,28 @@ func (e *Engine) handOver(ctx context.Context) {
 		}
 		logger.Info("Left the handover table: until the next proxy's first sync, new connections to Services are served from nftproxy's last endpoints or held, not refused",
 			"family", f, "destinations", n, "served", specs[f].Destinations(), "ttl", HandoverTTL, "elapsed", time.Since(start).Round(time.Millisecond))
+		e.leaveShards(ctx, f)
 	}
+}
+
+// leaveShards deletes a sharded family's tables once its handover is in
+// place. kube-proxy, started next in a rollback, deletes only the table of
+// nftproxy's name; shard tables left behind would go on DNATing with the
+// endpoints of now, in front of kube-proxy's rules. The handover serves
+// until the next proxy's first sync, whichever proxy that is (an nftproxy
+// restarted builds its tables anew).
+func (e *Engine) leaveShards(ctx context.Context, f nftgen.Family) {
+	if !e.p.Syncer.Sharded(f) {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if err := e.dp.DeleteTable(dctx, f); err != nil {
+		logger.Error(err, "Could not delete the shard tables; a kube-proxy started next would leave them in front of its rules: delete them with nftproxy --cleanup", "family", f)
+		return
+	}
+	logger.Info("Deleted the sharded tables; the handover serves until the next proxy's first sync", "family", f)
 }
 
 // takeOver deletes the handover tables an earlier nftproxy left, once this

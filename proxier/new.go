@@ -27,6 +27,9 @@ type Config struct {
 	// ChunkOps sizes the transactions of a streamed cold sync (0:
 	// nftgen.ChunkOps).
 	ChunkOps int
+	// TableShards is the number of shard tables per family; 0 chooses by
+	// the number of Services (see nftgen.ChooseLayout).
+	TableShards int
 	// Engine configures the sync loop.
 	Engine EngineConfig
 }
@@ -42,7 +45,7 @@ func New(cfg Config, dp nftgen.Dataplane) (*Engine, error) {
 		store = model.NewStore()
 	}
 	s := newSyncer(store, dp, gens...)
-	s.ChunkOps = cfg.ChunkOps
+	s.ChunkOps, s.TableShards = cfg.ChunkOps, cfg.TableShards
 	p := newProxier(store, s, cfg.Node)
 	p.Health, p.Conntrack, p.Metrics = cfg.Health, cfg.Conntrack, cfg.Metrics
 	return newEngine(p, dp, cfg.Engine), nil

@@ -142,6 +142,8 @@ type fullSync struct {
 	keys       map[types.NamespacedName][]string
 	owners     map[destination]claim
 	fragCounts map[string]nftgen.FragmentRuleCounts
+	// layout is the table layout the sync programs.
+	layout nftgen.TableLayout
 	// err is set when a streamed sync stopped before it was complete.
 	err error
 }
@@ -151,7 +153,7 @@ func (r *fullSync) commit(fs *familyState) error {
 	if r.err != nil {
 		return r.err
 	}
-	fs.applied, fs.keys, fs.owners, fs.fragCounts = r.applied, r.keys, r.owners, r.fragCounts
+	fs.applied, fs.keys, fs.owners, fs.fragCounts, fs.layout = r.applied, r.keys, r.owners, r.fragCounts, r.layout
 	fs.inc = nil // it held the owners before this sync
 	fs.counts = fs.ruleCounter().Fragment(r.applied.Top)
 	fs.objects = r.applied.Top.Objects()
@@ -165,12 +167,26 @@ func (r *fullSync) commit(fs *familyState) error {
 }
 
 // fullSyncOf is the state of a full sync that programs rs.
-func fullSyncOf(rs *nftgen.Ruleset, counter nftgen.RuleCounter, keys map[types.NamespacedName][]string, owners map[destination]claim) *fullSync {
-	r := &fullSync{applied: nftgen.AppliedFrom(rs), keys: keys, owners: owners, fragCounts: make(map[string]nftgen.FragmentRuleCounts, len(rs.Services))}
+func fullSyncOf(rs *nftgen.Ruleset, layout nftgen.TableLayout, counter nftgen.RuleCounter, keys map[types.NamespacedName][]string, owners map[destination]claim) *fullSync {
+	r := &fullSync{applied: nftgen.AppliedFrom(rs), keys: keys, owners: owners, layout: layout, fragCounts: make(map[string]nftgen.FragmentRuleCounts, len(rs.Services))}
+	r.applied.Layout = layout
 	for key, f := range rs.Services {
 		r.fragCounts[key] = counter.Compact(f)
 	}
 	return r
+}
+
+// DesiredTables returns DesiredRuleset(f) spread over the tables of the
+// layout a full sync would choose now (nftgen.ChooseLayout): the main
+// table first, then each shard.
+func (s *Syncer) DesiredTables(f nftgen.Family) []*nftgen.Ruleset {
+	rs := s.DesiredRuleset(f)
+	if rs == nil {
+		return nil
+	}
+	fs := s.families[f]
+	layout := nftgen.ChooseLayout(s.TableShards, s.store.ServiceCount(), fs.layout)
+	return nftgen.SplitRuleset(rs, layout, fs.gen.ShardTop(), fs.gen.ShardMaps())
 }
 
 // planFull returns the transactions that install the whole ruleset over
@@ -178,6 +194,7 @@ func fullSyncOf(rs *nftgen.Ruleset, counter nftgen.RuleCounter, keys map[types.N
 func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error, err error) {
 	fam := fs.gen.Family()
 	top := &nftgen.Ruleset{Top: fs.gen.Top()}
+	layout := nftgen.ChooseLayout(s.TableShards, s.store.ServiceCount(), fs.layout)
 	// The table as it is: read once, it tells whether the table is live
 	// and what differs. Only the top level's rules are kept whole; the
 	// other chains are kept as digests of their rules, compared with the
@@ -185,7 +202,8 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 	// read are its objects listed by name instead, and a live one
 	// rewritten.
 	applied := nftgen.NewApplied(fam, nil, nil)
-	digests := applied.LiveDigests(top.ChainNames())
+	// The shared chains of every table are read whole.
+	digests := applied.LiveDigests(append(top.ChainNames(), (&nftgen.Ruleset{Top: fs.gen.ShardTop()}).ChainNames()...))
 	var inv *nftgen.Inventory
 	var rs *nftgen.Ruleset
 	var keys map[types.NamespacedName][]string
@@ -197,7 +215,7 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 	if fs.owners != nil {
 		fs.inc = appliedIncumbents(fs.owners)
 	} else if err == nil && live != nil {
-		fs.inc = kernelIncumbents(live, fs.domains)
+		fs.inc = kernelIncumbents(live.Merged(), fs.domains)
 	}
 	if err == nil {
 		inv = live.Inventory()
@@ -227,7 +245,7 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 		if chunk <= 0 {
 			chunk = nftgen.ChunkOps
 		}
-		txs, r := s.planCold(ctx, fs, snap, applied, chunk)
+		txs, r := s.planCold(ctx, fs, snap, applied, layout, chunk)
 		return txs, true, func() error { return r.commit(fs) }, nil
 	}
 	if live != nil {
@@ -236,7 +254,7 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 		// ones, never a table in between, and a table nothing touched
 		// costs no commit.
 		if nftgen.CanPatch(live) {
-			tx, r, err := s.planLive(ctx, fs, snap, live, digests, applied)
+			tx, r, err := s.planLive(ctx, fs, snap, live, digests, applied, layout)
 			if err != nil {
 				return nil, false, nil, err
 			}
@@ -256,9 +274,30 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 			return nil, false, nil, err
 		}
 	}
-	txs = slices.Values([]*nftgen.Transaction{nftgen.PlanFull(rs, inv)})
-	r := fullSyncOf(rs, fs.ruleCounter(), keys, owners)
+	txs = slices.Values([]*nftgen.Transaction{planRewrite(fs.gen, rs, layout, inv)})
+	r := fullSyncOf(rs, layout, fs.ruleCounter(), keys, owners)
 	return txs, false, func() error { return r.commit(fs) }, nil
+}
+
+// planRewrite returns the transaction that rewrites every table of the
+// family to hold rs in layout, whatever inv (what the tables hold) says:
+// Services move between the main table and shards, and shard tables not
+// in the layout go, in the same transaction.
+func planRewrite(g *nftgen.Generator, rs *nftgen.Ruleset, layout nftgen.TableLayout, inv *nftgen.Inventory) *nftgen.Transaction {
+	parts := nftgen.SplitRuleset(rs, layout, g.ShardTop(), g.ShardMaps())
+	invs := []*nftgen.Inventory{inv}
+	var stray []string
+	if inv != nil {
+		for i := 1; i < len(parts); i++ {
+			invs = append(invs, inv.Shards[nftgen.ShardTable(i)])
+		}
+		for name := range inv.Shards {
+			if n, ok := nftgen.ShardIndex(name); !ok || n >= len(parts) {
+				stray = append(stray, name)
+			}
+		}
+	}
+	return nftgen.PlanFullSharded(parts, invs, stray)
 }
 
 // planCold returns the transactions of a streamed cold sync of fs's table,
@@ -269,19 +308,21 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 // the whole ruleset never exists in memory at once. The result is complete
 // once every transaction was taken; its err says why not otherwise. The
 // summaries go into applied, an empty Applied.
-func (s *Syncer) planCold(ctx context.Context, fs *familyState, snap *snapshot, applied *nftgen.Applied, chunk int) (iter.Seq[*nftgen.Transaction], *fullSync) {
+func (s *Syncer) planCold(ctx context.Context, fs *familyState, snap *snapshot, applied *nftgen.Applied, layout nftgen.TableLayout, chunk int) (iter.Seq[*nftgen.Transaction], *fullSync) {
 	fam := fs.gen.Family()
-	r := newFullSync(applied)
+	r := newFullSync(applied, layout)
 	r.err = errors.New("the streamed sync did not finish")
 	txs := func(yield func(*nftgen.Transaction) bool) {
 		var b *nftgen.ColdBuilder
-		add := func(f *nftgen.Fragment) bool {
-			tx := b.Add(f)
+		add := func(key string, f *nftgen.Fragment) bool {
+			tx := b.AddService(key, f)
 			return tx == nil || yield(tx)
 		}
 		done, err := s.streamFull(ctx, fs, snap, r,
-			func() { b = nftgen.NewColdBuilder(fam, r.applied.Maps, r.applied.Top, chunk) },
-			func(f *nftgen.Fragment, _ *nftgen.FragmentSummary) bool { return add(f) }, add)
+			func() {
+				b = nftgen.NewShardedColdBuilder(fam, r.applied.Maps, r.applied.Top, fs.gen.ShardMaps(), fs.gen.ShardTop(), layout, chunk)
+			},
+			func(key string, f *nftgen.Fragment, _ *nftgen.FragmentSummary) bool { return add(key, f) }, add)
 		if err != nil {
 			r.err = err
 			return

@@ -13,9 +13,11 @@ import (
 
 // newFullSync returns the empty record of a full sync whose summaries go
 // into applied.
-func newFullSync(applied *nftgen.Applied) *fullSync {
+func newFullSync(applied *nftgen.Applied, layout nftgen.TableLayout) *fullSync {
+	applied.Layout = layout
 	return &fullSync{
 		applied:    applied,
+		layout:     layout,
 		keys:       map[types.NamespacedName][]string{},
 		owners:     map[destination]claim{},
 		fragCounts: map[string]nftgen.FragmentRuleCounts{},
@@ -28,14 +30,15 @@ func newFullSync(applied *nftgen.Applied) *fullSync {
 // summary), then, once every claim is known, each settled fragment's map
 // elements (elements). The generator (its large cluster mode) is final
 // once the first candidate is visited: then r.applied gets its maps and
-// top level and started is called, before either callback. It stops when
-// a callback returns false (done is then false) or ctx ends (the error).
-func (s *Syncer) streamFull(ctx context.Context, fs *familyState, snap *snapshot, r *fullSync, started func(), chains func(*nftgen.Fragment, *nftgen.FragmentSummary) bool, elements func(*nftgen.Fragment) bool) (done bool, err error) {
+// top level and started is called, before either callback. Both callbacks
+// are given the fragment's key. It stops when a callback returns false
+// (done is then false) or ctx ends (the error).
+func (s *Syncer) streamFull(ctx context.Context, fs *familyState, snap *snapshot, r *fullSync, started func(), chains func(string, *nftgen.Fragment, *nftgen.FragmentSummary) bool, elements func(string, *nftgen.Fragment) bool) (done bool, err error) {
 	var counter nftgen.RuleCounter
 	begun := false
 	start := func() {
 		begun = true
-		r.applied.Maps, r.applied.Top = fs.gen.Maps(), fs.gen.Top()
+		r.applied.Maps, r.applied.Top, r.applied.Layout = fs.gen.Maps(), fs.gen.Top(), r.layout
 		counter = fs.ruleCounter()
 		started()
 	}
@@ -47,7 +50,7 @@ func (s *Syncer) streamFull(ctx context.Context, fs *familyState, snap *snapshot
 		}
 		f, key := &nftgen.Fragment{Chains: c.frag.Chains, Sets: c.frag.Sets}, c.claim.frag
 		sum := r.applied.Summarize(f)
-		if !chains(f, sum) {
+		if !chains(key, f, sum) {
 			stopped = true
 			return false
 		}
@@ -66,7 +69,7 @@ func (s *Syncer) streamFull(ctx context.Context, fs *familyState, snap *snapshot
 		c := pending[i].candidate()
 		pending[i] = heldElements{} // let it go as the elements go out
 		f, key := s.settle(c, r.owners), c.claim.frag
-		if !elements(f) {
+		if !elements(key, f) {
 			return false, nil
 		}
 		r.applied.Services[key].SetElements(f)
@@ -122,13 +125,18 @@ func (h heldElements) candidate() *candidate {
 // digest, against what the read recorded in digests, whose Applied is
 // applied) and only those that differ are kept for the transaction; the
 // map elements are compared once the last Service is read.
-func (s *Syncer) planLive(ctx context.Context, fs *familyState, snap *snapshot, live *nftgen.TableState, digests *nftgen.LiveDigests, applied *nftgen.Applied) (*nftgen.Transaction, *fullSync, error) {
-	r := newFullSync(applied)
-	var rec *nftgen.Reconciler
+func (s *Syncer) planLive(ctx context.Context, fs *familyState, snap *snapshot, live *nftgen.TableState, digests *nftgen.LiveDigests, applied *nftgen.Applied, layout nftgen.TableLayout) (*nftgen.Transaction, *fullSync, error) {
+	r := newFullSync(applied, layout)
+	var rec *nftgen.LayoutReconciler
 	_, err := s.streamFull(ctx, fs, snap, r,
-		func() { rec = nftgen.NewReconciler(live, digests, applied.Top, applied.Maps) },
-		func(f *nftgen.Fragment, sum *nftgen.FragmentSummary) bool { rec.Add(f, sum); return true },
-		func(f *nftgen.Fragment) bool { rec.Add(f, nil); return true })
+		func() {
+			rec = nftgen.NewLayoutReconciler(live, digests, applied.Top, applied.Maps, fs.gen.ShardTop(), fs.gen.ShardMaps(), layout)
+		},
+		func(key string, f *nftgen.Fragment, sum *nftgen.FragmentSummary) bool {
+			rec.AddService(key, f, sum)
+			return true
+		},
+		func(key string, f *nftgen.Fragment) bool { rec.AddService(key, f, nil); return true })
 	if err != nil {
 		return nil, nil, fmt.Errorf("compare the %s table: %w", fs.gen.Family(), err)
 	}

@@ -42,6 +42,10 @@ type Syncer struct {
 	// ChunkOps is the size of the transactions of a streamed cold sync
 	// (nftgen.ChunkOps unless set).
 	ChunkOps int
+	// TableShards is the configured number of shard tables per family: 0
+	// chooses by the number of Services, 1 is the single table (see
+	// nftgen.ChooseLayout).
+	TableShards int
 	// local are the addresses of the node's interfaces (see
 	// SetLocalAddresses); refusedAt the Services that named one of them,
 	// to be recomputed when it is no longer the node's.
@@ -53,6 +57,8 @@ type familyState struct {
 	gen *nftgen.Generator
 	// applied is what the kernel holds, or nil when unknown.
 	applied *nftgen.Applied
+	// layout is the table layout of the last full sync.
+	layout nftgen.TableLayout
 	// keys maps a Service to the fragment keys it owns in applied.
 	keys map[types.NamespacedName][]string
 	// endpoints counts the endpoints of each Service's ports in this
@@ -129,6 +135,13 @@ func (s *Syncer) SetGenerators(generators ...*nftgen.Generator) {
 		}
 		fs.gen, fs.applied = g, nil
 	}
+}
+
+// Sharded reports whether family f's tables are sharded, as of its last
+// full sync.
+func (s *Syncer) Sharded(f nftgen.Family) bool {
+	fs := s.families[f]
+	return fs != nil && fs.layout.Sharded()
 }
 
 // Known reports whether the syncer knows what every family's table holds.

@@ -215,12 +215,14 @@ func runRender(opts *options, out io.Writer) error {
 	default:
 		return usageError{fmt.Errorf("--format: %q is neither nft nor iptables-save", opts.format)}
 	}
-	rulesets, err := desiredRulesets(st)
+	engine, err := proxier.New(st.engineConfig(), nftgen.NewFake())
 	if err != nil {
 		return err
 	}
-	for _, rs := range rulesets {
-		fmt.Fprint(out, rs.Text())
+	for _, g := range st.rules.Generators {
+		for _, rs := range engine.Proxier().Syncer.DesiredTables(g.Family()) {
+			fmt.Fprint(out, rs.Text())
+		}
 	}
 	return nil
 }

@@ -227,3 +227,25 @@ func TestWriteConfigToValidatesFirst(t *testing.T) {
 		t.Errorf("written: %q, %v", b, err)
 	}
 }
+
+// TestRenderSharded: render prints every table of a sharded layout, the
+// Service chains in the shards only, and the flag is range-checked.
+func TestRenderSharded(t *testing.T) {
+	code, out, stderr := captureRun(t, "render", "--table-shards", "4", "--objects", "../../deploy/examples/services.yaml", "--cluster-cidr", "10.244.0.0/16")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	tables := strings.Split(out, "\ntable ")
+	if len(tables) != 5 || !strings.HasPrefix(tables[0], "table ip kube-proxy {") || !strings.HasPrefix(tables[4], "ip kube-proxy-shard-004 {") {
+		t.Fatalf("render printed %d tables:\n%s", len(tables), out)
+	}
+	if strings.Contains(tables[0], "chain KUBE-SVC-") {
+		t.Errorf("the main table holds Service chains:\n%s", tables[0])
+	}
+	if !strings.Contains(out, `10.96.0.10 . tcp . 80 comment "demo/echo:http cluster IP" : goto KUBE-SVC-`) {
+		t.Errorf("no shard dispatches demo/echo:\n%s", out)
+	}
+	if code, _, stderr := captureRun(t, "render", "--table-shards", "999", "--objects", "../../deploy/examples/services.yaml"); code != 2 || !strings.Contains(stderr, "--table-shards") {
+		t.Errorf("--table-shards 999: exit %d: %s", code, stderr)
+	}
+}

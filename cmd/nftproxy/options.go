@@ -60,6 +60,9 @@ type options struct {
 	nodePortAddresses   []string
 	localhostNodePorts  bool
 	conntrackTCPLiberal bool
+	// tableShards is the number of shard tables per family (0: by the
+	// number of Services).
+	tableShards int
 
 	// logging is component-base's logging configuration (flags and the
 	// config file's logging section).
@@ -88,6 +91,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.nodePortAddresses, "nodeport-addresses", o.nodePortAddresses, "A list of CIDR ranges that contain valid node IPs, or 'primary'. NodePorts are served only on local addresses in them. Empty means all local addresses.")
 	fs.BoolVar(&o.localhostNodePorts, "iptables-localhost-nodeports", o.localhostNodePorts, "If false, NodePorts are not served on 127.0.0.0/8 (IPv4); if true, route_localnet is enabled to serve them.")
 	fs.BoolVar(&o.conntrackTCPLiberal, "conntrack-tcp-be-liberal", o.conntrackTCPLiberal, "If true, do not drop packets in conntrack state INVALID (kube-proxy then relies on nf_conntrack_tcp_be_liberal).")
+	fs.IntVar(&o.tableShards, "table-shards", o.tableShards, fmt.Sprintf("nftproxy only: the number of tables per family that the Services are spread over, so that a change validates one of them. 0 chooses by the number of Services (one table up to %d, then one per %d, at most %d); 1 keeps one table.", nftgen.ShardFromServices, nftgen.ServicesPerShard, nftgen.MaxAutoShards))
 	o.addKubeProxyFlags(fs)
 	o.addLoggingFlags(fs)
 }
@@ -114,12 +118,14 @@ type setup struct {
 	local []netip.Addr
 	// nodeObj is the Node object the rules were built for.
 	nodeObj *v1.Node
+	// tableShards is --table-shards.
+	tableShards int
 }
 
 // engineConfig is the engine configuration of st's store, node and
 // generators, for proxier.New.
 func (st *setup) engineConfig() proxier.Config {
-	return proxier.Config{Node: st.rules.Node, Store: st.store, Families: st.rules.Families(), Engine: proxier.EngineConfig{Local: st.local}}
+	return proxier.Config{Node: st.rules.Node, Store: st.store, Families: st.rules.Families(), TableShards: st.tableShards, Engine: proxier.EngineConfig{Local: st.local}}
 }
 
 // newSetup builds the store, the node facts and one generator per family
@@ -142,7 +148,7 @@ func (o *options) newSetup(objs *objfile.Objects, local []netip.Addr) (*setup, e
 	if err != nil {
 		return nil, err
 	}
-	st := &setup{store: store, spec: spec, local: local}
+	st := &setup{store: store, spec: spec, local: local, tableShards: o.tableShards}
 	fill(st.store, objs)
 	if objs != nil {
 		for _, n := range objs.Nodes {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // defaultServerPorts gives a server address without a port the default
@@ -45,6 +47,9 @@ func (o *options) validate() error {
 	}
 	if o.masqueradeBit < 0 || o.masqueradeBit > 31 {
 		bad("--iptables-masquerade-bit", "iptables.masqueradeBit", "%d must be within [0, 31]", o.masqueradeBit)
+	}
+	if err := (nftgen.TableLayout{Shards: o.tableShards}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--table-shards: %w", err))
 	}
 	if a, err := netip.ParseAddr(o.kp.bindAddress); err != nil || a.Zone() != "" {
 		bad("--bind-address", "bindAddress", "%q must be an IP address", o.kp.bindAddress)

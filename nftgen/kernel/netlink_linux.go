@@ -288,8 +288,30 @@ func findNamedTable(c *nftables.Conn, f nftgen.Family, name string) (*nftables.T
 // when it did not (chains nftproxy did not expect: Services deleted while
 // it was down, or a chain someone else added) is the whole table's chain
 // list dumped, which the kernel restarts for every buffer.
+// A sharded family's shard tables are inventoried each on its own (small
+// enough to be listed) into the result's Shards.
 func (n *Netlink) Inventory(ctx context.Context, f nftgen.Family, expected []string) (*nftgen.Inventory, error) {
-	return n.InventoryOf(ctx, f, nftgen.TableName, expected)
+	inv, err := n.InventoryOf(ctx, f, nftgen.TableName, expected)
+	if inv == nil || err != nil {
+		return inv, err
+	}
+	names, err := n.ShardTables(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range names {
+		sh, err := n.InventoryOf(ctx, f, name, nil)
+		if err != nil {
+			return nil, err
+		}
+		if sh != nil {
+			if inv.Shards == nil {
+				inv.Shards = map[string]*nftgen.Inventory{}
+			}
+			inv.Shards[name] = sh
+		}
+	}
+	return inv, nil
 }
 
 // InventoryOf is Inventory of the family's table called name: the main

@@ -60,16 +60,18 @@ func shardTables(c *nftables.Conn, f nftgen.Family) ([]string, error) {
 }
 
 // Read reads the family's table back from the kernel and decodes it into
-// a TableState; nil and no error when the table does not exist. It lists
-// the whole table, so it is for the compat view and tools, not for syncs.
+// a TableState; nil and no error when the table does not exist. A sharded
+// family's tables are read as one (TableState.Merged). It lists the whole
+// table, so it is for the compat view and tools, not for syncs.
 func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState, error) {
-	return n.ReadCompact(ctx, f, nil)
+	st, err := n.ReadCompact(ctx, f, nil)
+	return st.Merged(), err
 }
 
 // ReadCompact implements nftgen.Dataplane: Read, with the rules of each
-// chain given to finish (if not nil) as soon as the chain is read. The
-// shard tables of a sharded layout are read after the main table and
-// merged into its state (nftgen.MergeShards).
+// chain given to finish (if not nil) as soon as the chain is read, and the
+// shard tables of a sharded layout read each on its own into the main
+// table's state's Shards.
 func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -78,25 +80,21 @@ func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(
 	if main == nil || err != nil {
 		return main, err
 	}
-	var names []string
-	err = n.withConn(func(c *nftables.Conn) error {
-		names, err = shardTables(c, f)
-		return err
-	})
-	if err != nil || len(names) == 0 {
-		return main, err
+	names, err := n.ShardTables(ctx, f)
+	if err != nil {
+		return nil, err
 	}
-	shards := make([]*nftgen.TableState, 0, len(names))
 	for _, name := range names {
 		st, err := n.readTable(f, name, shardLayoutChains(f), finish)
 		if err != nil {
 			return nil, err
 		}
 		if st != nil {
-			shards = append(shards, st)
+			st.Name = name
+			main.Shards = append(main.Shards, st)
 		}
 	}
-	return nftgen.MergeShards(main, names, shards), nil
+	return main, nil
 }
 
 // readTable reads the family's table called name, whose chains are reached

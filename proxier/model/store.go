@@ -216,6 +216,9 @@ func (s *Store) TakeChanged() []types.NamespacedName {
 	return out
 }
 
+// ServiceCount returns the number of Services in the store.
+func (s *Store) ServiceCount() int { return len(s.services) }
+
 // ServiceNames returns every Service in the store, sorted.
 func (s *Store) ServiceNames() []types.NamespacedName {
 	out := make([]types.NamespacedName, 0, len(s.services))

@@ -1,0 +1,139 @@
+package proxier
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/nftproxy/nftproxy/compat"
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/runner"
+)
+
+// compatOf is the compat view of what the fake holds.
+func compatOf(fake *nftgen.Fake) string {
+	return compat.Render(compat.Build(fake.State(nftgen.FamilyIPv4)), compat.Options{})
+}
+
+// freshCompat is the compat view of a single-table full sync of the
+// fixture's store.
+func (f *fixture) freshCompat(t *testing.T) string {
+	t.Helper()
+	g, _ := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4})
+	fake := nftgen.NewFake()
+	s := newSyncer(f.store, fake, g)
+	s.TableShards = 1
+	if _, err := s.Sync(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	return compatOf(fake)
+}
+
+// TestShardedSyncFollowsTheLayout: with shard tables configured, the cold
+// sync, a partial sync, a full check of the live tables and moves between
+// layouts (more shards, the single table, shards again) all leave the
+// compat view a single table's full sync gives, and a partial sync touches
+// only the main table and the changed Service's shard.
+func TestShardedSyncFollowsTheLayout(t *testing.T) {
+	f := newFixture(t)
+	f.syncer.TableShards = 4
+	for i := range 20 {
+		name := fmt.Sprintf("s%d", i)
+		f.store.SetService(svc(name, fmt.Sprintf("10.96.0.%d", i+1)))
+		f.store.SetEndpointSlice(slice(name, fmt.Sprintf("10.0.%d.1", i), fmt.Sprintf("10.0.%d.2", i)))
+	}
+	check := func(when string, shards int) {
+		t.Helper()
+		if got := f.fake.ShardTables(nftgen.FamilyIPv4); len(got) != shards {
+			t.Errorf("%s: shard tables %v, want %d", when, got, shards)
+		}
+		if got, want := compatOf(f.fake), f.freshCompat(t); got != want {
+			t.Errorf("%s: compat view\n%s\nwant\n%s", when, got, want)
+		}
+	}
+	if res := f.sync(t); !res.Full {
+		t.Fatalf("first sync %+v, want full", res)
+	}
+	check("cold sync", 4)
+
+	f.store.SetEndpointSlice(slice("s3", "10.0.3.9"))
+	if res := f.sync(t); res.Full || res.Services != 1 {
+		t.Fatalf("partial sync %+v", res)
+	}
+	shard := nftgen.ShardTable(nftgen.TableLayout{Shards: 4}.ShardOf("ns/s3:http/tcp"))
+	inShard := 0
+	for _, op := range f.fake.LastTransaction.Ops {
+		switch op.Table {
+		case "":
+		case shard:
+			inShard++
+		default:
+			t.Errorf("partial sync of ns/s3 acts on %s, not its shard %s: %s", op.Table, shard, op.Text(nftgen.FamilyIPv4))
+		}
+	}
+	if inShard == 0 {
+		t.Errorf("partial sync of ns/s3 wrote nothing to its shard %s", shard)
+	}
+	check("partial sync", 4)
+
+	f.store.DeleteService(types.NamespacedName{Namespace: "ns", Name: "s4"})
+	f.sync(t)
+	check("deleted Service", 4)
+
+	if res := f.sync(t); res.Ops != 0 {
+		t.Errorf("a sync with no change sent %d operations", res.Ops)
+	}
+	if res, err := f.syncer.Sync(context.Background(), fullRequested); err != nil || !res.Full || res.Ops != 0 {
+		t.Errorf("full check of untouched shards: %+v, %v; want full with no operation", res, err)
+	}
+	for _, step := range []struct {
+		shards, tables int
+	}{{8, 8}, {1, 0}, {4, 4}} {
+		f.syncer.TableShards = step.shards
+		if _, err := f.syncer.Sync(context.Background(), fullRequested); err != nil {
+			t.Fatal(err)
+		}
+		check(fmt.Sprintf("moved to %d shards", step.shards), step.tables)
+		f.store.SetEndpointSlice(slice("s7", "10.0.7.7"))
+		f.sync(t)
+		check(fmt.Sprintf("partial sync in %d shards", step.shards), step.tables)
+	}
+}
+
+// TestShardedStopHandsOverAndLeavesNoTable: a stopping nftproxy whose
+// tables are sharded leaves the handover and deletes its tables, which a
+// kube-proxy started next would not (it deletes only the table of
+// nftproxy's name); one with the single table leaves it in place.
+func TestShardedStopHandsOverAndLeavesNoTable(t *testing.T) {
+	for _, shards := range []int{1, 4} {
+		fake := nftgen.NewFake()
+		e, err := New(Config{Families: []nftgen.Config{{Family: nftgen.FamilyIPv4}}, TableShards: shards}, fake)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 8 {
+			name := fmt.Sprintf("s%d", i)
+			e.SetService(svc(name, fmt.Sprintf("10.96.0.%d", i+1)))
+			e.SetEndpointSlice(slice(name, fmt.Sprintf("10.0.%d.1", i)))
+		}
+		if _, err := e.Sync(context.Background(), runner.Requested); err != nil {
+			t.Fatal(err)
+		}
+		if got := len(fake.ShardTables(nftgen.FamilyIPv4)); shards > 1 && got != shards {
+			t.Fatalf("%d shards configured, %d tables", shards, got)
+		}
+		e.handOver(context.Background())
+		if spec := fake.Handovers[nftgen.FamilyIPv4]; spec == nil || spec.Destinations() != 8 {
+			t.Errorf("shards=%d: handover %+v, want 8 destinations", shards, spec)
+		}
+		st := fake.State(nftgen.FamilyIPv4)
+		switch {
+		case shards > 1 && (st != nil || len(fake.ShardTables(nftgen.FamilyIPv4)) > 0):
+			t.Errorf("shards=%d: tables left after the stop", shards)
+		case shards == 1 && st == nil:
+			t.Errorf("the single table was deleted at the stop")
+		}
+	}
+}
