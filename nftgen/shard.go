@@ -35,7 +35,7 @@ type TableLayout struct {
 const (
 	ShardFromServices = 2000
 	ServicesPerShard  = 500
-	MaxAutoShards     = 128
+	MaxAutoShards     = 64
 )
 
 // ChooseLayout is the one place that decides a family's table layout, at

@@ -184,3 +184,69 @@ func lineDiff(a, b string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestLayoutReconcilerRepairsEachShard tampers with two shards through nft
+// (a Service chain flushed, a dispatch element deleted, a stray chain, the
+// shard's copy of KUBE-MARK-MASQ rewritten) and reconciles the tables as a
+// full sync does: the repair touches only what differs, a second finds
+// nothing, and the compat view is the untouched one.
+func TestLayoutReconcilerRepairsEachShard(t *testing.T) {
+	testns.RequireRoot(t)
+	ctx := context.Background()
+	layout := nftgen.TableLayout{Shards: 4}
+	g := testGenerator("10.244.0.0/16")
+	ports := nftgentest.ManyPorts(20)
+	rs := g.Ruleset(ports)
+	ns, dp := kernelNetlink(t, "nfp-shr")
+	if err := dp.Apply(ctx, nftgen.PlanFullSharded(nftgen.SplitRuleset(rs, layout, g.ShardTop(), g.ShardMaps()), nil, nil)); err != nil {
+		t.Fatal(err)
+	}
+	want := compatText(t, dp, nftgen.FamilyIPv4)
+	key := nftgen.ServiceKey(ports[2].Name)
+	shard := nftgen.ShardTable(layout.ShardOf(key))
+	other := nftgen.ShardTable(layout.ShardOf(key)%layout.Shards + 1)
+	ns.MustRun(t, "nft", "flush", "chain", "ip", shard, rs.Services[key].Chains[0].Name)
+	el := rs.Services[key].Elements[nftgen.MapServiceIPs][0]
+	ns.MustRun(t, "nft", "delete", "element", "ip", shard, nftgen.MapServiceIPs, "{ "+el.Key.Addr.String()+" . tcp . 80 }")
+	ns.MustRun(t, "nft", "add", "chain", "ip", other, "stray")
+	ns.MustRun(t, "nft", "flush", "chain", "ip", other, nftgen.ChainMarkMasq)
+	if st, err := dp.Read(ctx, nftgen.FamilyIPv4); err != nil || compat.Render(compat.Build(st), compat.Options{}) == want || len(st.Unknown) != 1 {
+		t.Fatalf("the tampering does not show in the compat view and as the shard's copy of %s (%v)", nftgen.ChainMarkMasq, err)
+	}
+	reconcile := func() *nftgen.Transaction {
+		live, err := dp.ReadCompact(ctx, nftgen.FamilyIPv4, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := nftgen.NewLayoutReconciler(live, nil, g.Top(), g.Maps(), g.ShardTop(), g.ShardMaps(), layout)
+		for k, f := range rs.Services {
+			r.AddService(k, f, nil)
+		}
+		tx := r.Transaction()
+		if tx == nil {
+			t.Fatal("reconcile gave up")
+		}
+		if err := dp.Apply(ctx, tx); err != nil {
+			t.Fatalf("reconcile: %v\n%s", err, tx)
+		}
+		return tx
+	}
+	tx := reconcile()
+	for _, op := range tx.Ops {
+		if op.Table != shard && op.Table != other && op.Kind != nftgen.OpAddTable {
+			t.Errorf("the repair acts on table %q: %s", op.Table, op.Text(nftgen.FamilyIPv4))
+		}
+	}
+	if len(tx.Ops) == 0 || len(tx.Ops) > 30 {
+		t.Errorf("repair sent %d operations, want a handful:\n%s", len(tx.Ops), tx)
+	}
+	if tx := reconcile(); !tx.Empty() {
+		t.Errorf("second reconcile sent %d operations:\n%s", len(tx.Ops), tx)
+	}
+	if got := compatText(t, dp, nftgen.FamilyIPv4); got != want {
+		t.Errorf("after the repair the compat view differs:\n%s", lineDiff(want, got))
+	}
+	if list := ns.MustRun(t, "nft", "list", "table", "ip", other); strings.Contains(list, "chain stray") {
+		t.Errorf("stray chain not deleted:\n%s", list)
+	}
+}

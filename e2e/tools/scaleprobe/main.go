@@ -87,6 +87,9 @@ type Report struct {
 	// (-shards): a table of 1/k of the Services beside the loaded one.
 	Shards     []ShardStep `json:"shards,omitempty"`
 	PeakRSSMiB float64     `json:"peak_rss_mib"`
+	// TableShards is the number of shard tables nftproxy programmed (0:
+	// the single table).
+	TableShards int `json:"table_shards"`
 }
 
 // profiles names the files of the profiles taken during the probe (none
@@ -152,6 +155,7 @@ func main() {
 	changeProf := flag.String("changeprofile", "", "write a CPU profile of the repeated one-Service changes only to this file")
 	chunk := flag.Int("chunk", 0, "operations per transaction of the streamed cold sync (nftproxy's default if 0)")
 	objects := flag.String("objects", "", "only write the N Services and their slices to this file as kubectl's List (YAML, or JSON for a .json name) and exit")
+	tableShards := flag.Int("table-shards", 0, "nftproxy's --table-shards: 0 chooses by the number of Services, 1 is the single table")
 	extra := flag.Int("extra-tables", 0, "leave this many tables of the shard shape in front of nftproxy's, each with both nat base chains and a dispatch map the probe's traffic misses (the data path of a sharded layout)")
 	var shards shardList
 	flag.Var(&shards, "shards", "also measure small commits to a shard table of N/k Services for each k of this comma-separated list (e.g. 16,32)")
@@ -178,7 +182,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rep, err := probe(*n, *endpoints, *chunk, *nsPath, *nftOut, *iptOut, *watch, shards, *extra, profiles{inuse: *inuse, change: *changeProf})
+	rep, err := probe(*n, *endpoints, *chunk, *tableShards, *nsPath, *nftOut, *iptOut, *watch, shards, *extra, profiles{inuse: *inuse, change: *changeProf})
 	if err == nil && *memProfile != "" {
 		err = writeHeapProfile(*memProfile)
 	}
@@ -204,7 +208,7 @@ func writeHeapProfile(path string) error {
 	return f.Close()
 }
 
-func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool, shards []int, extraTables int, prof profiles) (*Report, error) {
+func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, watch bool, shards []int, extraTables int, prof profiles) (*Report, error) {
 	dp, f, err := kernel.NewNetlinkInNamespace(nsPath)
 	if err != nil {
 		return nil, err
@@ -241,7 +245,7 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool, s
 		}
 	}
 	// As the daemon builds its engine, with what it needs here.
-	engine, err := proxier.New(proxier.Config{Families: []nftgen.Config{family}, Store: store, ChunkOps: chunk}, dp)
+	engine, err := proxier.New(proxier.Config{Families: []nftgen.Config{family}, Store: store, ChunkOps: chunk, TableShards: tableShards}, dp)
 	if err != nil {
 		return nil, err
 	}
@@ -326,6 +330,9 @@ func probe(n, endpoints, chunk int, nsPath, nftOut, iptOut string, watch bool, s
 	store.DeleteService(types.NamespacedName{Namespace: extra.Namespace, Name: extra.Name})
 	if rep.Delete, err = sync("delete one Service", n*endpoints); err != nil {
 		return nil, err
+	}
+	if names, err := dp.ShardTables(ctx, nftgen.FamilyIPv4); err == nil {
+		rep.TableShards = len(names)
 	}
 	if rep.FloorAdd, rep.FloorDelete, err = kernelFloor(ctx, dp); err != nil {
 		return nil, err
