@@ -19,7 +19,8 @@ import (
 // compares (make test runs the default; make differential runs more).
 var diffSeeds = flag.Int("diff-seeds", 100, "generated cluster states compared with kube-proxy")
 
-// liveEvery makes every liveEvery-th seed also go through a live sync and
+// liveEvery makes every liveEvery-th seed also go through a live sync (every
+// other one of them on four shard tables) and
 // save, not only the offline render.
 const liveEvery = 10
 
@@ -50,7 +51,13 @@ func TestDifferentialAgainstKubeProxy(t *testing.T) {
 			var nftNS *testns.NS
 			if seed%liveEvery == 0 {
 				nftNS = nodeNamespace(t, "nfp-dl")
-				if out, err := exec.Command(nftproxyBinary, append([]string{"sync", "--netns", nftNS.Path(), "--objects", objects, "--hostname-override", harness.LocalNode}, rc.nftproxyFlags()...)...).CombinedOutput(); err != nil {
+				args := append([]string{"sync", "--netns", nftNS.Path(), "--objects", objects, "--hostname-override", harness.LocalNode}, rc.nftproxyFlags()...)
+				if seed/liveEvery%2 == 1 {
+					// Every other live seed spreads its Services over
+					// shard tables, read back as one.
+					args = append(args, "--table-shards", "4")
+				}
+				if out, err := exec.Command(nftproxyBinary, args...).CombinedOutput(); err != nil {
 					t.Fatalf("nftproxy sync: %v\n%s", err, out)
 				}
 			}

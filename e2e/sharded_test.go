@@ -13,8 +13,12 @@ import (
 	"testing"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/nftproxy/nftproxy/e2e/harness"
 	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 )
 
 // shardTables lists the shard tables of the node's IPv4 family.
@@ -36,7 +40,8 @@ func shardTables(t *testing.T, tp *harness.Topology) []string {
 // is restarted on its shards, and is replaced by one with the single table
 // again (a downgrade), with a Service changing all the while. No connection
 // may fail or break; on the shards the compat view must be render's, and a
-// stop must leave no shard table behind.
+// stop must leave no shard table behind; explain, the drift repair and
+// --cleanup must see every shard.
 func TestShardedLayoutMovesUnderTraffic(t *testing.T) {
 	tp := harness.NewTopology(t, echoBinary)
 	var eps []string
@@ -191,7 +196,7 @@ func TestShardedLayoutMovesUnderTraffic(t *testing.T) {
 	objects = write(0)
 	cmd = start(8)
 	served("the shards serve")
-	eventually(t, "the compat view of the shards is render's", 10*time.Second, func() error {
+	renderedIsSaved := func() error {
 		want, err := exec.Command(nftproxyBinary, "render", "--format", "iptables-save", "--table-shards", "8", "--objects", objects, "--cluster-cidr", harness.ClusterCIDR).Output()
 		if err != nil {
 			return err
@@ -205,7 +210,28 @@ func TestShardedLayoutMovesUnderTraffic(t *testing.T) {
 			return fmt.Errorf("save and render differ:\n%s", textDiff(string(want), got))
 		}
 		return nil
-	})
+	}
+	eventually(t, "the compat view of the shards is render's", 10*time.Second, renderedIsSaved)
+
+	// explain walks the shards as one table.
+	if got := runExplain(t, "--netns", tp.Node.Path(), "--from", "external", "--src", harness.ExternalIP, "10.96.0.70:80").Endpoints(); len(got) != len(eps) {
+		t.Errorf("explain on the shards: endpoints %v, want %d", got, len(eps))
+	}
+	// A Service chain flushed in its shard is repaired by the daemon.
+	web := svcmodel.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "demo", Name: "web"}, Port: "http", Protocol: v1.ProtocolTCP}
+	shard := nftgen.ShardTable(nftgen.TableLayout{Shards: 8}.ShardOf(nftgen.ServiceKey(web)))
+	tp.Node.MustRun(t, "nft", "flush", "chain", "ip", shard, nftgen.ServiceChainName(web))
+	eventually(t, "the flushed shard chain repaired", 10*time.Second, renderedIsSaved)
+	served("the repaired shard serves")
+
+	// --cleanup removes every table.
+	stopDaemon(cmd)
+	if out, err := exec.Command(nftproxyBinary, "--cleanup", "--netns", tp.Node.Path()).CombinedOutput(); err != nil {
+		t.Fatalf("--cleanup: %v\n%s", err, out)
+	}
+	if tables := tp.Node.MustRun(t, "nft", "list", "tables"); strings.Contains(tables, nftgen.TableName) {
+		t.Errorf("--cleanup left:\n%s", tables)
+	}
 }
 
 // textDiff lists the lines only one of want and got has.
