@@ -242,13 +242,14 @@ type probeReport struct {
 	FloorDelete               probeStep `json:"floor_delete"`
 	Shards                    []probeShard
 	PeakRSSMiB                float64 `json:"peak_rss_mib"`
+	TableShards               int     `json:"table_shards"`
 }
 
-// probeShard is scaleprobe's measurement of one shard table (-shards).
+// probeShard is scaleprobe's measurement of a table beside nftproxy's
+// (-shards; Shards 0 is the empty table).
 type probeShard struct {
 	Shards, Services int
 	FloorAdd         probeStep `json:"floor_add"`
-	AddService       probeStep `json:"add_service"`
 }
 
 // loadResult is what loading rules as text cost.
@@ -289,6 +290,49 @@ func loadText(ns *testns.NS, timeout time.Duration, file, name string, args ...s
 	return r, nil
 }
 
+// runProbe runs scaleprobe with args and decodes its report.
+func runProbe(t outliving, probe string, args ...string) *probeReport {
+	out, err := exec.Command(probe, args...).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("scaleprobe %v: %v: %s", args, err, ee.Stderr)
+		}
+		t.Fatalf("scaleprobe %v: %v", args, err)
+	}
+	var rep probeReport
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("scaleprobe output %q: %v", out, err)
+	}
+	t.Logf("scaleprobe %v: %s", args, out)
+	return &rep
+}
+
+// recordProbe adds the control-plane numbers of one scaleprobe run of n
+// Services to res, as dataplane dp.
+func recordProbe(res *benchreport.Results, dp string, n int, rep *probeReport) {
+	cp := benchreport.ControlPlane
+	res.Add(cp, dp, n, benchreport.MetricLoad, rep.Cold.Seconds)
+	res.Add(cp, dp, n, benchreport.MetricAdd, 1000*rep.Add.Seconds)
+	res.Add(cp, dp, n, benchreport.MetricChange, 1000*rep.Change.Seconds)
+	res.Add(cp, dp, n, benchreport.MetricDelete, 1000*rep.Delete.Seconds)
+	res.Add(cp, dp, n, benchreport.MetricColdUser, rep.Cold.UserSeconds)
+	res.Add(cp, dp, n, benchreport.MetricColdSys, rep.Cold.SystemSeconds)
+	res.Add(cp, dp, n, benchreport.MetricChangeCPU, 1000*rep.Changes.UserSeconds)
+	for i, step := range []probeStep{rep.Cold, rep.Add, rep.Change, rep.Delete} {
+		res.Add(cp, dp, n, benchreport.MetricMessages+"_"+benchreport.Steps[i], float64(step.Messages))
+		res.Add(cp, dp, n, benchreport.MetricBytes+"_"+benchreport.Steps[i], float64(step.Bytes))
+		if i > 0 && step.Full && dp == benchreport.Nftproxy {
+			res.Notes = append(res.Notes, fmt.Sprintf("At %d Services, the %s step moved the endpoint count across kube-proxy's large-cluster threshold (%d endpoints), which drops or restores every endpoint comment, so it was a full sync, as in kube-proxy.",
+				n, benchreport.Steps[i], nftgen.LargeClusterEndpoints))
+		}
+	}
+	res.Add(cp, dp, n, benchreport.MetricPeakRSS, rep.PeakRSSMiB)
+	res.Add(cp, dp, n, benchreport.MetricFloorAdd, 1000*rep.FloorAdd.Seconds)
+	res.Add(cp, dp, n, benchreport.MetricFloorDel, 1000*rep.FloorDelete.Seconds)
+	res.Add(cp, dp, n, benchreport.MetricTables, float64(max(1, rep.TableShards)))
+}
+
 // serviceRuleRE finds the KUBE-SERVICES rules of scale Services' cluster
 // IPs; destinationRE finds the cluster IP in one.
 var (
@@ -302,57 +346,26 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 	dir := t.TempDir()
 	cp := benchreport.ControlPlane
 
-	// nftproxy: cold sync and one-Service changes, in a process of its own.
+	// nftproxy: cold sync and one-Service changes, in a process of its own,
+	// with the layout it chooses; beside it the namespace's floor (-shards
+	// 0: a commit to an empty table).
 	ours := newBenchNet(t, benchreport.Nftproxy)
 	nftText := filepath.Join(dir, "ruleset.nft")
 	saveFile := filepath.Join(dir, "compat.save")
-	args := []string{"-n", strconv.Itoa(n), "-netns", ours.node.Path(), "-iptables", saveFile, "-shards", strconv.Itoa(benchreport.ShardCount)}
+	args := []string{"-n", strconv.Itoa(n), "-netns", ours.node.Path(), "-iptables", saveFile, "-shards", "0"}
 	if cfg.timedOut[benchreport.NftFile] == 0 {
 		args = append(args, "-nft", nftText)
 	}
-	out, err := exec.Command(probe, args...).Output()
-	if err != nil {
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			t.Fatalf("scaleprobe: %v: %s", err, ee.Stderr)
-		}
-		t.Fatalf("scaleprobe: %v", err)
+	rep := runProbe(t, probe, args...)
+	recordProbe(res, benchreport.Nftproxy, n, rep)
+	if len(rep.Shards) != 1 || rep.Shards[0].Shards != 0 {
+		t.Fatalf("scaleprobe measured %d tables beside nftproxy's, want the empty one", len(rep.Shards))
 	}
-	var rep probeReport
-	if err := json.Unmarshal(out, &rep); err != nil {
-		t.Fatalf("scaleprobe output %q: %v", out, err)
-	}
-	t.Logf("nftproxy: %s", out)
-	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricLoad, rep.Cold.Seconds)
-	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricAdd, 1000*rep.Add.Seconds)
-	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricChange, 1000*rep.Change.Seconds)
-	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricDelete, 1000*rep.Delete.Seconds)
-	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricColdUser, rep.Cold.UserSeconds)
-	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricColdSys, rep.Cold.SystemSeconds)
-	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricChangeCPU, 1000*rep.Changes.UserSeconds)
-	for i, step := range []probeStep{rep.Cold, rep.Add, rep.Change, rep.Delete} {
-		res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricMessages+"_"+benchreport.Steps[i], float64(step.Messages))
-		res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricBytes+"_"+benchreport.Steps[i], float64(step.Bytes))
-		if i > 0 && step.Full {
-			res.Notes = append(res.Notes, fmt.Sprintf("At %d Services, the %s step moved the endpoint count across kube-proxy's large-cluster threshold (%d endpoints), which drops or restores every endpoint comment, so it was a full sync, as in kube-proxy.",
-				n, benchreport.Steps[i], nftgen.LargeClusterEndpoints))
-		}
-	}
-	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricPeakRSS, rep.PeakRSSMiB)
-	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricFloorAdd, 1000*rep.FloorAdd.Seconds)
-	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricFloorDel, 1000*rep.FloorDelete.Seconds)
-	for _, sh := range rep.Shards {
-		switch sh.Shards {
-		case 0:
-			res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricFloorNamespace, 1000*sh.FloorAdd.Seconds)
-		case benchreport.ShardCount:
-			res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricShardFloor, 1000*sh.FloorAdd.Seconds)
-			res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricShardAdd, 1000*sh.AddService.Seconds)
-		}
-	}
-	if len(rep.Shards) != 2 {
-		t.Fatalf("scaleprobe measured %d shard tables, want the empty one and 1/%d", len(rep.Shards), benchreport.ShardCount)
-	}
+	res.Add(cp, benchreport.Nftproxy, n, benchreport.MetricFloorNamespace, 1000*rep.Shards[0].FloorAdd.Seconds)
+	// The same Services in one table, in a namespace of its own, for the
+	// control plane and the data plane.
+	oneTable := newBenchNet(t, benchreport.NftproxyOneTable)
+	recordProbe(res, benchreport.NftproxyOneTable, n, runProbe(t, probe, "-n", strconv.Itoa(n), "-netns", oneTable.node.Path(), "-table-shards", "1"))
 
 	// The compat view of what nftproxy programmed is kube-proxy's
 	// iptables-save; the probed Service is the last in KUBE-SERVICES.
@@ -383,15 +396,7 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 	}
 	endpoints := harness.ScaleEndpointIPs(probed, 10)
 
-	// The data path of a sharded layout: nftproxy's table behind
-	// ShardCount-1 tables whose dispatch the probe's traffic misses.
-	sharded := newBenchNet(t, benchreport.NftproxySharded)
-	if out, err := exec.Command(probe, "-n", strconv.Itoa(n), "-netns", sharded.node.Path(),
-		"-extra-tables", strconv.Itoa(benchreport.ShardCount-1)).CombinedOutput(); err != nil {
-		t.Fatalf("scaleprobe -extra-tables: %v: %s", err, out)
-	}
-
-	nets := []*benchNet{ours, sharded}
+	nets := []*benchNet{ours, oneTable}
 	for _, l := range []struct {
 		name, file string
 		command    []string

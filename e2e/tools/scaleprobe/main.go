@@ -158,7 +158,7 @@ func main() {
 	tableShards := flag.Int("table-shards", 0, "nftproxy's --table-shards: 0 chooses by the number of Services, 1 is the single table")
 	extra := flag.Int("extra-tables", 0, "leave this many tables of the shard shape in front of nftproxy's, each with both nat base chains and a dispatch map the probe's traffic misses (the data path of a sharded layout)")
 	var shards shardList
-	flag.Var(&shards, "shards", "also measure small commits to a shard table of N/k Services for each k of this comma-separated list (e.g. 16,32)")
+	flag.Var(&shards, "shards", "also measure small commits to an empty table beside nftproxy's and to a table of nftproxy's shape of N/k Services for each k of this comma-separated list (e.g. 16,32; 0: the empty table only)")
 	flag.Parse()
 	if *nsPath == "" && *objects == "" || *n < 1 || *endpoints < 2 {
 		fmt.Fprintln(os.Stderr, "scaleprobe: -netns is required, -n must be positive and -endpoints at least 2")

@@ -225,7 +225,9 @@ func shardFloors(netnsFd, n, endpoints int, shards []int) ([]ShardStep, error) {
 	if err != nil {
 		return nil, err
 	}
-	ks := slices.Clone(shards)
+	// The empty table is always measured first; 0 in shards asks for it
+	// alone.
+	ks := slices.DeleteFunc(slices.Clone(shards), func(k int) bool { return k == 0 })
 	slices.SortFunc(ks, func(a, b int) int { return b - a })
 	var out []ShardStep
 	for _, k := range append([]int{0}, ks...) {
@@ -288,8 +290,8 @@ func (l *shardList) String() string {
 func (l *shardList) Set(v string) error {
 	for p := range strings.SplitSeq(v, ",") {
 		k, err := strconv.Atoi(strings.TrimSpace(p))
-		if err != nil || k < 1 {
-			return fmt.Errorf("shard count %q: want a positive number", p)
+		if err != nil || k < 0 {
+			return fmt.Errorf("shard count %q: want a number, 0 for the empty table only", p)
 		}
 		*l = append(*l, k)
 	}
