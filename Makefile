@@ -144,7 +144,9 @@ differential: e2e-binaries
 # at BENCH_SIZES Services x 10 endpoints. It writes results.md, results.csv
 # and results.png into e2e/results/bench. Then the daemons side by side:
 # nftproxy, kube-proxy's nftables mode and its iptables mode, each against
-# the same real API server: first sync, one change, peak RSS (daemons.md).
+# the same real API server: first sync, one change, peak RSS (daemons.md);
+# then nftproxy and kube-proxy's nftables mode under EndpointSlice churn
+# (churn.md, churn.png).
 # Times and sizes are reported, never asserted.
 BENCH_SIZES ?= 100,1000,10000,30000
 BENCH_CONNS ?= 1500
@@ -159,6 +161,9 @@ BENCH_ENGINE_SERVICES ?= 30000
 # Services of the large table (large.md: cold sync, one change, save, a
 # full resync and --cleanup; about 4 min at 100,000).
 BENCH_LARGE_SERVICES ?= 100000
+# The churn side by side (churn.md, churn.png): services,minutes,updates
+# per second, nftproxy then kube-proxy's nftables mode (about 35 min).
+BENCH_CHURN ?= 30000,10,20
 bench: e2e-binaries
 	$(GO) test -count=1 -run '^$$' -bench . -benchmem -timeout $(TEST_TIMEOUT) ./nftgen ./compat ./proxier/model ./proxier/objfile
 	NFTPROXY_LARGE_SERVICES=$(BENCH_LARGE_SERVICES) NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results/bench \
@@ -169,6 +174,8 @@ bench: e2e-binaries
 	NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results/bench $(GO) test -count=1 -v -timeout 40m -run TestSideBySide ./e2e
 	NFTPROXY_DAEMON_SIZES=$(BENCH_DAEMON_SIZES) NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results/bench \
 	$(GO) test -count=1 -v -timeout 120m -run TestDaemonsSideBySide ./e2e
+	NFTPROXY_CHURN=$(BENCH_CHURN) NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results/bench \
+	$(GO) test -count=1 -v -timeout 90m -run TestChurnSideBySide ./e2e
 
 # Unit tests only; no root, no kernel.
 unit:

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"github.com/nftproxy/nftproxy/e2e/harness"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +18,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/nftproxy/nftproxy/e2e/harness"
+	"github.com/nftproxy/nftproxy/e2e/testns"
+	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // daemonSizes are the Service counts of TestDaemonsSideBySide
@@ -95,12 +98,22 @@ func peakRSS(pid int) (float64, error) {
 }
 
 // proxyDaemon is one proxy daemon of the side-by-side run: how to start
-// it in the node namespace and what to remove after it.
+// it in the node namespace.
 type proxyDaemon struct {
 	name  string
 	start func(t *testing.T) *exec.Cmd
-	// tables are the nftables tables it leaves ("ip kube-proxy").
-	tables []string
+}
+
+// deleteProxyTables deletes the nftables tables a proxy daemon leaves in
+// ns: kube-proxy's or nftproxy's, nftproxy's shards and handover.
+func deleteProxyTables(ns *testns.NS) {
+	out, _ := ns.Run("nft", "list", "tables")
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "table" && (f[2] == nftgen.TableName || nftgen.IsShardTable(f[2]) || f[2] == nftgen.HandoverTableName) {
+			ns.Run("nft", "delete", "table", f[1], f[2])
+		}
+	}
 }
 
 // daemonRun is what one daemon showed with N Services.
@@ -113,8 +126,11 @@ type daemonRun struct {
 	// (sum over count) when the probe first answered; -1 if not exported.
 	ownSync float64
 	// change is from an EndpointSlice update of the probe Service until
-	// all its traffic goes to the new endpoint.
-	change time.Duration
+	// all its traffic goes to the new endpoint; ownChange is the daemon's
+	// own network programming latency of that update, in seconds (-1 if
+	// not observed).
+	change    time.Duration
+	ownChange float64
 	// peakRSS is the process's VmHWM in MiB after the change.
 	peakRSS float64
 }
@@ -160,6 +176,26 @@ func fullSyncMean(c *daemonCluster) float64 {
 	return sum / count
 }
 
+var programmingMetric = regexp.MustCompile(`kubeproxy_network_programming_duration_seconds_(sum|count)(?:\{[^}]*\})? ([0-9.e+-]+)`)
+
+// programmingTotals returns the sum and count of a daemon's
+// kubeproxy_network_programming_duration_seconds now.
+func programmingTotals(c *daemonCluster) (sum, count float64) {
+	_, body, err := httpGetStatus(c.Node, "http://127.0.0.1:10249/metrics")
+	if err != nil {
+		return 0, 0
+	}
+	for _, m := range programmingMetric.FindAllStringSubmatch(body, -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		if m[1] == "sum" {
+			sum += v
+		} else {
+			count += v
+		}
+	}
+	return sum, count
+}
+
 // runDaemon starts d against c's API server, which holds the scale
 // objects and the probe Service (endpoint ep1), and measures it; then it
 // stops d and removes its tables.
@@ -172,9 +208,7 @@ func runDaemon(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Po
 	defer func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		for _, tbl := range d.tables {
-			c.Node.Run("nft", append([]string{"delete", "table"}, strings.Fields(tbl)...)...)
-		}
+		deleteProxyTables(c.Node)
 	}()
 	var err error
 	if run.firstSync, err = poll(limit, servedBy(request, "ep1")); err != nil {
@@ -189,18 +223,28 @@ func runDaemon(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Po
 	// Past the minimum sync period, so that the change is not held back
 	// by the first sync's throttle.
 	time.Sleep(2 * time.Second)
-	setProbeSlice(t, c, harness.PodIP(2))
+	sum0, count0 := programmingTotals(c)
 	start := time.Now()
-	if _, err := poll(limit, servedBy(request, "ep2")); err != nil {
+	setProbeSlice(t, c, harness.PodIP(2))
+	if _, err := pollEvery(limit, 5*time.Millisecond, servedBy(request, "ep2")); err != nil {
 		t.Errorf("%s: an endpoint change was not followed within %v: %v", d.name, limit, err)
 	}
 	run.change = time.Since(start)
+	// The daemon observes its programming latency once the sync returns.
+	run.ownChange = -1
+	_, _ = poll(5*time.Second, func() error {
+		if sum, count := programmingTotals(c); count > count0 {
+			run.ownChange = (sum - sum0) / (count - count0)
+			return nil
+		}
+		return errorf("no network programming latency observed yet")
+	})
 	setProbeSlice(t, c, harness.PodIP(1))
 	if run.peakRSS, err = peakRSS(cmd.Process.Pid); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s: probe answered %v after start (own full sync %.2f s), change followed in %v, peak RSS %.0f MiB",
-		d.name, run.firstSync.Round(time.Millisecond), run.ownSync, run.change.Round(time.Millisecond), run.peakRSS)
+	t.Logf("%s: probe answered %v after start (own full sync %.2f s), change followed in %v (own programming latency %.3f s), peak RSS %.0f MiB",
+		d.name, run.firstSync.Round(time.Millisecond), run.ownSync, run.change.Round(time.Millisecond), run.ownChange, run.peakRSS)
 	return run
 }
 
@@ -209,6 +253,9 @@ func setProbeSlice(t *testing.T, c *daemonCluster, ip string) {
 	t.Helper()
 	ctx := context.Background()
 	sl := harness.Slice("probe", "web", "web-1", []harness.PortSpec{httpPort}, ip)
+	// As the EndpointSlice controller marks a change, so that each daemon
+	// reports its network programming latency of it.
+	sl.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: time.Now().UTC().Format(time.RFC3339Nano)}
 	if _, err := c.admin.DiscoveryV1().EndpointSlices("probe").Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
 		if _, err := c.admin.DiscoveryV1().EndpointSlices("probe").Create(ctx, sl, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -267,12 +314,12 @@ func TestDaemonsSideBySide(t *testing.T) {
 				}
 			}
 			daemons := []proxyDaemon{
-				{name: "nftproxy", tables: []string{"ip kube-proxy", "ip6 kube-proxy"}, start: func(t *testing.T) *exec.Cmd {
+				{name: "nftproxy", start: func(t *testing.T) *exec.Cmd {
 					c.kubeconfig = admin
 					c.startDaemon(t, "--iptables-min-sync-period", "1s", "--iptables-sync-period", "30s")
 					return c.daemon
 				}},
-				{name: "kube-proxy nftables", tables: []string{"ip kube-proxy", "ip6 kube-proxy"}, start: kubeProxyMode("nftables")},
+				{name: "kube-proxy nftables", start: kubeProxyMode("nftables")},
 				{name: "kube-proxy iptables", start: kubeProxyMode("iptables", "PATH="+legacyPath+":"+os.Getenv("PATH"))},
 			}
 			limit := 2*time.Minute + time.Duration(n)*20*time.Millisecond
@@ -283,8 +330,15 @@ func TestDaemonsSideBySide(t *testing.T) {
 			for i, d := range daemons {
 				r := runs[i]
 				first, own, change := fmt.Sprintf("%.1f", r.firstSync.Seconds()), "-", fmt.Sprintf("%.0f", float64(r.change.Microseconds())/1000)
+				ownChange := "-"
+				if r.ownChange >= 0 {
+					ownChange = fmt.Sprintf("%.0f", 1000*r.ownChange)
+					if i > 0 && runs[0].ownChange > 0 {
+						ownChange += fmt.Sprintf(" (%.1fx nftproxy's)", r.ownChange/runs[0].ownChange)
+					}
+				}
 				if r.timedOut {
-					first, change = fmt.Sprintf("> %.0f (not programmed)", limit.Seconds()), "-"
+					first, change, ownChange = fmt.Sprintf("> %.0f (not programmed)", limit.Seconds()), "-", "-"
 				}
 				if r.ownSync >= 0 && !r.timedOut {
 					own = fmt.Sprintf("%.2f", r.ownSync)
@@ -293,7 +347,7 @@ func TestDaemonsSideBySide(t *testing.T) {
 				if i > 0 && runs[0].peakRSS > 0 && r.peakRSS > 0 {
 					ratio = fmt.Sprintf("%.2f", runs[0].peakRSS/r.peakRSS)
 				}
-				rows = append(rows, fmt.Sprintf("| %d | %s | %s | %s | %s | %.0f | %s |", n, d.name, first, own, change, r.peakRSS, ratio))
+				rows = append(rows, fmt.Sprintf("| %d | %s | %s | %s | %s | %s | %.0f | %s |", n, d.name, first, own, change, ownChange, r.peakRSS, ratio))
 			}
 			if runs[0].timedOut {
 				t.Errorf("nftproxy did not program %d Services within %v", n, limit)
@@ -307,11 +361,12 @@ func TestDaemonsSideBySide(t *testing.T) {
 			"and one probe Service (created last) whose endpoint is a real server. kube-proxy v1.37.2; iptables mode on iptables-legacy. " +
 			"First sync: from the process's start until the probe Service answers (an outside probe; all Services are programmed in that one sync). " +
 			"Own metric: the daemon's kubeproxy_sync_full_proxy_rules_duration_seconds (mean) at that moment. " +
-			"One change: 2 s after that (past each daemon's 1 s minimum sync period) the probe's EndpointSlice moved to another endpoint, until all its traffic goes there (polled every 50 ms, ten requests). " +
+			"One change: 2 s after that (past each daemon's 1 s minimum sync period) the probe's EndpointSlice moved to another endpoint (with the last-change-trigger-time annotation the EndpointSlice controller sets), until all its traffic goes there (polled every 5 ms, ten requests); " +
+			"own programming latency: the daemon's kubeproxy_network_programming_duration_seconds of that change (from the annotation to its rules committed). " +
 			"Peak RSS: VmHWM of the daemon process after that (kube-proxy's iptables-restore and nft children not counted); " +
 			"ratio: nftproxy's peak RSS over that daemon's.\n\n" +
-			"| Services | daemon | first sync: probe answers (s) | own full-sync metric (s) | one change (ms) | peak RSS (MiB) | nftproxy RSS ratio |\n" +
-			"|---:|---|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n"
+			"| Services | daemon | first sync: probe answers (s) | own full-sync metric (s) | one change (ms) | own programming latency (ms) | peak RSS (MiB) | nftproxy RSS ratio |\n" +
+			"|---:|---|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n"
 		if err := os.WriteFile(filepath.Join(out, "daemons.md"), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}

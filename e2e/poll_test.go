@@ -13,13 +13,18 @@ const pollInterval = 50 * time.Millisecond
 // poll calls f until it returns nil or limit has passed, and returns how
 // long that took and f's last error.
 func poll(limit time.Duration, f func() error) (time.Duration, error) {
+	return pollEvery(limit, pollInterval, f)
+}
+
+// pollEvery is poll, trying again every interval.
+func pollEvery(limit, interval time.Duration, f func() error) (time.Duration, error) {
 	start := time.Now()
 	for {
 		err := f()
 		if err == nil || time.Since(start) > limit {
 			return time.Since(start), err
 		}
-		time.Sleep(pollInterval)
+		time.Sleep(interval)
 	}
 }
 

@@ -137,3 +137,36 @@ func TestShardedStopHandsOverAndLeavesNoTable(t *testing.T) {
 		}
 	}
 }
+
+// TestShardedFailedCommitChangesNoTable: a partial sync whose commit fails
+// leaves every table as it was (one transaction per family spans the main
+// table and the shards), and the next sync, a full one, programs them all.
+func TestShardedFailedCommitChangesNoTable(t *testing.T) {
+	f := newFixture(t)
+	f.syncer.TableShards = 4
+	for i := range 12 {
+		name := fmt.Sprintf("s%d", i)
+		f.store.SetService(svc(name, fmt.Sprintf("10.96.0.%d", i+1)))
+		f.store.SetEndpointSlice(slice(name, fmt.Sprintf("10.0.%d.1", i)))
+	}
+	f.sync(t)
+	before := f.fake.Dump(nftgen.FamilyIPv4)
+	f.store.SetEndpointSlice(slice("s1", "10.0.1.9"))
+	f.store.SetEndpointSlice(slice("s2", "10.0.2.9"))
+	f.fake.FailNext = fmt.Errorf("injected")
+	if _, err := f.syncer.Sync(context.Background(), ""); err == nil {
+		t.Fatal("the injected failure was not returned")
+	}
+	if got := f.fake.Dump(nftgen.FamilyIPv4); got != before {
+		t.Errorf("a failed commit changed the tables:\n%s\nwant:\n%s", got, before)
+	}
+	if res := f.sync(t); !res.Full {
+		t.Errorf("the sync after a failure = %+v, want full", res)
+	}
+	if got, want := compatOf(f.fake), f.freshCompat(t); got != want {
+		t.Errorf("after the retry:\n%s\nwant:\n%s", got, want)
+	}
+	if got := len(f.fake.ShardTables(nftgen.FamilyIPv4)); got != 4 {
+		t.Errorf("%d shard tables after the retry, want 4", got)
+	}
+}

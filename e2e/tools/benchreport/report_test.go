@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/plot/plotter"
 )
 
 func sampleResults() *Results {
@@ -119,5 +121,33 @@ func TestWriteFiles(t *testing.T) {
 	cfg, err := png.DecodeConfig(bytes.NewReader(img))
 	if err != nil || cfg.Width < 500 || cfg.Height < 200 {
 		t.Errorf("results.png: %+v, %v", cfg, err)
+	}
+}
+
+func TestChurnStatistics(t *testing.T) {
+	if got := Quantile([]float64{5, 1, 4, 2, 3}, 0.5); got != 3 {
+		t.Errorf("median = %v, want 3", got)
+	}
+	if got := Quantile([]float64{5, 1, 4, 2, 3}, 0.99); got != 5 {
+		t.Errorf("p99 = %v, want 5", got)
+	}
+	// 10 observations: 6 under 0.25 s, 3 more under 0.5 s, 1 above 1 s.
+	bs := []Bucket{{0.25, 6}, {0.5, 9}, {1, 9}, {math.Inf(1), 10}}
+	if got := HistogramQuantile(0.5, bs); math.Abs(got-0.25*5/6) > 1e-9 {
+		t.Errorf("histogram median = %v, want %v", got, 0.25*5/6)
+	}
+	if got := HistogramQuantile(0.99, bs); got != 1 {
+		t.Errorf("histogram p99 = %v, want the highest finite bound 1", got)
+	}
+	if got := Slope([]plotter.XY{{X: 0, Y: 1}, {X: 1, Y: 3}, {X: 2, Y: 5}}); math.Abs(got-2) > 1e-9 {
+		t.Errorf("slope = %v, want 2", got)
+	}
+	path := filepath.Join(t.TempDir(), "churn.png")
+	s := ChurnSeries{Daemon: "nftproxy", RSS: []plotter.XY{{X: 0, Y: 100}, {X: 1, Y: 101}}, Latency: []plotter.XY{{X: 0.5, Y: 30}}}
+	if err := PlotChurn(path, "test", []ChurnSeries{s}); err != nil {
+		t.Fatal(err)
+	}
+	if img, err := os.ReadFile(path); err != nil || len(img) < 1000 {
+		t.Errorf("churn.png: %d bytes, %v", len(img), err)
 	}
 }

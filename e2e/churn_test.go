@@ -1,0 +1,300 @@
+//go:build linux
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"gonum.org/v1/plot/plotter"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nftproxy/nftproxy/e2e/harness"
+	"github.com/nftproxy/nftproxy/e2e/tools/benchreport"
+)
+
+// churnConfig is NFTPROXY_CHURN ("services,minutes,changes per second"):
+// 1,000 Services for a quarter of a minute at 20 changes a second unless
+// set (make bench: 30,000 for 10 minutes).
+func churnConfig(t *testing.T) (services int, d time.Duration, rate float64) {
+	services, minutes, rate := 1000, 0.25, 20.0
+	if v := os.Getenv("NFTPROXY_CHURN"); v != "" {
+		f := strings.Split(v, ",")
+		var err1, err2, err3 error
+		if len(f) == 3 {
+			services, err1 = strconv.Atoi(f[0])
+			minutes, err2 = strconv.ParseFloat(f[1], 64)
+			rate, err3 = strconv.ParseFloat(f[2], 64)
+		}
+		if len(f) != 3 || err1 != nil || err2 != nil || err3 != nil || services < 1 || minutes <= 0 || rate <= 0 {
+			t.Fatalf("NFTPROXY_CHURN=%q: want services,minutes,rate", v)
+		}
+	}
+	return services, time.Duration(minutes * float64(time.Minute)), rate
+}
+
+// churnRun is what one daemon showed under churn.
+type churnRun struct {
+	// probe are the probe Service's moves' times to correct programming
+	// (ms); missed counts the moves not followed within 10 s.
+	probe  []float64
+	missed int
+	// changes counts the EndpointSlice updates the writer made.
+	changes int
+	// ownP50 and ownP99 estimate the daemon's own
+	// kubeproxy_network_programming_duration_seconds over the churn (s).
+	ownP50, ownP99 float64
+	series         benchreport.ChurnSeries
+	// cpu is the daemon's CPU seconds per minute of churn.
+	cpu float64
+}
+
+var bucketRE = regexp.MustCompile(`kubeproxy_network_programming_duration_seconds_bucket\{[^}]*le="([^"]+)"[^}]*\} ([0-9.e+-]+)`)
+
+// programmingBuckets reads the daemon's network programming histogram.
+func programmingBuckets(c *daemonCluster) map[float64]float64 {
+	out := map[float64]float64{}
+	_, body, err := httpGetStatus(c.Node, "http://127.0.0.1:10249/metrics")
+	if err != nil {
+		return out
+	}
+	for _, m := range bucketRE.FindAllStringSubmatch(body, -1) {
+		le, err1 := strconv.ParseFloat(m[1], 64)
+		v, err2 := strconv.ParseFloat(m[2], 64)
+		if m[1] == "+Inf" {
+			le, err1 = math.Inf(1), nil
+		}
+		if err1 == nil && err2 == nil {
+			out[le] += v
+		}
+	}
+	return out
+}
+
+// rssAndCPU returns a process's resident set (MiB) and its CPU seconds.
+func rssAndCPU(pid int) (rss, cpu float64) {
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid)); err == nil {
+		if m := regexp.MustCompile(`VmRSS:\s+(\d+) kB`).FindSubmatch(b); m != nil {
+			kb, _ := strconv.ParseFloat(string(m[1]), 64)
+			rss = kb / 1024
+		}
+	}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
+		// utime and stime are fields 14 and 15, after the command's ")".
+		f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(f) > 13 {
+			u, _ := strconv.ParseFloat(f[11], 64)
+			s, _ := strconv.ParseFloat(f[12], 64)
+			cpu = (u + s) / 100 // USER_HZ
+		}
+	}
+	return rss, cpu
+}
+
+// churn runs d against c while a writer updates scale EndpointSlices at
+// rate per second for d, and the probe Service's endpoint moves every
+// second; then it stops d and removes its tables.
+func churn(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Pod, services int, dur time.Duration, rate float64) churnRun {
+	request := func() (harness.Reply, error) {
+		return harness.TCPRequest(client.NS, probeIP+":80", 300*time.Millisecond)
+	}
+	run := churnRun{series: benchreport.ChurnSeries{Daemon: d.name}}
+	cmd := d.start(t)
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		deleteProxyTables(c.Node)
+	}()
+	limit := 2*time.Minute + time.Duration(services)*20*time.Millisecond
+	if _, err := poll(limit, servedBy(request, "ep1")); err != nil {
+		t.Fatalf("%s: the probe Service did not answer within %v: %v", d.name, limit, err)
+	}
+	time.Sleep(2 * time.Second) // past the first sync's throttle
+	before := programmingBuckets(c)
+	_, cpu0 := rssAndCPU(cmd.Process.Pid)
+	start := time.Now()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var changes atomic.Int64
+	var firstErr atomic.Value
+	// The writer: one update of a random scale slice every 1/rate s,
+	// from four clients so that a slow reply does not lower the rate.
+	work := make(chan int, 64)
+	for range 4 {
+		wg.Go(func() {
+			for k := range work {
+				i := 2 + rand.IntN(services)
+				_, sl := harness.ScaleObjects(i, 10)
+				sl.Endpoints = sl.Endpoints[:10-k%2]
+				sl.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: time.Now().UTC().Format(time.RFC3339Nano)}
+				if _, err := c.admin.DiscoveryV1().EndpointSlices(sl.Namespace).Update(context.Background(), sl, metav1.UpdateOptions{}); err != nil {
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				changes.Add(1)
+			}
+		})
+	}
+	wg.Go(func() {
+		tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		defer tick.Stop()
+		defer close(work)
+		for k := 0; ; k++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				select {
+				case work <- k:
+				default: // the clients are behind: the rate is what they did
+				}
+			}
+		}
+	})
+	wg.Go(func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			rss, _ := rssAndCPU(cmd.Process.Pid)
+			run.series.RSS = append(run.series.RSS, plotter.XY{X: time.Since(start).Minutes(), Y: rss})
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	// The probe moves every second, on this goroutine.
+	for k := 1; time.Since(start) < dur; k++ {
+		target := []string{"ep1", "ep2"}[k%2]
+		moved := time.Now()
+		setProbeSlice(t, c, harness.PodIP(1+k%2))
+		if _, err := pollEvery(10*time.Second, 5*time.Millisecond, servedBy(request, target)); err != nil {
+			run.missed++
+			t.Logf("%s: probe move %d not followed within 10 s: %v", d.name, k, err)
+		} else {
+			ms := float64(time.Since(moved).Microseconds()) / 1000
+			run.probe = append(run.probe, ms)
+			run.series.Latency = append(run.series.Latency, plotter.XY{X: time.Since(start).Minutes(), Y: ms})
+		}
+		time.Sleep(time.Until(moved.Add(time.Second)))
+	}
+	close(stop)
+	wg.Wait()
+	_, cpu1 := rssAndCPU(cmd.Process.Pid)
+	run.cpu = (cpu1 - cpu0) / time.Since(start).Minutes()
+	run.changes = int(changes.Load())
+	if e := firstErr.Load(); e != nil {
+		t.Logf("%s: an EndpointSlice update failed: %v", d.name, e)
+	}
+	var delta []benchreport.Bucket
+	for le, v := range programmingBuckets(c) {
+		delta = append(delta, benchreport.Bucket{UpperBound: le, Count: v - before[le]})
+	}
+	run.ownP50, run.ownP99 = benchreport.HistogramQuantile(0.5, delta), benchreport.HistogramQuantile(0.99, delta)
+	return run
+}
+
+// TestChurnSideBySide runs nftproxy's daemon, then kube-proxy v1.37.2 in
+// nftables mode, each in turn in the same node namespace against the same
+// real API server holding N Services x 10 endpoints, while EndpointSlices
+// change at a steady rate and a probe Service's endpoint moves every
+// second (NFTPROXY_CHURN). Per daemon: the probe's time to correct
+// programming (p50/p99, moves missed), the daemon's own
+// kubeproxy_network_programming_duration_seconds (p50/p99 estimated from
+// its buckets over the churn), its CPU and its resident memory over time.
+// nftproxy must follow every probe move. With NFTPROXY_BENCH_OUT set it
+// writes churn.md and churn.png there.
+func TestChurnSideBySide(t *testing.T) {
+	services, dur, rate := churnConfig(t)
+	kubeProxy, err := harness.Tool(".", "kube-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newDaemonCluster(t)
+	createScaleObjects(t, c.admin, services)
+	c.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
+	c.AddPod("ep2", harness.PodIP(2), []int{8080}, nil)
+	client := c.AddPod("client", harness.PodIP(100), nil, nil)
+	ctx := context.Background()
+	if _, err := c.admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.admin.CoreV1().Services("probe").Create(ctx, harness.ClusterIPService("probe", "web", probeIP, httpPort), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setProbeSlice(t, c, harness.PodIP(1))
+	admin := c.api.Kubeconfig("admin", c.api.AdminToken)
+	daemons := []proxyDaemon{
+		{name: "nftproxy", start: func(t *testing.T) *exec.Cmd {
+			c.kubeconfig = admin
+			c.startDaemon(t, "--iptables-min-sync-period", "1s", "--iptables-sync-period", "30s")
+			return c.daemon
+		}},
+		{name: "kube-proxy nftables", start: func(t *testing.T) *exec.Cmd {
+			kp := c.Node.Command(kubeProxy, "--kubeconfig", admin, "--hostname-override", harness.LocalNode, "--proxy-mode", "nftables",
+				"--cluster-cidr", harness.ClusterCIDR, "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256",
+				"--conntrack-max-per-core", "0", "--conntrack-tcp-timeout-established", "0", "--conntrack-tcp-timeout-close-wait", "0",
+				"--iptables-min-sync-period", "1s", "--oom-score-adj", "0")
+			log := harness.LogFile(c.api.Dir, "kube-proxy-churn.log")
+			kp.Stdout, kp.Stderr = log, log
+			if err := kp.Start(); err != nil {
+				t.Fatal(err)
+			}
+			return kp
+		}},
+	}
+	var rows []string
+	var series []benchreport.ChurnSeries
+	for i, d := range daemons {
+		r := churn(t, c, d, client, services, dur, rate)
+		rssFirst, rssLast, rssMax := math.NaN(), math.NaN(), 0.0
+		if n := len(r.series.RSS); n > 0 {
+			rssFirst, rssLast = r.series.RSS[0].Y, r.series.RSS[n-1].Y
+			for _, p := range r.series.RSS {
+				rssMax = math.Max(rssMax, p.Y)
+			}
+		}
+		t.Logf("%s: %d changes in %v; probe p50 %.0f ms p99 %.0f ms, %d missed; own p50 %.3f s p99 %.3f s; RSS %.0f -> %.0f MiB (max %.0f, %+.2f MiB/min); CPU %.1f s/min",
+			d.name, r.changes, dur, benchreport.Quantile(r.probe, 0.5), benchreport.Quantile(r.probe, 0.99), r.missed, r.ownP50, r.ownP99,
+			rssFirst, rssLast, rssMax, benchreport.Slope(r.series.RSS), r.cpu)
+		rows = append(rows, fmt.Sprintf("| %d | %s | %.1f | %d (%d missed) | %.0f / %.0f | %.0f / %.0f | %.0f / %.0f / %.0f | %+.2f | %.1f |",
+			services, d.name, float64(r.changes)/dur.Seconds(), len(r.probe)+r.missed, r.missed,
+			benchreport.Quantile(r.probe, 0.5), benchreport.Quantile(r.probe, 0.99), 1000*r.ownP50, 1000*r.ownP99,
+			rssFirst, rssLast, rssMax, benchreport.Slope(r.series.RSS), r.cpu))
+		series = append(series, r.series)
+		if i == 0 && (r.missed > 0 || len(r.probe) == 0 || len(r.series.RSS) == 0) {
+			t.Errorf("nftproxy under churn: %d probe moves followed, %d missed, %d RSS samples", len(r.probe), r.missed, len(r.series.RSS))
+		}
+	}
+	if out := os.Getenv("NFTPROXY_BENCH_OUT"); out != "" {
+		text := "# Churn side by side: nftproxy and kube-proxy's nftables mode\n\n" +
+			"Written by `make bench` (e2e TestChurnSideBySide) on " + time.Now().UTC().Format(time.RFC3339) + ", " + machineSummary() + ". " +
+			fmt.Sprintf("Each daemon in turn, in the same node namespace, against the same real kube-apiserver holding %d Services x 10 endpoints, for %v: ", services, dur) +
+			fmt.Sprintf("a writer updates a random EndpointSlice %.0f times a second (one endpoint dropped or restored, with the last-change-trigger-time annotation), ", rate) +
+			"and a probe Service's endpoint moves every second. Probe: from its move to all of ten requests answered by the new endpoint (polled every 5 ms). " +
+			"Own metric: the daemon's kubeproxy_network_programming_duration_seconds over the churn, p50 / p99 estimated from its buckets as histogram_quantile does (the smallest bucket is 0.25 s). " +
+			"RSS: VmRSS sampled every 5 s (first / last / max) and its least-squares slope; CPU: the daemon's user + system seconds per minute of churn. Plot: churn.png.\n\n" +
+			"| Services | daemon | updates/s | probe moves | probe p50 / p99 (ms) | own p50 / p99 (ms) | RSS first / last / max (MiB) | RSS slope (MiB/min) | CPU (s/min) |\n" +
+			"|---:|---|---:|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n"
+		if err := os.WriteFile(filepath.Join(out, "churn.md"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := benchreport.PlotChurn(filepath.Join(out, "churn.png"), fmt.Sprintf("%d Services, %.0f updates/s", services, rate), series); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
