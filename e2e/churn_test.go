@@ -190,10 +190,13 @@ func churn(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Pod, s
 			run.probe = append(run.probe, ms)
 			run.series.Latency = append(run.series.Latency, plotter.XY{X: time.Since(start).Minutes(), Y: ms})
 		}
-		time.Sleep(time.Until(moved.Add(time.Second)))
+		// About once a second, with jitter, so that the moves do not
+		// keep one phase against a daemon's once-a-second syncs.
+		time.Sleep(time.Until(moved.Add(700*time.Millisecond + rand.N(600*time.Millisecond))))
 	}
 	close(stop)
 	wg.Wait()
+	setProbeSlice(t, c, harness.PodIP(1)) // where the next daemon expects it
 	_, cpu1 := rssAndCPU(cmd.Process.Pid)
 	run.cpu = (cpu1 - cpu0) / time.Since(start).Minutes()
 	run.changes = int(changes.Load())
@@ -211,8 +214,8 @@ func churn(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Pod, s
 // TestChurnSideBySide runs nftproxy's daemon, then kube-proxy v1.37.2 in
 // nftables mode, each in turn in the same node namespace against the same
 // real API server holding N Services x 10 endpoints, while EndpointSlices
-// change at a steady rate and a probe Service's endpoint moves every
-// second (NFTPROXY_CHURN). Per daemon: the probe's time to correct
+// change at a steady rate and a probe Service's endpoint moves about
+// once a second (NFTPROXY_CHURN). Per daemon: the probe's time to correct
 // programming (p50/p99, moves missed), the daemon's own
 // kubeproxy_network_programming_duration_seconds (p50/p99 estimated from
 // its buckets over the churn), its CPU and its resident memory over time.
@@ -285,7 +288,7 @@ func TestChurnSideBySide(t *testing.T) {
 			"Written by `make bench` (e2e TestChurnSideBySide) on " + time.Now().UTC().Format(time.RFC3339) + ", " + machineSummary() + ". " +
 			fmt.Sprintf("Each daemon in turn, in the same node namespace, against the same real kube-apiserver holding %d Services x 10 endpoints, for %v: ", services, dur) +
 			fmt.Sprintf("a writer updates a random EndpointSlice %.0f times a second (one endpoint dropped or restored, with the last-change-trigger-time annotation), ", rate) +
-			"and a probe Service's endpoint moves every second. Probe: from its move to all of ten requests answered by the new endpoint (polled every 5 ms). " +
+			"and a probe Service's endpoint moves about once a second (0.7 to 1.3 s apart, so as not to keep one phase against the daemons' once-a-second syncs). Probe: from its move to all of ten requests answered by the new endpoint (polled every 5 ms). " +
 			"Own metric: the daemon's kubeproxy_network_programming_duration_seconds over the churn, p50 / p99 estimated from its buckets as histogram_quantile does (the smallest bucket is 0.25 s). " +
 			"RSS: VmRSS sampled every 5 s (first / last / max) and its least-squares slope; CPU: the daemon's user + system seconds per minute of churn. Plot: churn.png.\n\n" +
 			"| Services | daemon | updates/s | probe moves | probe p50 / p99 (ms) | own p50 / p99 (ms) | RSS first / last / max (MiB) | RSS slope (MiB/min) | CPU (s/min) |\n" +
