@@ -105,7 +105,7 @@ func rssAndCPU(pid int) (rss, cpu float64) {
 }
 
 // churn runs d against c while a writer updates scale EndpointSlices at
-// rate per second for d, and the probe Service's endpoint moves every
+// rate per second for d, and the probe Service's endpoint moves about once a
 // second; then it stops d and removes its tables.
 func churn(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Pod, services int, dur time.Duration, rate float64) churnRun {
 	request := func() (harness.Reply, error) {
@@ -177,7 +177,7 @@ func churn(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Pod, s
 			}
 		}
 	})
-	// The probe moves every second, on this goroutine.
+	// The probe moves about once a second, on this goroutine.
 	for k := 1; time.Since(start) < dur; k++ {
 		target := []string{"ep1", "ep2"}[k%2]
 		moved := time.Now()
