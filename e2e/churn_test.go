@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -227,39 +226,8 @@ func TestChurnSideBySide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := newDaemonCluster(t)
-	createScaleObjects(t, c.admin, services)
-	c.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
-	c.AddPod("ep2", harness.PodIP(2), []int{8080}, nil)
-	client := c.AddPod("client", harness.PodIP(100), nil, nil)
-	ctx := context.Background()
-	if _, err := c.admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.admin.CoreV1().Services("probe").Create(ctx, harness.ClusterIPService("probe", "web", probeIP, httpPort), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	setProbeSlice(t, c, harness.PodIP(1))
-	admin := c.api.Kubeconfig("admin", c.api.AdminToken)
-	daemons := []proxyDaemon{
-		{name: "nftproxy", start: func(t *testing.T) *exec.Cmd {
-			c.kubeconfig = admin
-			c.startDaemon(t, "--iptables-min-sync-period", "1s", "--iptables-sync-period", "30s")
-			return c.daemon
-		}},
-		{name: "kube-proxy nftables", start: func(t *testing.T) *exec.Cmd {
-			kp := c.Node.Command(kubeProxy, "--kubeconfig", admin, "--hostname-override", harness.LocalNode, "--proxy-mode", "nftables",
-				"--cluster-cidr", harness.ClusterCIDR, "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256",
-				"--conntrack-max-per-core", "0", "--conntrack-tcp-timeout-established", "0", "--conntrack-tcp-timeout-close-wait", "0",
-				"--iptables-min-sync-period", "1s", "--oom-score-adj", "0")
-			log := harness.LogFile(c.api.Dir, "kube-proxy-churn.log")
-			kp.Stdout, kp.Stderr = log, log
-			if err := kp.Start(); err != nil {
-				t.Fatal(err)
-			}
-			return kp
-		}},
-	}
+	c, client, admin := newScaleCluster(t, services)
+	daemons := []proxyDaemon{nftproxyDaemon(c, admin), kubeProxyDaemon(c, kubeProxy, admin, "nftables")}
 	var rows []string
 	var series []benchreport.ChurnSeries
 	for i, d := range daemons {

@@ -104,6 +104,75 @@ type proxyDaemon struct {
 	start func(t *testing.T) *exec.Cmd
 }
 
+// newScaleCluster starts a real API server holding n scale Services x 10
+// endpoints, the endpoint pods ep1 and ep2, a client pod and the probe
+// Service (its endpoint ep1); it returns the cluster, the client and the
+// admin kubeconfig the daemons use.
+func newScaleCluster(t *testing.T, n int) (*daemonCluster, *harness.Pod, string) {
+	t.Helper()
+	c := newDaemonCluster(t)
+	createScaleObjects(t, c.admin, n)
+	c.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
+	c.AddPod("ep2", harness.PodIP(2), []int{8080}, nil)
+	client := c.AddPod("client", harness.PodIP(100), nil, nil)
+	ctx := context.Background()
+	if _, err := c.admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.admin.CoreV1().Services("probe").Create(ctx, harness.ClusterIPService("probe", "web", probeIP, httpPort), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	setProbeSlice(t, c, harness.PodIP(1))
+	return c, client, c.api.Kubeconfig("admin", c.api.AdminToken)
+}
+
+// nftproxyDaemon is nftproxy's daemon against c's API server, with
+// kube-proxy's default sync periods of the side-by-side runs.
+func nftproxyDaemon(c *daemonCluster, admin string) proxyDaemon {
+	return proxyDaemon{name: "nftproxy", start: func(t *testing.T) *exec.Cmd {
+		c.kubeconfig = admin
+		c.startDaemon(t, "--iptables-min-sync-period", "1s", "--iptables-sync-period", "30s")
+		return c.daemon
+	}}
+}
+
+// kubeProxyDaemon is kube-proxy (binary kubeProxy) in mode against c's API
+// server, with env added to its environment.
+func kubeProxyDaemon(c *daemonCluster, kubeProxy, admin, mode string, env ...string) proxyDaemon {
+	return proxyDaemon{name: "kube-proxy " + mode, start: func(t *testing.T) *exec.Cmd {
+		kp := c.Node.Command(kubeProxy, "--kubeconfig", admin, "--hostname-override", harness.LocalNode, "--proxy-mode", mode,
+			"--cluster-cidr", harness.ClusterCIDR, "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256",
+			"--conntrack-max-per-core", "0", "--conntrack-tcp-timeout-established", "0", "--conntrack-tcp-timeout-close-wait", "0",
+			"--iptables-min-sync-period", "1s", "--oom-score-adj", "0")
+		kp.Env = append(os.Environ(), env...)
+		log := harness.LogFile(c.api.Dir, "kube-proxy-"+mode+".log")
+		kp.Stdout, kp.Stderr = log, log
+		if err := kp.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return kp
+	}}
+}
+
+// metricSumCount returns the sum and the count of the histogram series
+// that re finds (its groups: "sum" or "count", then the value) on the
+// daemon's metrics, over every label set; zeros when it cannot be read.
+func metricSumCount(c *daemonCluster, re *regexp.Regexp) (sum, count float64) {
+	_, body, err := httpGetStatus(c.Node, "http://127.0.0.1:10249/metrics")
+	if err != nil {
+		return 0, 0
+	}
+	for _, m := range re.FindAllStringSubmatch(body, -1) {
+		v, _ := strconv.ParseFloat(m[2], 64)
+		if m[1] == "sum" {
+			sum += v
+		} else {
+			count += v
+		}
+	}
+	return sum, count
+}
+
 // deleteProxyTables deletes the nftables tables a proxy daemon leaves in
 // ns: kube-proxy's or nftproxy's, nftproxy's shards and handover.
 func deleteProxyTables(ns *testns.NS) {
@@ -157,19 +226,7 @@ func ownFullSync(c *daemonCluster) float64 {
 
 // fullSyncMean is a daemon's mean full-sync duration now, -1 if none.
 func fullSyncMean(c *daemonCluster) float64 {
-	_, body, err := httpGetStatus(c.Node, "http://127.0.0.1:10249/metrics")
-	if err != nil {
-		return -1
-	}
-	var sum, count float64
-	for _, m := range fullSyncMetric.FindAllStringSubmatch(body, -1) {
-		v, _ := strconv.ParseFloat(m[2], 64)
-		if m[1] == "sum" {
-			sum += v
-		} else {
-			count += v
-		}
-	}
+	sum, count := metricSumCount(c, fullSyncMetric)
 	if count == 0 {
 		return -1
 	}
@@ -177,24 +234,6 @@ func fullSyncMean(c *daemonCluster) float64 {
 }
 
 var programmingMetric = regexp.MustCompile(`kubeproxy_network_programming_duration_seconds_(sum|count)(?:\{[^}]*\})? ([0-9.e+-]+)`)
-
-// programmingTotals returns the sum and count of a daemon's
-// kubeproxy_network_programming_duration_seconds now.
-func programmingTotals(c *daemonCluster) (sum, count float64) {
-	_, body, err := httpGetStatus(c.Node, "http://127.0.0.1:10249/metrics")
-	if err != nil {
-		return 0, 0
-	}
-	for _, m := range programmingMetric.FindAllStringSubmatch(body, -1) {
-		v, _ := strconv.ParseFloat(m[2], 64)
-		if m[1] == "sum" {
-			sum += v
-		} else {
-			count += v
-		}
-	}
-	return sum, count
-}
 
 // runDaemon starts d against c's API server, which holds the scale
 // objects and the probe Service (endpoint ep1), and measures it; then it
@@ -223,7 +262,7 @@ func runDaemon(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Po
 	// Past the minimum sync period, so that the change is not held back
 	// by the first sync's throttle.
 	time.Sleep(2 * time.Second)
-	sum0, count0 := programmingTotals(c)
+	sum0, count0 := metricSumCount(c, programmingMetric)
 	start := time.Now()
 	setProbeSlice(t, c, harness.PodIP(2))
 	if _, err := pollEvery(limit, 5*time.Millisecond, servedBy(request, "ep2")); err != nil {
@@ -233,7 +272,7 @@ func runDaemon(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Po
 	// The daemon observes its programming latency once the sync returns.
 	run.ownChange = -1
 	_, _ = poll(5*time.Second, func() error {
-		if sum, count := programmingTotals(c); count > count0 {
+		if sum, count := metricSumCount(c, programmingMetric); count > count0 {
 			run.ownChange = (sum - sum0) / (count - count0)
 			return nil
 		}
@@ -282,45 +321,13 @@ func TestDaemonsSideBySide(t *testing.T) {
 	var rows []string
 	for _, n := range daemonSizes(t) {
 		t.Run(strconv.Itoa(n), func(t *testing.T) {
-			c := newDaemonCluster(t)
 			start := time.Now()
-			createScaleObjects(t, c.admin, n)
+			c, client, admin := newScaleCluster(t, n)
 			t.Logf("%d Services and EndpointSlices created in %v", n, time.Since(start).Round(time.Millisecond))
-			c.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
-			c.AddPod("ep2", harness.PodIP(2), []int{8080}, nil)
-			client := c.AddPod("client", harness.PodIP(100), nil, nil)
-			ctx := context.Background()
-			if _, err := c.admin.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "probe"}}, metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := c.admin.CoreV1().Services("probe").Create(ctx, harness.ClusterIPService("probe", "web", probeIP, httpPort), metav1.CreateOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			setProbeSlice(t, c, harness.PodIP(1))
-			admin := c.api.Kubeconfig("admin", c.api.AdminToken)
-			kubeProxyMode := func(mode string, env ...string) func(t *testing.T) *exec.Cmd {
-				return func(t *testing.T) *exec.Cmd {
-					kp := c.Node.Command(kubeProxy, "--kubeconfig", admin, "--hostname-override", harness.LocalNode, "--proxy-mode", mode,
-						"--cluster-cidr", harness.ClusterCIDR, "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256",
-						"--conntrack-max-per-core", "0", "--conntrack-tcp-timeout-established", "0", "--conntrack-tcp-timeout-close-wait", "0",
-						"--iptables-min-sync-period", "1s", "--oom-score-adj", "0")
-					kp.Env = append(os.Environ(), env...)
-					log := harness.LogFile(c.api.Dir, "kube-proxy-"+mode+".log")
-					kp.Stdout, kp.Stderr = log, log
-					if err := kp.Start(); err != nil {
-						t.Fatal(err)
-					}
-					return kp
-				}
-			}
 			daemons := []proxyDaemon{
-				{name: "nftproxy", start: func(t *testing.T) *exec.Cmd {
-					c.kubeconfig = admin
-					c.startDaemon(t, "--iptables-min-sync-period", "1s", "--iptables-sync-period", "30s")
-					return c.daemon
-				}},
-				{name: "kube-proxy nftables", start: kubeProxyMode("nftables")},
-				{name: "kube-proxy iptables", start: kubeProxyMode("iptables", "PATH="+legacyPath+":"+os.Getenv("PATH"))},
+				nftproxyDaemon(c, admin),
+				kubeProxyDaemon(c, kubeProxy, admin, "nftables"),
+				kubeProxyDaemon(c, kubeProxy, admin, "iptables", "PATH="+legacyPath+":"+os.Getenv("PATH")),
 			}
 			limit := 2*time.Minute + time.Duration(n)*20*time.Millisecond
 			runs := make([]daemonRun, len(daemons))

@@ -5,7 +5,6 @@ package e2e
 import (
 	"fmt"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/nftproxy/nftproxy/e2e/harness"
 	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/nftgen/nftgentest"
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 )
 
@@ -207,7 +207,7 @@ func TestShardedLayoutMovesUnderTraffic(t *testing.T) {
 		}
 		// save says where it read from; render prints no such header.
 		if got := withoutComments(got); got != string(want) {
-			return fmt.Errorf("save and render differ:\n%s", textDiff(string(want), got))
+			return fmt.Errorf("save and render differ:\n%s", nftgentest.LineDiff(string(want), got))
 		}
 		return nil
 	}
@@ -232,24 +232,4 @@ func TestShardedLayoutMovesUnderTraffic(t *testing.T) {
 	if tables := tp.Node.MustRun(t, "nft", "list", "tables"); strings.Contains(tables, nftgen.TableName) {
 		t.Errorf("--cleanup left:\n%s", tables)
 	}
-}
-
-// textDiff lists the lines only one of want and got has.
-func textDiff(want, got string) string {
-	ws, gs := strings.Split(want, "\n"), strings.Split(got, "\n")
-	var out []string
-	for _, l := range ws {
-		if !slices.Contains(gs, l) {
-			out = append(out, "- "+l)
-		}
-	}
-	for _, l := range gs {
-		if !slices.Contains(ws, l) {
-			out = append(out, "+ "+l)
-		}
-	}
-	if len(out) == 0 {
-		return "(the same lines in another order)"
-	}
-	return strings.Join(out, "\n")
 }

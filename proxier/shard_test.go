@@ -12,6 +12,15 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/runner"
 )
 
+// addServices stores Services s0 to s(n-1), each with two endpoints.
+func (f *fixture) addServices(n int) {
+	for i := range n {
+		name := fmt.Sprintf("s%d", i)
+		f.store.SetService(svc(name, fmt.Sprintf("10.96.0.%d", i+1)))
+		f.store.SetEndpointSlice(slice(name, fmt.Sprintf("10.0.%d.1", i), fmt.Sprintf("10.0.%d.2", i)))
+	}
+}
+
 // compatOf is the compat view of what the fake holds.
 func compatOf(fake *nftgen.Fake) string {
 	return compat.Render(compat.Build(fake.State(nftgen.FamilyIPv4)), compat.Options{})
@@ -39,11 +48,7 @@ func (f *fixture) freshCompat(t *testing.T) string {
 func TestShardedSyncFollowsTheLayout(t *testing.T) {
 	f := newFixture(t)
 	f.syncer.TableShards = 4
-	for i := range 20 {
-		name := fmt.Sprintf("s%d", i)
-		f.store.SetService(svc(name, fmt.Sprintf("10.96.0.%d", i+1)))
-		f.store.SetEndpointSlice(slice(name, fmt.Sprintf("10.0.%d.1", i), fmt.Sprintf("10.0.%d.2", i)))
-	}
+	f.addServices(20)
 	check := func(when string, shards int) {
 		t.Helper()
 		if got := f.fake.ShardTables(nftgen.FamilyIPv4); len(got) != shards {
@@ -144,11 +149,7 @@ func TestShardedStopHandsOverAndLeavesNoTable(t *testing.T) {
 func TestShardedFailedCommitChangesNoTable(t *testing.T) {
 	f := newFixture(t)
 	f.syncer.TableShards = 4
-	for i := range 12 {
-		name := fmt.Sprintf("s%d", i)
-		f.store.SetService(svc(name, fmt.Sprintf("10.96.0.%d", i+1)))
-		f.store.SetEndpointSlice(slice(name, fmt.Sprintf("10.0.%d.1", i)))
-	}
+	f.addServices(12)
 	f.sync(t)
 	before := f.fake.Dump(nftgen.FamilyIPv4)
 	f.store.SetEndpointSlice(slice("s1", "10.0.1.9"))

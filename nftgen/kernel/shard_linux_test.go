@@ -79,7 +79,7 @@ func TestShardedLayoutReadsAsTheSingleTable(t *testing.T) {
 		}
 		want := compatText(t, single, fam)
 		if got := compatText(t, sharded, fam); got != want {
-			t.Errorf("%s: the sharded compat view differs:\n%s", fam, lineDiff(want, got))
+			t.Errorf("%s: the sharded compat view differs:\n%s", fam, nftgentest.LineDiff(want, got))
 		}
 
 		// One Service changed (an endpoint moved), one deleted.
@@ -121,7 +121,7 @@ func TestShardedLayoutReadsAsTheSingleTable(t *testing.T) {
 		}
 		want = compatText(t, single, fam)
 		if got := compatText(t, sharded, fam); got != want {
-			t.Errorf("%s: after the updates the sharded compat view differs:\n%s", fam, lineDiff(want, got))
+			t.Errorf("%s: after the updates the sharded compat view differs:\n%s", fam, nftgentest.LineDiff(want, got))
 		}
 
 		// In place: single to sharded, and back.
@@ -135,7 +135,7 @@ func TestShardedLayoutReadsAsTheSingleTable(t *testing.T) {
 		}
 		want2 := compat.Render(compat.Build(rs2.State()), compat.Options{})
 		if got := compatText(t, single, fam); got != want2 {
-			t.Errorf("%s: after moving to shards in place the compat view differs:\n%s", fam, lineDiff(want2, got))
+			t.Errorf("%s: after moving to shards in place the compat view differs:\n%s", fam, nftgentest.LineDiff(want2, got))
 		}
 		if inv, err = single.Inventory(ctx, fam, nil); err != nil {
 			t.Fatal(err)
@@ -151,7 +151,7 @@ func TestShardedLayoutReadsAsTheSingleTable(t *testing.T) {
 			t.Errorf("%s: shard tables left after moving back: %v", fam, names)
 		}
 		if got := compatText(t, single, fam); got != want2 {
-			t.Errorf("%s: after moving back the compat view differs:\n%s", fam, lineDiff(want2, got))
+			t.Errorf("%s: after moving back the compat view differs:\n%s", fam, nftgentest.LineDiff(want2, got))
 		}
 		if err := sharded.DeleteTable(ctx, fam); err != nil {
 			t.Fatal(err)
@@ -163,26 +163,6 @@ func TestShardedLayoutReadsAsTheSingleTable(t *testing.T) {
 			t.Errorf("%s: DeleteTable left the main table (%v)", fam, err)
 		}
 	}
-}
-
-// lineDiff lists the lines only one of a and b has.
-func lineDiff(a, b string) string {
-	as, bs := strings.Split(a, "\n"), strings.Split(b, "\n")
-	var out []string
-	for _, l := range as {
-		if !slices.Contains(bs, l) {
-			out = append(out, "- "+l)
-		}
-	}
-	for _, l := range bs {
-		if !slices.Contains(as, l) {
-			out = append(out, "+ "+l)
-		}
-	}
-	if len(out) == 0 {
-		return "(same lines, another order)"
-	}
-	return strings.Join(out, "\n")
 }
 
 // TestLayoutReconcilerRepairsEachShard tampers with two shards through nft
@@ -244,7 +224,7 @@ func TestLayoutReconcilerRepairsEachShard(t *testing.T) {
 		t.Errorf("second reconcile sent %d operations:\n%s", len(tx.Ops), tx)
 	}
 	if got := compatText(t, dp, nftgen.FamilyIPv4); got != want {
-		t.Errorf("after the repair the compat view differs:\n%s", lineDiff(want, got))
+		t.Errorf("after the repair the compat view differs:\n%s", nftgentest.LineDiff(want, got))
 	}
 	if list := ns.MustRun(t, "nft", "list", "table", "ip", other); strings.Contains(list, "chain stray") {
 		t.Errorf("stray chain not deleted:\n%s", list)

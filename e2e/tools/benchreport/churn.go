@@ -1,17 +1,12 @@
 package benchreport
 
 import (
-	"fmt"
 	"math"
-	"os"
 	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
-	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
 )
 
 // ChurnSeries is what one daemon showed over a churn run: its resident
@@ -123,18 +118,5 @@ func PlotChurn(path, title string, series []ChurnSeries) error {
 	if err := plotutil.AddScatters(lat, latArgs...); err != nil {
 		return err
 	}
-	img := vgimg.New(vg.Points(1100), vg.Points(420))
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Points(20), PadTop: vg.Points(10), PadBottom: vg.Points(10), PadLeft: vg.Points(10), PadRight: vg.Points(10)}
-	canvases := plot.Align([][]*plot.Plot{{rss, lat}}, tiles, draw.New(img))
-	rss.Draw(canvases[0][0])
-	lat.Draw(canvases[0][1])
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return f.Close()
+	return writePanels(path, rss, lat)
 }

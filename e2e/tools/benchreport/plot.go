@@ -36,11 +36,16 @@ func (r *Results) Plot(path string) error {
 	}
 	logScales(cost, false)
 
+	return writePanels(path, load, cost)
+}
+
+// writePanels writes left and right side by side as a PNG to path.
+func writePanels(path string, left, right *plot.Plot) error {
 	img := vgimg.New(vg.Points(1100), vg.Points(420))
 	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Points(20), PadTop: vg.Points(10), PadBottom: vg.Points(10), PadLeft: vg.Points(10), PadRight: vg.Points(10)}
-	canvases := plot.Align([][]*plot.Plot{{load, cost}}, tiles, draw.New(img))
-	load.Draw(canvases[0][0])
-	cost.Draw(canvases[0][1])
+	canvases := plot.Align([][]*plot.Plot{{left, right}}, tiles, draw.New(img))
+	left.Draw(canvases[0][0])
+	right.Draw(canvases[0][1])
 	f, err := os.Create(path)
 	if err != nil {
 		return err
