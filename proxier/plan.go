@@ -185,8 +185,13 @@ func (s *Syncer) DesiredTables(f nftgen.Family) []*nftgen.Ruleset {
 		return nil
 	}
 	fs := s.families[f]
-	layout := nftgen.ChooseLayout(s.TableShards, s.store.ServiceCount(), fs.layout)
-	return nftgen.SplitRuleset(rs, layout, fs.gen.ShardTop(), fs.gen.ShardMaps())
+	return nftgen.SplitRuleset(rs, s.chooseLayout(fs), fs.gen.ShardTop(), fs.gen.ShardMaps())
+}
+
+// chooseLayout is the table layout of fs's family at a full sync now: by
+// the configuration and the number of Services of the family.
+func (s *Syncer) chooseLayout(fs *familyState) nftgen.TableLayout {
+	return nftgen.ChooseLayout(s.TableShards, s.store.ServiceCount(fs.gen.Family() == nftgen.FamilyIPv6), fs.layout)
 }
 
 // planFull returns the transactions that install the whole ruleset over
@@ -194,7 +199,7 @@ func (s *Syncer) DesiredTables(f nftgen.Family) []*nftgen.Ruleset {
 func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error, err error) {
 	fam := fs.gen.Family()
 	top := &nftgen.Ruleset{Top: fs.gen.Top()}
-	layout := nftgen.ChooseLayout(s.TableShards, s.store.ServiceCount(), fs.layout)
+	layout := s.chooseLayout(fs)
 	// The table as it is: read once, it tells whether the table is live
 	// and what differs. Only the top level's rules are kept whole; the
 	// other chains are kept as digests of their rules, compared with the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nftproxy/nftproxy/compat"
 	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/model"
 	"github.com/nftproxy/nftproxy/proxier/runner"
 )
 
@@ -169,5 +170,27 @@ func TestShardedFailedCommitChangesNoTable(t *testing.T) {
 	}
 	if got := len(f.fake.ShardTables(nftgen.FamilyIPv4)); got != 4 {
 		t.Errorf("%d shard tables after the retry, want 4", got)
+	}
+}
+
+// TestAutomaticLayoutCountsTheFamilysServices: above the threshold the
+// IPv4 table is sharded, while the IPv6 table of the same IPv4-only
+// Services stays one table.
+func TestAutomaticLayoutCountsTheFamilysServices(t *testing.T) {
+	g4, _ := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4})
+	g6, _ := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv6})
+	f := &fixture{store: model.NewStore(), fake: nftgen.NewFake()}
+	f.syncer = newSyncer(f.store, f.fake, g4, g6)
+	n := nftgen.ShardFromServices + 1
+	for i := range n {
+		f.store.SetService(svc(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.%d.%d", i/250, 1+i%250)))
+	}
+	f.sync(t)
+	want := (n + nftgen.ServicesPerShard - 1) / nftgen.ServicesPerShard
+	if got := len(f.fake.ShardTables(nftgen.FamilyIPv4)); got != want {
+		t.Errorf("IPv4: %d shard tables for %d Services, want %d", got, n, want)
+	}
+	if got := f.fake.ShardTables(nftgen.FamilyIPv6); len(got) != 0 {
+		t.Errorf("IPv6 holds none of the Services but has shard tables %v", got)
 	}
 }

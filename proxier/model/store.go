@@ -1,6 +1,7 @@
 package model
 
 import (
+	"net/netip"
 	"slices"
 	"sort"
 	"time"
@@ -216,8 +217,21 @@ func (s *Store) TakeChanged() []types.NamespacedName {
 	return out
 }
 
-// ServiceCount returns the number of Services in the store.
-func (s *Store) ServiceCount() int { return len(s.services) }
+// ServiceCount returns the number of Services in the store that have a
+// cluster IP of family ipv6 or not (an IPv4-only cluster's IPv6 table
+// holds none of them).
+func (s *Store) ServiceCount(ipv6 bool) int {
+	n := 0
+	for _, svc := range s.services {
+		for _, ip := range svc.Spec.ClusterIPs {
+			if a, err := netip.ParseAddr(ip); err == nil && a.Is6() == ipv6 {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
 
 // ServiceNames returns every Service in the store, sorted.
 func (s *Store) ServiceNames() []types.NamespacedName {
