@@ -139,7 +139,10 @@ func churn(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Pod, s
 				_, sl := harness.ScaleObjects(i, 10)
 				sl.Endpoints = sl.Endpoints[:10-k%2]
 				sl.Annotations = map[string]string{v1.EndpointsLastChangeTriggerTime: time.Now().UTC().Format(time.RFC3339Nano)}
-				if _, err := c.admin.DiscoveryV1().EndpointSlices(sl.Namespace).Update(context.Background(), sl, metav1.UpdateOptions{}); err != nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := c.admin.DiscoveryV1().EndpointSlices(sl.Namespace).Update(ctx, sl, metav1.UpdateOptions{})
+				cancel()
+				if err != nil {
 					firstErr.CompareAndSwap(nil, err.Error())
 					continue
 				}

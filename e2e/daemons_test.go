@@ -290,7 +290,8 @@ func runDaemon(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Po
 // setProbeSlice points the probe Service's EndpointSlice at ip.
 func setProbeSlice(t *testing.T, c *daemonCluster, ip string) {
 	t.Helper()
-	ctx := context.Background()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	sl := harness.Slice("probe", "web", "web-1", []harness.PortSpec{httpPort}, ip)
 	// As the EndpointSlice controller marks a change, so that each daemon
 	// reports its network programming latency of it.
