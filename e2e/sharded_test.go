@@ -78,6 +78,16 @@ func TestShardedLayoutMovesUnderTraffic(t *testing.T) {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
 	}
+	// waitShards waits until the node has n shard tables.
+	waitShards := func(what string, n int) {
+		t.Helper()
+		eventually(t, what, 10*time.Second, func() error {
+			if got := shardTables(t, tp); len(got) != n {
+				return fmt.Errorf("shard tables %v", got)
+			}
+			return nil
+		})
+	}
 	cmd := start(1)
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	served := func(what string) {
@@ -149,12 +159,7 @@ func TestShardedLayoutMovesUnderTraffic(t *testing.T) {
 	time.Sleep(700 * time.Millisecond)
 	stopDaemon(cmd) // upgrade in place: the single table stays, then shards
 	cmd = start(8)
-	eventually(t, "eight shard tables", 10*time.Second, func() error {
-		if got := shardTables(t, tp); len(got) != 8 {
-			return fmt.Errorf("shard tables %v", got)
-		}
-		return nil
-	})
+	waitShards("eight shard tables", 8)
 	time.Sleep(time.Second)
 	stopDaemon(cmd) // a sharded stop: handover, no table left
 	if got := shardTables(t, tp); len(got) != 0 {
@@ -164,21 +169,11 @@ func TestShardedLayoutMovesUnderTraffic(t *testing.T) {
 		t.Errorf("a sharded stop left no handover table")
 	}
 	cmd = start(8) // a restart on shards
-	eventually(t, "eight shard tables again", 10*time.Second, func() error {
-		if got := shardTables(t, tp); len(got) != 8 {
-			return fmt.Errorf("shard tables %v", got)
-		}
-		return nil
-	})
+	waitShards("eight shard tables again", 8)
 	time.Sleep(time.Second)
 	stopDaemon(cmd) // downgrade to the single table
 	cmd = start(1)
-	eventually(t, "no shard table", 10*time.Second, func() error {
-		if got := shardTables(t, tp); len(got) != 0 {
-			return fmt.Errorf("shard tables %v", got)
-		}
-		return nil
-	})
+	waitShards("no shard table", 0)
 	time.Sleep(time.Second)
 	close(stop)
 	wg.Wait()

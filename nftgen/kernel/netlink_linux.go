@@ -295,21 +295,18 @@ func (n *Netlink) Inventory(ctx context.Context, f nftgen.Family, expected []str
 	if inv == nil || err != nil {
 		return inv, err
 	}
-	names, err := n.ShardTables(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range names {
+	err = n.eachShard(ctx, f, func(name string) error {
 		sh, err := n.InventoryOf(ctx, f, name, nil)
-		if err != nil {
-			return nil, err
-		}
 		if sh != nil {
 			if inv.Shards == nil {
 				inv.Shards = map[string]*nftgen.Inventory{}
 			}
 			inv.Shards[name] = sh
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return inv, nil
 }
@@ -376,11 +373,8 @@ func (n *Netlink) DeleteTable(ctx context.Context, f nftgen.Family) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	var shards []string
-	if err := n.withConn(func(c *nftables.Conn) (err error) {
-		shards, err = shardTables(c, f)
-		return err
-	}); err != nil {
+	shards, err := n.ShardTables(ctx, f)
+	if err != nil {
 		return err
 	}
 	if len(shards) == 0 {
@@ -400,6 +394,21 @@ func (n *Netlink) DeleteTable(ctx context.Context, f nftgen.Family) error {
 		}
 		return nil
 	})
+}
+
+// eachShard calls fn with the name of each of the family's shard tables,
+// in order, and stops at its first error.
+func (n *Netlink) eachShard(ctx context.Context, f nftgen.Family, fn func(name string) error) error {
+	names, err := n.ShardTables(ctx, f)
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if err := fn(name); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ShardTables returns the names of the family's shard tables.

@@ -80,19 +80,16 @@ func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(
 	if main == nil || err != nil {
 		return main, err
 	}
-	names, err := n.ShardTables(ctx, f)
-	if err != nil {
-		return nil, err
-	}
-	for _, name := range names {
+	err = n.eachShard(ctx, f, func(name string) error {
 		st, err := n.readTable(f, name, shardLayoutChains(f), finish)
-		if err != nil {
-			return nil, err
-		}
 		if st != nil {
 			st.Name = name
 			main.Shards = append(main.Shards, st)
 		}
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return main, nil
 }
