@@ -5,7 +5,7 @@ GO ?= go
 BIN := bin
 
 .PHONY: cluster-deps cluster-binaries cluster cluster-down cluster-swap conformance-binaries conformance
-.PHONY: all build test unit fuzz fuzz-short differential e2e-binaries deps bench demo image image-docker clean
+.PHONY: all build test unit fuzz fuzz-short differential e2e-binaries deps bench plots demo image image-docker clean
 
 all: build
 
@@ -28,6 +28,7 @@ deps:
 	timeout $(DOWNLOAD_TIMEOUT) $(GO) mod download
 	cd e2e/legacy && timeout $(DOWNLOAD_TIMEOUT) $(GO) mod download
 	cd e2e/etcd && timeout $(DOWNLOAD_TIMEOUT) $(GO) mod download
+	cd e2e/tools/plot && timeout $(DOWNLOAD_TIMEOUT) $(GO) mod download
 
 # The test tools that take minutes to build from source: etcd,
 # kube-apiserver and kubectl (for the real API server e2e) and kube-proxy's
@@ -104,6 +105,7 @@ test: e2e-binaries
 	$(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/e2e$$')
 	$(GO) test -count=1 -v -timeout $(E2E_TIMEOUT) ./e2e
 	$(GO) test -count=1 -run '^$$' -bench . -benchtime 1x -timeout $(TEST_TIMEOUT) ./nftgen ./compat ./proxier/model
+	cd e2e/tools/plot && $(GO) vet ./... && $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) fuzz-short
 
 # Fuzz targets (the generation one applies every ruleset to a kernel in a
@@ -176,6 +178,15 @@ bench: e2e-binaries
 	$(GO) test -count=1 -v -timeout 120m -run TestDaemonsSideBySide ./e2e
 	NFTPROXY_CHURN=$(BENCH_CHURN) NFTPROXY_BENCH_OUT=$(CURDIR)/e2e/results/bench \
 	$(GO) test -count=1 -v -timeout 90m -run TestChurnSideBySide ./e2e
+	$(MAKE) plots
+
+# The PNG plots of make bench, drawn from its CSV files by e2e/tools/plot,
+# a module of its own (the plotting library stays out of nftproxy's go.mod).
+BENCH_OUT := $(CURDIR)/e2e/results/bench
+plots:
+	cd e2e/tools/plot && timeout $(TEST_TIMEOUT) $(GO) run . -results $(BENCH_OUT)/results.csv -out $(BENCH_OUT)/results.png
+	cd e2e/tools/plot && timeout $(TEST_TIMEOUT) $(GO) run . -churn $(BENCH_OUT)/churn.csv -out $(BENCH_OUT)/churn.png \
+		-title "$$(echo $(BENCH_CHURN) | cut -d, -f1) Services, $$(echo $(BENCH_CHURN) | cut -d, -f3) updates/s"
 
 # Unit tests only; no root, no kernel.
 unit:

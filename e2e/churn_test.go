@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"gonum.org/v1/plot/plotter"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -171,7 +170,7 @@ func churn(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Pod, s
 		defer tick.Stop()
 		for {
 			rss, _ := rssAndCPU(cmd.Process.Pid)
-			run.series.RSS = append(run.series.RSS, plotter.XY{X: time.Since(start).Minutes(), Y: rss})
+			run.series.RSS = append(run.series.RSS, benchreport.Point{X: time.Since(start).Minutes(), Y: rss})
 			select {
 			case <-stop:
 				return
@@ -197,7 +196,7 @@ func churn(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Pod, s
 		} else {
 			ms := float64(time.Since(moved).Microseconds()) / 1000
 			run.probe = append(run.probe, ms)
-			run.series.Latency = append(run.series.Latency, plotter.XY{X: time.Since(start).Minutes(), Y: ms})
+			run.series.Latency = append(run.series.Latency, benchreport.Point{X: time.Since(start).Minutes(), Y: ms})
 		}
 		// About once a second, with jitter, so that the moves do not
 		// keep one phase against a daemon's once-a-second syncs.
@@ -248,7 +247,7 @@ func firstServedBy(request func() (harness.Reply, error), target string) func() 
 // kubeproxy_network_programming_duration_seconds (p50/p99 estimated from
 // its buckets over the churn), its CPU and its resident memory over time.
 // nftproxy must follow every probe move. With NFTPROXY_BENCH_OUT set it
-// writes churn.md and churn.png there.
+// writes churn.md and churn.csv there (make bench draws churn.png from it).
 func TestChurnSideBySide(t *testing.T) {
 	services, dur, rate := churnConfig(t)
 	kubeProxy, err := harness.Tool(".", "kube-proxy")
@@ -289,13 +288,18 @@ func TestChurnSideBySide(t *testing.T) {
 			fmt.Sprintf("a writer updates a random EndpointSlice %.0f times a second (one endpoint dropped or restored, with the last-change-trigger-time annotation), ", rate) +
 			"and a probe Service's endpoint moves about once a second (0.7 to 1.3 s apart, so as not to keep one phase against the daemons' once-a-second syncs). Probe: from its move to all of ten requests answered by the new endpoint (polled every 5 ms). " +
 			"Own metric: the daemon's kubeproxy_network_programming_duration_seconds over the churn, p50 / p99 estimated from its buckets as histogram_quantile does (the smallest bucket is 0.25 s). " +
-			"RSS: VmRSS sampled every 5 s (first / last / max) and its least-squares slope; CPU: the daemon's user + system seconds per minute of churn. Plot: churn.png.\n\n" +
+			"RSS: VmRSS sampled every 5 s (first / last / max) and its least-squares slope; CPU: the daemon's user + system seconds per minute of churn. Plot: churn.png, drawn from churn.csv.\n\n" +
 			"| Services | daemon | updates/s | probe moves | probe p50 / p99 (ms) | own p50 / p99 (ms) | RSS first / last / max (MiB) | RSS slope (MiB/min) | CPU (s/min) |\n" +
 			"|---:|---|---:|---:|---:|---:|---:|---:|---:|\n" + strings.Join(rows, "\n") + "\n"
 		if err := os.WriteFile(filepath.Join(out, "churn.md"), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if err := benchreport.PlotChurn(filepath.Join(out, "churn.png"), fmt.Sprintf("%d Services, %.0f updates/s", services, rate), series); err != nil {
+		f, err := os.Create(filepath.Join(out, "churn.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := benchreport.WriteChurnCSV(f, series); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,21 +1,24 @@
 package benchreport
 
 import (
+	"encoding/csv"
+	"io"
 	"math"
 	"slices"
-
-	"gonum.org/v1/plot"
-	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
+	"strconv"
 )
+
+// Point is one sample of a series: minutes since the churn started, and
+// the value.
+type Point struct{ X, Y float64 }
 
 // ChurnSeries is what one daemon showed over a churn run: its resident
 // memory and the probe's time to correct programming, each against the
 // minutes since the churn started.
 type ChurnSeries struct {
 	Daemon  string
-	RSS     plotter.XYs // minutes, MiB
-	Latency plotter.XYs // minutes, milliseconds
+	RSS     []Point // minutes, MiB
+	Latency []Point // minutes, milliseconds
 }
 
 // Quantile returns the q-quantile (0..1) of values by the nearest rank;
@@ -76,7 +79,7 @@ func HistogramQuantile(q float64, buckets []Bucket) float64 {
 
 // Slope returns the least-squares slope of xy (y per x); 0 for fewer than
 // two points.
-func Slope(xy plotter.XYs) float64 {
+func Slope(xy []Point) float64 {
 	n := float64(len(xy))
 	if n < 2 {
 		return 0
@@ -92,31 +95,26 @@ func Slope(xy plotter.XYs) float64 {
 	return (n*sxy - sx*sy) / d
 }
 
-// PlotChurn writes a PNG with two panels against the minutes of churn:
-// each daemon's resident memory, and the probe's time to correct
-// programming.
-func PlotChurn(path, title string, series []ChurnSeries) error {
-	rss := plot.New()
-	rss.Title.Text = "Resident memory under churn: " + title
-	rss.X.Label.Text = "minutes"
-	rss.Y.Label.Text = "MiB"
-	lat := plot.New()
-	lat.Title.Text = "Probe Service change to traffic"
-	lat.X.Label.Text = "minutes"
-	lat.Y.Label.Text = "milliseconds"
-	for _, p := range []*plot.Plot{rss, lat} {
-		p.Legend.Top, p.Legend.Left = true, true
+// WriteChurnCSV writes every series' samples as rows: daemon, series
+// ("rss" or "latency"), minutes, value; e2e/tools/plot draws churn.png
+// from it.
+func WriteChurnCSV(w io.Writer, series []ChurnSeries) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write([]string{"daemon", "series", "minutes", "value"}); err != nil {
+		return err
 	}
-	var rssArgs, latArgs []any
 	for _, s := range series {
-		rssArgs = append(rssArgs, s.Daemon, s.RSS)
-		latArgs = append(latArgs, s.Daemon, s.Latency)
+		for _, part := range []struct {
+			name   string
+			points []Point
+		}{{"rss", s.RSS}, {"latency", s.Latency}} {
+			for _, p := range part.points {
+				if err := cw.Write([]string{s.Daemon, part.name, strconv.FormatFloat(p.X, 'g', 8, 64), strconv.FormatFloat(p.Y, 'g', 8, 64)}); err != nil {
+					return err
+				}
+			}
+		}
 	}
-	if err := plotutil.AddLines(rss, rssArgs...); err != nil {
-		return err
-	}
-	if err := plotutil.AddScatters(lat, latArgs...); err != nil {
-		return err
-	}
-	return writePanels(path, rss, lat)
+	cw.Flush()
+	return cw.Error()
 }

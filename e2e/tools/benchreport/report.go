@@ -150,7 +150,8 @@ func (r *Results) WriteCSV(w io.Writer) error {
 	return cw.Error()
 }
 
-// WriteFiles writes results.csv, results.md and results.png into dir.
+// WriteFiles writes results.csv and results.md into dir (e2e/tools/plot
+// draws results.png from the CSV).
 func (r *Results) WriteFiles(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("results folder: %w", err)
@@ -168,9 +169,6 @@ func (r *Results) WriteFiles(dir string) error {
 	}
 	if err := os.WriteFile(filepath.Join(dir, "results.md"), []byte(r.Markdown()), 0o644); err != nil {
 		return fmt.Errorf("write markdown: %w", err)
-	}
-	if err := r.Plot(filepath.Join(dir, "results.png")); err != nil {
-		return fmt.Errorf("plot: %w", err)
 	}
 	return nil
 }

@@ -2,14 +2,11 @@ package benchreport
 
 import (
 	"bytes"
-	"image/png"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"gonum.org/v1/plot/plotter"
 )
 
 func sampleResults() *Results {
@@ -114,14 +111,6 @@ func TestWriteFiles(t *testing.T) {
 			t.Errorf("markdown lacks %q:\n%s", want, md)
 		}
 	}
-	img, err := os.ReadFile(filepath.Join(dir, "results.png"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := png.DecodeConfig(bytes.NewReader(img))
-	if err != nil || cfg.Width < 500 || cfg.Height < 200 {
-		t.Errorf("results.png: %+v, %v", cfg, err)
-	}
 }
 
 func TestChurnStatistics(t *testing.T) {
@@ -139,15 +128,15 @@ func TestChurnStatistics(t *testing.T) {
 	if got := HistogramQuantile(0.99, bs); got != 1 {
 		t.Errorf("histogram p99 = %v, want the highest finite bound 1", got)
 	}
-	if got := Slope([]plotter.XY{{X: 0, Y: 1}, {X: 1, Y: 3}, {X: 2, Y: 5}}); math.Abs(got-2) > 1e-9 {
+	if got := Slope([]Point{{X: 0, Y: 1}, {X: 1, Y: 3}, {X: 2, Y: 5}}); math.Abs(got-2) > 1e-9 {
 		t.Errorf("slope = %v, want 2", got)
 	}
-	path := filepath.Join(t.TempDir(), "churn.png")
-	s := ChurnSeries{Daemon: "nftproxy", RSS: []plotter.XY{{X: 0, Y: 100}, {X: 1, Y: 101}}, Latency: []plotter.XY{{X: 0.5, Y: 30}}}
-	if err := PlotChurn(path, "test", []ChurnSeries{s}); err != nil {
+	var b bytes.Buffer
+	s := ChurnSeries{Daemon: "nftproxy", RSS: []Point{{X: 0, Y: 100}, {X: 1, Y: 101}}, Latency: []Point{{X: 0.5, Y: 30}}}
+	if err := WriteChurnCSV(&b, []ChurnSeries{s}); err != nil {
 		t.Fatal(err)
 	}
-	if img, err := os.ReadFile(path); err != nil || len(img) < 1000 {
-		t.Errorf("churn.png: %d bytes, %v", len(img), err)
+	if want := "daemon,series,minutes,value\nnftproxy,rss,0,100\nnftproxy,rss,1,101\nnftproxy,latency,0.5,30\n"; b.String() != want {
+		t.Errorf("churn CSV:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
