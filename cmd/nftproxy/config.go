@@ -143,22 +143,11 @@ func (v *mapStringBool) Set(s string) error {
 // configuration, as kube-proxy does: the file replaces the flags, except
 // --hostname-override and the logging flags, which still win when set.
 func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
-	data, err := os.ReadFile(path)
+	cfg, err := readConfigFile(path)
 	if err != nil {
-		return usageError{fmt.Errorf("--config: %w", err)}
+		return err
 	}
-	var cfg proxyv1alpha1.KubeProxyConfiguration
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		return usageError{fmt.Errorf("--config %s: %w", path, err)}
-	}
-	if cfg.Kind != "KubeProxyConfiguration" || cfg.APIVersion != "kubeproxy.config.k8s.io/v1alpha1" {
-		return usageError{fmt.Errorf("--config %s: want kind KubeProxyConfiguration of kubeproxy.config.k8s.io/v1alpha1, got %s %s", path, cfg.Kind, cfg.APIVersion)}
-	}
-	if err := yaml.UnmarshalStrict(data, &proxyv1alpha1.KubeProxyConfiguration{}); err != nil {
-		klog.InfoS("Warning: unknown fields in the configuration file", "file", path, "err", err)
-	}
-	applyConfigDefaults(&cfg)
-	o.loggingFromConfig(&cfg, fs)
+	o.loggingFromConfig(cfg, fs)
 	if !fs.Changed("hostname-override") {
 		o.hostnameOverride = cfg.HostnameOverride
 	}
@@ -185,6 +174,41 @@ func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
 	if cfg.OOMScoreAdj != nil {
 		k.oomScoreAdj = *cfg.OOMScoreAdj
 	}
+	o.rulesFromConfig(cfg)
+	for name, why := range map[string]bool{"IPVS": cfg.IPVS.Scheduler != "" || len(cfg.IPVS.ExcludeCIDRs) > 0} {
+		if why {
+			klog.InfoS("Warning: configuration field has no effect in nftproxy", "field", name)
+		}
+	}
+	return nil
+}
+
+// readConfigFile reads and decodes a KubeProxyConfiguration, warns of
+// fields it does not know, and fills in kube-proxy's defaults.
+func readConfigFile(path string) (*proxyv1alpha1.KubeProxyConfiguration, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--config: %w", err)}
+	}
+	var cfg proxyv1alpha1.KubeProxyConfiguration
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return nil, usageError{fmt.Errorf("--config %s: %w", path, err)}
+	}
+	if cfg.Kind != "KubeProxyConfiguration" || cfg.APIVersion != "kubeproxy.config.k8s.io/v1alpha1" {
+		return nil, usageError{fmt.Errorf("--config %s: want kind KubeProxyConfiguration of kubeproxy.config.k8s.io/v1alpha1, got %s %s", path, cfg.Kind, cfg.APIVersion)}
+	}
+	if err := yaml.UnmarshalStrict(data, &proxyv1alpha1.KubeProxyConfiguration{}); err != nil {
+		klog.InfoS("Warning: unknown fields in the configuration file", "file", path, "err", err)
+	}
+	applyConfigDefaults(&cfg)
+	return &cfg, nil
+}
+
+// rulesFromConfig takes the settings of the rules and of conntrack from
+// cfg: the iptables section's, or the nftables (or ipvs) section's when
+// that is the mode, as kube-proxy reads them.
+func (o *options) rulesFromConfig(cfg *proxyv1alpha1.KubeProxyConfiguration) {
+	k := &o.kp
 	ipt := cfg.IPTables
 	switch o.proxyMode {
 	case "nftables":
@@ -206,12 +230,6 @@ func (o *options) loadConfigFile(path string, fs *pflag.FlagSet) error {
 	k.conntrackTCPEstablished, k.conntrackTCPCloseWait = ct.TCPEstablishedTimeout.Duration, ct.TCPCloseWaitTimeout.Duration
 	k.conntrackUDPTimeout, k.conntrackUDPStream = ct.UDPTimeout.Duration, ct.UDPStreamTimeout.Duration
 	o.conntrackTCPLiberal = ct.TCPBeLiberal
-	for name, why := range map[string]bool{"IPVS": cfg.IPVS.Scheduler != "" || len(cfg.IPVS.ExcludeCIDRs) > 0} {
-		if why {
-			klog.InfoS("Warning: configuration field has no effect in nftproxy", "field", name)
-		}
-	}
-	return nil
 }
 
 // applyConfigDefaults fills in kube-proxy's defaults for unset fields.
@@ -267,7 +285,11 @@ func applyConfigDefaults(c *proxyv1alpha1.KubeProxyConfiguration) {
 	if c.DetectLocalMode == "" {
 		c.DetectLocalMode = "ClusterCIDR"
 	}
-	ct := &c.Conntrack
+	conntrackDefaults(&c.Conntrack)
+}
+
+// conntrackDefaults fills in kube-proxy's conntrack defaults.
+func conntrackDefaults(ct *proxyv1alpha1.KubeProxyConntrackConfiguration) {
 	if ct.MaxPerCore == nil {
 		v := int32(32768)
 		ct.MaxPerCore = &v

@@ -53,13 +53,7 @@ func runLoop(ctx context.Context, opts *options) error {
 	}
 	m := metrics.New()
 	m.RegisterBuildInfo(version)
-	health := healthcheck.NewProxyHealthServer(nil, 2*opts.syncPeriod, func(path string, code int) {
-		c := m.HealthzTotal
-		if path == "/livez" {
-			c = m.LivezTotal
-		}
-		c.WithLabelValues(fmt.Sprint(code)).Inc()
-	})
+	health := newHealthServer(m, opts.syncPeriod)
 	cfg := engineConfig(ctx, opts, health, client != nil)
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -87,17 +81,7 @@ func runLoop(ctx context.Context, opts *options) error {
 	if err := netns.Do(opts.netns, func() error { return conntrack.Apply(opts.conntrackSettings()) }); err != nil {
 		return fmt.Errorf("could not set conntrack parameters from kube-proxy configuration: %w", err)
 	}
-	// With --bind-address-hard-fail a port that cannot be bound ends the
-	// daemon, as it ends kube-proxy.
-	serveFailed := make(chan error, 3)
-	nodeRef := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: opts.nodeName()}
-	go stopOnServeFailure(ctx, stop, serveFailed, cfg.Events, nodeRef)
-	announceStart(cfg.Events, nodeRef, opts.proxyMode)
-	serve(ctx, opts.netns, opts.metricsBindAddress, metricsServer(opts, m, st), healthcheck.ServerLimits(10*time.Minute), opts.kp.bindAddressHardFail, serveFailed, "FailedToStartMetricServer")
-	serve(ctx, opts.netns, opts.kp.healthzBindAddress, health.Mux(), healthcheck.ServerLimits(10*time.Second), opts.kp.bindAddressHardFail, serveFailed, "FailedToStartProxierHealthcheck")
-	if opts.kp.configFile != "" {
-		go watchConfigFile(ctx, opts.kp.configFile, configPoll, serveFailed)
-	}
+	startServing(ctx, stop, opts, m, st, health, cfg.Events)
 	if !startSource(ctx, opts, client, engine, st, cfg.Events, connErrors) {
 		return nil
 	}
@@ -107,6 +91,34 @@ func runLoop(ctx context.Context, opts *options) error {
 	}
 	klog.InfoS("Exiting; rules stay in place")
 	return nil
+}
+
+// newHealthServer returns the /healthz and /livez server, which counts
+// its answers in m; rules older than twice syncPeriod are stale.
+func newHealthServer(m *metrics.Metrics, syncPeriod time.Duration) *healthcheck.ProxyHealthServer {
+	return healthcheck.NewProxyHealthServer(nil, 2*syncPeriod, func(path string, code int) {
+		c := m.HealthzTotal
+		if path == "/livez" {
+			c = m.LivezTotal
+		}
+		c.WithLabelValues(fmt.Sprint(code)).Inc()
+	})
+}
+
+// startServing announces the start on the Node and starts the metrics and
+// health servers and the config file's watch. With
+// --bind-address-hard-fail a port that cannot be bound ends the daemon
+// (stop), as it ends kube-proxy; so does a changed config file.
+func startServing(ctx context.Context, stop context.CancelCauseFunc, opts *options, m *metrics.Metrics, st *setup, health *healthcheck.ProxyHealthServer, rec events.EventRecorder) {
+	serveFailed := make(chan error, 3)
+	nodeRef := &v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: opts.nodeName()}
+	go stopOnServeFailure(ctx, stop, serveFailed, rec, nodeRef)
+	announceStart(rec, nodeRef, opts.proxyMode)
+	serve(ctx, opts.netns, opts.metricsBindAddress, metricsServer(opts, m, st), healthcheck.ServerLimits(10*time.Minute), opts.kp.bindAddressHardFail, serveFailed, "FailedToStartMetricServer")
+	serve(ctx, opts.netns, opts.kp.healthzBindAddress, health.Mux(), healthcheck.ServerLimits(10*time.Second), opts.kp.bindAddressHardFail, serveFailed, "FailedToStartProxierHealthcheck")
+	if opts.kp.configFile != "" {
+		go watchConfigFile(ctx, opts.kp.configFile, configPoll, serveFailed)
+	}
 }
 
 // connect returns the API client and waits for this node's Node object

@@ -283,22 +283,11 @@ func newEngine(opts *options, m *metrics.Metrics, ecfg proxier.EngineConfig) (*p
 			return nil, nil, nil, err
 		}
 	}
-	var local []netip.Addr
-	if err := netns.Do(opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err }); err != nil {
+	local, err := opts.localAddresses()
+	if err != nil {
 		return nil, nil, nil, err
 	}
-	// What kube-proxy reads of the node's kernel: each family it supports
-	// is programmed, and a set nf_conntrack_tcp_be_liberal means no drop
-	// of INVALID packets.
-	_ = netns.Do(opts.netns, func() error {
-		_, err := os.Stat("/proc/sys/net/ipv6")
-		opts.everyFamily = err == nil
-		if liberal, err := conntrack.TCPBeLiberal(); err == nil && liberal && !opts.conntrackTCPLiberal {
-			klog.InfoS("nf_conntrack_tcp_be_liberal set, not installing DROP rules for INVALID packets")
-			opts.conntrackTCPLiberal = true
-		}
-		return nil
-	})
+	opts.readNodeKernel()
 	st, err := opts.newSetup(objs, local)
 	if err != nil {
 		return nil, nil, nil, err
@@ -313,21 +302,12 @@ func newEngine(opts *options, m *metrics.Metrics, ecfg proxier.EngineConfig) (*p
 		return nil, nil, nil, err
 	}
 	st.dp = dp
-	listen := func(addr string) (l net.Listener, err error) {
-		err = netns.Do(opts.netns, func() error { l, err = net.Listen("tcp", addr); return err })
-		return l, err
-	}
-	health := healthcheck.NewServiceServer(listen, nil)
-	health.SetAddresses(st.rules.HealthCheckAddresses())
+	health := opts.serviceHealthServer(st.rules.HealthCheckAddresses())
 	st.serviceHealth = health
-	var nsFile *os.File
-	fd := -1
-	if opts.netns != "" {
-		if nsFile, err = os.Open(opts.netns); err != nil {
-			done()
-			return nil, nil, nil, err
-		}
-		fd = int(nsFile.Fd())
+	nsFile, fd, err := openNetns(opts.netns)
+	if err != nil {
+		done()
+		return nil, nil, nil, err
 	}
 	cleanup := func() {
 		health.Close(context.Background())
@@ -342,10 +322,7 @@ func newEngine(opts *options, m *metrics.Metrics, ecfg proxier.EngineConfig) (*p
 	// It builds its generators again from the same spec when the node's
 	// zone or node port addresses change.
 	ecfg.Rules, ecfg.Local = st.spec, st.local
-	ecfg.LocalAddresses = func() (local []netip.Addr, err error) {
-		err = netns.Do(opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err })
-		return local, err
-	}
+	ecfg.LocalAddresses = opts.localAddresses
 	cfg := st.engineConfig()
 	cfg.Health, cfg.Conntrack, cfg.Metrics, cfg.Engine = health, conntrack.NewCleaner(fd), m, ecfg
 	engine, err := proxier.New(cfg, dp)
@@ -354,6 +331,54 @@ func newEngine(opts *options, m *metrics.Metrics, ecfg proxier.EngineConfig) (*p
 		return nil, nil, nil, err
 	}
 	return engine, st, cleanup, nil
+}
+
+// openNetns opens the network namespace at path for the conntrack
+// cleaner and returns the file and its descriptor; -1 and no file for the
+// process's own namespace (an empty path).
+func openNetns(path string) (*os.File, int, error) {
+	if path == "" {
+		return nil, -1, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, -1, err
+	}
+	return f, int(f.Fd()), nil
+}
+
+// serviceHealthServer returns the server of the Services' health check
+// node ports, listening in the node's network namespace on addrs.
+func (opts *options) serviceHealthServer(addrs []netip.Addr) *healthcheck.ServiceServer {
+	listen := func(addr string) (l net.Listener, err error) {
+		err = netns.Do(opts.netns, func() error { l, err = net.Listen("tcp", addr); return err })
+		return l, err
+	}
+	health := healthcheck.NewServiceServer(listen, nil)
+	health.SetAddresses(addrs)
+	return health
+}
+
+// localAddresses returns the addresses of the node's interfaces, read in
+// its network namespace.
+func (opts *options) localAddresses() (local []netip.Addr, err error) {
+	err = netns.Do(opts.netns, func() (err error) { local, err = proxier.LocalAddresses(); return err })
+	return local, err
+}
+
+// readNodeKernel reads what kube-proxy reads of the node's kernel: each
+// family it supports is programmed, and a set nf_conntrack_tcp_be_liberal
+// means no drop of INVALID packets.
+func (opts *options) readNodeKernel() {
+	_ = netns.Do(opts.netns, func() error {
+		_, err := os.Stat("/proc/sys/net/ipv6")
+		opts.everyFamily = err == nil
+		if liberal, err := conntrack.TCPBeLiberal(); err == nil && liberal && !opts.conntrackTCPLiberal {
+			klog.InfoS("nf_conntrack_tcp_be_liberal set, not installing DROP rules for INVALID packets")
+			opts.conntrackTCPLiberal = true
+		}
+		return nil
+	})
 }
 
 func runSync(ctx context.Context, opts *options) error {

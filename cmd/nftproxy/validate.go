@@ -32,7 +32,7 @@ func (o *options) defaultServerPorts() {
 // by its flag and, when a configuration file was given, by its field there.
 func (o *options) validate() error {
 	var errs []error
-	bad := func(flag, field, format string, args ...any) {
+	var bad badValue = func(flag, field, format string, args ...any) {
 		name := flag
 		if o.kp.configFile != "" {
 			name = fmt.Sprintf("%s (%s in %s)", flag, field, o.kp.configFile)
@@ -42,25 +42,30 @@ func (o *options) validate() error {
 	if err := o.validateSyncPeriods(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := (nftgen.TableLayout{Shards: o.tableShards}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--table-shards: %w", err))
+	}
+	o.validateNumbers(bad)
+	o.validateAddresses(bad)
+	o.validateDetectLocal(bad)
+	o.validateFeatureGates(bad)
+	if len(errs) == 0 {
+		return nil
+	}
+	return usageError{errors.Join(errs...)}
+}
+
+// badValue reports a problem of a setting: its flag, its field in the
+// configuration file, and what is wrong.
+type badValue func(flag, field, format string, args ...any)
+
+// validateNumbers checks the numeric settings' ranges.
+func (o *options) validateNumbers(bad badValue) {
 	if o.kp.configSyncPeriod <= 0 {
 		bad("--config-sync-period", "configSyncPeriod", "%v must be greater than 0", o.kp.configSyncPeriod)
 	}
 	if o.masqueradeBit < 0 || o.masqueradeBit > 31 {
 		bad("--iptables-masquerade-bit", "iptables.masqueradeBit", "%d must be within [0, 31]", o.masqueradeBit)
-	}
-	if err := (nftgen.TableLayout{Shards: o.tableShards}).Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("--table-shards: %w", err))
-	}
-	if a, err := netip.ParseAddr(o.kp.bindAddress); err != nil || a.Zone() != "" {
-		bad("--bind-address", "bindAddress", "%q must be an IP address", o.kp.bindAddress)
-	}
-	for _, s := range []struct{ flag, field, value string }{
-		{"--healthz-bind-address", "healthzBindAddress", o.kp.healthzBindAddress},
-		{"--metrics-bind-address", "metricsBindAddress", o.metricsBindAddress},
-	} {
-		if err := validateHostPort(s.value); err != nil {
-			bad(s.flag, s.field, "%v", err)
-		}
 	}
 	if o.kp.conntrackMaxPerCore < 0 {
 		bad("--conntrack-max-per-core", "conntrack.maxPerCore", "%d must be 0 or more", o.kp.conntrackMaxPerCore)
@@ -87,6 +92,25 @@ func (o *options) validate() error {
 	if o.kp.kubeAPIBurst < 0 {
 		bad("--kube-api-burst", "clientConnection.burst", "%d must be 0 or more", o.kp.kubeAPIBurst)
 	}
+	if o.kp.oomScoreAdj < -1000 || o.kp.oomScoreAdj > 1000 {
+		bad("--oom-score-adj", "oomScoreAdj", "%d must be within [-1000, 1000]", o.kp.oomScoreAdj)
+	}
+}
+
+// validateAddresses checks the server addresses and the cluster and node
+// port CIDRs.
+func (o *options) validateAddresses(bad badValue) {
+	if a, err := netip.ParseAddr(o.kp.bindAddress); err != nil || a.Zone() != "" {
+		bad("--bind-address", "bindAddress", "%q must be an IP address", o.kp.bindAddress)
+	}
+	for _, s := range []struct{ flag, field, value string }{
+		{"--healthz-bind-address", "healthzBindAddress", o.kp.healthzBindAddress},
+		{"--metrics-bind-address", "metricsBindAddress", o.metricsBindAddress},
+	} {
+		if err := validateHostPort(s.value); err != nil {
+			bad(s.flag, s.field, "%v", err)
+		}
+	}
 	if o.clusterCIDR != "" {
 		families := map[bool]int{}
 		for _, c := range strings.Split(o.clusterCIDR, ",") {
@@ -101,9 +125,11 @@ func (o *options) validate() error {
 			bad("--cluster-cidr", "clusterCIDR", "%q: at most one CIDR per IP family", o.clusterCIDR)
 		}
 	}
-	if o.kp.oomScoreAdj < -1000 || o.kp.oomScoreAdj > 1000 {
-		bad("--oom-score-adj", "oomScoreAdj", "%d must be within [-1000, 1000]", o.kp.oomScoreAdj)
-	}
+}
+
+// validateDetectLocal checks the local traffic detection's mode and the
+// settings that mode needs.
+func (o *options) validateDetectLocal(bad badValue) {
 	switch o.kp.detectLocalMode {
 	case "", "ClusterCIDR", "NodeCIDR", "BridgeInterface", "InterfaceNamePrefix":
 	default:
@@ -127,6 +153,10 @@ func (o *options) validate() error {
 			bad(m.flag, m.field, "%q is not an interface name (at most 15 bytes, no '/' or space)", m.name)
 		}
 	}
+}
+
+// validateFeatureGates checks the feature gates as kube-proxy does.
+func (o *options) validateFeatureGates(bad badValue) {
 	var unknown []string
 	for name := range o.kp.featureGates {
 		if !knownFeatureGates[name] {
@@ -149,10 +179,6 @@ func (o *options) validate() error {
 		// kube-proxy accepts mode ipvs only while this gate is on.
 		bad("--proxy-mode", "mode", "%q: must be iptables, nftables or blank (blank means the best-available proxy [currently iptables])", o.proxyMode)
 	}
-	if len(errs) == 0 {
-		return nil
-	}
-	return usageError{errors.Join(errs...)}
 }
 
 // validateHostPort accepts what kube-proxy accepts for a server address:
