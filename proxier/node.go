@@ -22,7 +22,27 @@ type NodePortAddresses struct {
 // the family of is4. An empty spec, or a spec with no entry of this family,
 // means every local address, as in kube-proxy's iptables mode.
 func ResolveNodePortAddresses(spec []string, local, primary []netip.Addr, is4 bool) (NodePortAddresses, error) {
-	var cidrs []netip.Prefix
+	cidrs, all, err := nodePortCIDRs(spec, primary, is4)
+	if err != nil || all {
+		return NodePortAddresses{All: all}, err
+	}
+	var out NodePortAddresses
+	seen := map[netip.Addr]bool{}
+	for _, a := range local {
+		for _, c := range cidrs {
+			if c.Contains(a) && a.Is4() == is4 && !seen[a] {
+				seen[a] = true
+				out.Addrs = append(out.Addrs, a)
+			}
+		}
+	}
+	return out, nil
+}
+
+// nodePortCIDRs returns the CIDRs of the family that spec names (primary
+// and localhost expanded), or all when it names every address: "all", a
+// /0, or nothing of the family.
+func nodePortCIDRs(spec []string, primary []netip.Addr, is4 bool) (cidrs []netip.Prefix, all bool, err error) {
 	any := false
 	for _, s := range spec {
 		s = strings.TrimSpace(s)
@@ -42,7 +62,7 @@ func ResolveNodePortAddresses(spec []string, local, primary []netip.Addr, is4 bo
 			}
 			continue
 		case "all":
-			return NodePortAddresses{All: true}, nil
+			return nil, true, nil
 		case "localhost":
 			s = "127.0.0.0/8"
 			if !is4 {
@@ -51,36 +71,18 @@ func ResolveNodePortAddresses(spec []string, local, primary []netip.Addr, is4 bo
 		}
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return NodePortAddresses{}, fmt.Errorf("--nodeport-addresses: %q is neither a CIDR nor one of primary, localhost, all", s)
+			return nil, false, fmt.Errorf("--nodeport-addresses: %q is neither a CIDR nor one of primary, localhost, all", s)
 		}
 		if p.Addr().Is4() != is4 {
 			continue
 		}
 		any = true
 		if p.Bits() == 0 {
-			return NodePortAddresses{All: true}, nil
+			return nil, true, nil
 		}
 		cidrs = append(cidrs, p.Masked())
 	}
-	if !any {
-		return NodePortAddresses{All: true}, nil
-	}
-	var out NodePortAddresses
-	seen := map[netip.Addr]bool{}
-	add := func(a netip.Addr) {
-		if a.Is4() == is4 && !seen[a] {
-			seen[a] = true
-			out.Addrs = append(out.Addrs, a)
-		}
-	}
-	for _, a := range local {
-		for _, c := range cidrs {
-			if c.Contains(a) {
-				add(a)
-			}
-		}
-	}
-	return out, nil
+	return cidrs, !any, nil
 }
 
 // NodeIPs returns the addresses a Node object reports (InternalIP first,

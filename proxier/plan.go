@@ -38,20 +38,7 @@ func (s *Syncer) eachCandidate(ctx context.Context, fs *familyState, snap *snaps
 	fs.total = 0
 	var held []read
 	decided := false
-	emit := func(r read) bool {
-		for _, c := range s.candidates(fs, r.nn, r.states) {
-			for _, k := range c.domains.destinations(c.frag) {
-				cl := c.claimOn(k)
-				if cur, ok := owners[k]; !ok || cl.beats(cur) {
-					owners[k] = cl
-				}
-			}
-			if !visit(c) {
-				return false
-			}
-		}
-		return true
-	}
+	emit := func(r read) bool { return s.claimAndVisit(fs, r.nn, r.states, owners, visit) }
 	emitHeld := func() bool {
 		for _, r := range held {
 			if !emit(r) {
@@ -89,6 +76,24 @@ func (s *Syncer) eachCandidate(ctx context.Context, fs *familyState, snap *snaps
 		emitHeld()
 	}
 	return nil
+}
+
+// claimAndVisit makes each candidate of nn's states claim its
+// destinations in owners (the best claim wins) and visits it; false when
+// visit said stop.
+func (s *Syncer) claimAndVisit(fs *familyState, nn types.NamespacedName, states []svcmodel.ServicePortState, owners map[destination]claim, visit func(*candidate) bool) bool {
+	for _, c := range s.candidates(fs, nn, states) {
+		for _, k := range c.domains.destinations(c.frag) {
+			cl := c.claimOn(k)
+			if cur, ok := owners[k]; !ok || cl.beats(cur) {
+				owners[k] = cl
+			}
+		}
+		if !visit(c) {
+			return false
+		}
+	}
+	return true
 }
 
 // settle returns c's fragment without the destinations it lost to another
@@ -209,49 +214,15 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 	applied := nftgen.NewApplied(fam, nil, nil)
 	// The shared chains of every table are read whole.
 	digests := applied.LiveDigests(append(top.ChainNames(), (&nftgen.Ruleset{Top: fs.gen.ShardTop()}).ChainNames()...))
-	var inv *nftgen.Inventory
-	var rs *nftgen.Ruleset
-	var keys map[types.NamespacedName][]string
-	var owners map[destination]claim
-	live, err := s.dp.ReadCompact(ctx, fam, digests.Finish)
-	// Who held each destination: what the syncer applied last, or else
-	// what the kernel holds (a restart, a failed sync).
-	fs.inc = nil
-	if fs.owners != nil {
-		fs.inc = appliedIncumbents(fs.owners)
-	} else if err == nil && live != nil {
-		fs.inc = kernelIncumbents(live.Merged(), fs.domains)
+	now, err := s.observe(ctx, fs, snap, digests)
+	if err != nil {
+		return nil, false, nil, err
 	}
-	if err == nil {
-		inv = live.Inventory()
-		if live != nil && live.Unreached > 0 {
-			klog.FromContext(ctx).Info("The table holds chains that no rule reaches; at this size they are not listed (the kernel's listing takes minutes): those nftproxy programs are emptied and refilled, the others stay in place",
-				"family", fam, "chains", live.Unreached)
-		}
-	} else {
-		klog.FromContext(ctx).Error(err, "Reading the table failed; listing it to rewrite it", "family", fam)
-		live = nil
-		if rs, keys, owners, err = s.desired(ctx, fs, snap); err != nil {
-			return nil, false, nil, err
-		}
-		if inv, err = s.dp.Inventory(ctx, fam, rs.ChainNames()); err != nil {
-			return nil, false, nil, fmt.Errorf("inventory of %s table: %w", fam, err)
-		}
-	}
+	live, inv, rs, keys, owners := now.live, now.inv, now.rs, now.keys, now.owners
 	if !inv.Hooked(top) {
 		// Nothing hooked up yet (none, or one whose streamed sync did not
 		// finish): build it anew in chunks.
-		if inv != nil {
-			if err := s.dp.DeleteTable(ctx, fam); err != nil {
-				return nil, false, nil, fmt.Errorf("delete the unfinished %s table: %w", fam, err)
-			}
-		}
-		chunk := s.ChunkOps
-		if chunk <= 0 {
-			chunk = nftgen.ChunkOps
-		}
-		txs, r := s.planCold(ctx, fs, snap, applied, layout, chunk)
-		return txs, true, func() error { return r.commit(fs) }, nil
+		return s.planAnew(ctx, fs, snap, applied, layout, inv != nil)
 	}
 	if live != nil {
 		// A live table is patched where it differs from the desired
@@ -282,6 +253,65 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 	txs = slices.Values([]*nftgen.Transaction{planRewrite(fs.gen, rs, layout, inv)})
 	r := fullSyncOf(rs, layout, fs.ruleCounter(), keys, owners)
 	return txs, false, func() error { return r.commit(fs) }, nil
+}
+
+// planAnew returns the streamed cold sync of fs's tables, after deleting
+// what an unfinished one left (unfinished).
+func (s *Syncer) planAnew(ctx context.Context, fs *familyState, snap *snapshot, applied *nftgen.Applied, layout nftgen.TableLayout, unfinished bool) (iter.Seq[*nftgen.Transaction], bool, func() error, error) {
+	if unfinished {
+		if err := s.dp.DeleteTable(ctx, fs.gen.Family()); err != nil {
+			return nil, false, nil, fmt.Errorf("delete the unfinished %s table: %w", fs.gen.Family(), err)
+		}
+	}
+	chunk := s.ChunkOps
+	if chunk <= 0 {
+		chunk = nftgen.ChunkOps
+	}
+	txs, r := s.planCold(ctx, fs, snap, applied, layout, chunk)
+	return txs, true, func() error { return r.commit(fs) }, nil
+}
+
+// observed is what a full sync read of a family's tables: the tables as
+// they are (live, nil when they could not be read) and their inventory;
+// when they could not be read, the desired ruleset is already computed
+// (rs, keys, owners), as listing them by name needed it.
+type observed struct {
+	live   *nftgen.TableState
+	inv    *nftgen.Inventory
+	rs     *nftgen.Ruleset
+	keys   map[types.NamespacedName][]string
+	owners map[destination]claim
+}
+
+// observe reads the family's tables once, keeping the shared chains whole
+// and the others as digests, and learns from them who held each
+// destination when the syncer does not know (a restart, a failed sync).
+// Only if they cannot be read are their objects listed by name instead.
+func (s *Syncer) observe(ctx context.Context, fs *familyState, snap *snapshot, digests *nftgen.LiveDigests) (observed, error) {
+	fam := fs.gen.Family()
+	live, err := s.dp.ReadCompact(ctx, fam, digests.Finish)
+	fs.inc = nil
+	if fs.owners != nil {
+		fs.inc = appliedIncumbents(fs.owners)
+	} else if err == nil && live != nil {
+		fs.inc = kernelIncumbents(live.Merged(), fs.domains)
+	}
+	if err == nil {
+		if live != nil && live.Unreached > 0 {
+			klog.FromContext(ctx).Info("The table holds chains that no rule reaches; at this size they are not listed (the kernel's listing takes minutes): those nftproxy programs are emptied and refilled, the others stay in place",
+				"family", fam, "chains", live.Unreached)
+		}
+		return observed{live: live, inv: live.Inventory()}, nil
+	}
+	klog.FromContext(ctx).Error(err, "Reading the table failed; listing it to rewrite it", "family", fam)
+	var o observed
+	if o.rs, o.keys, o.owners, err = s.desired(ctx, fs, snap); err != nil {
+		return o, err
+	}
+	if o.inv, err = s.dp.Inventory(ctx, fam, o.rs.ChainNames()); err != nil {
+		return o, fmt.Errorf("inventory of %s table: %w", fam, err)
+	}
+	return o, nil
 }
 
 // planRewrite returns the transaction that rewrites every table of the
@@ -406,31 +436,35 @@ func (s *Syncer) planUpdate(fs *familyState, snap *snapshot, changed []types.Nam
 		}
 	}
 	planned := fs.applied.PlanUpdate(updates)
-	commit := func() {
-		for key, f := range updates {
-			fs.counts.AddFragment(fs.fragCounts[key], -1)
-			fs.objects.Add(fs.applied.Services[key].Objects(), -1)
-			fs.objects.Add(f.Objects(), 1)
-			if f == nil {
-				delete(fs.fragCounts, key)
-				continue
-			}
-			fs.fragCounts[key] = fs.ruleCounter().Compact(f)
-			fs.counts.AddFragment(fs.fragCounts[key], 1)
+	return planned.Tx, func() { fs.recordUpdate(planned, updates, queued, newKeys) }
+}
+
+// recordUpdate makes a planned update, now in the kernel, fs's state: the
+// applied summaries, the rule and object counts of the replaced fragments
+// (updates), and the fragment keys of each recomputed Service (queued).
+func (fs *familyState) recordUpdate(planned *nftgen.Update, updates map[string]*nftgen.Fragment, queued map[types.NamespacedName]bool, newKeys map[types.NamespacedName][]string) {
+	for key, f := range updates {
+		fs.counts.AddFragment(fs.fragCounts[key], -1)
+		fs.objects.Add(fs.applied.Services[key].Objects(), -1)
+		fs.objects.Add(f.Objects(), 1)
+		if f == nil {
+			delete(fs.fragCounts, key)
+			continue
 		}
-		fs.lastCounts = nftgen.RuleCounts{}
-		for _, key := range planned.Commit() {
-			fs.lastCounts.AddFragment(fs.fragCounts[key], 1)
-		}
-		for nn := range queued {
-			if len(newKeys[nn]) == 0 {
-				delete(fs.keys, nn)
-			} else {
-				fs.keys[nn] = newKeys[nn]
-			}
+		fs.fragCounts[key] = fs.ruleCounter().Compact(f)
+		fs.counts.AddFragment(fs.fragCounts[key], 1)
+	}
+	fs.lastCounts = nftgen.RuleCounts{}
+	for _, key := range planned.Commit() {
+		fs.lastCounts.AddFragment(fs.fragCounts[key], 1)
+	}
+	for nn := range queued {
+		if len(newKeys[nn]) == 0 {
+			delete(fs.keys, nn)
+		} else {
+			fs.keys[nn] = newKeys[nn]
 		}
 	}
-	return planned.Tx, commit
 }
 
 // reportLost reports the destinations a service port lost to another

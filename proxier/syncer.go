@@ -177,37 +177,14 @@ func (s *Syncer) Sync(ctx context.Context, reason string) (SyncResult, error) {
 	var firstErr error
 	for _, g := range s.generators {
 		fs := s.families[g.Family()]
-		why := familyFullReason(reason, fs.applied != nil, func() bool { return s.countChanged(fs, snap, changed) })
-		var txs iter.Seq[*nftgen.Transaction]
-		var streamed bool
-		var commit func() error
-		if why != "" {
-			fs.applied = nil
-			if !res.Full {
-				res.FullReason = why
+		txs, streamed, commit, err := s.planFamily(ctx, fs, snap, reason, changed, &res)
+		if err != nil {
+			fs.owners = nil
+			if firstErr == nil {
+				firstErr = fmt.Errorf("plan the %s table: %w", g.Family(), err)
 			}
-			res.Full = true
-			res.Changed = s.store.ServiceNames()
-			res.Services = len(res.Changed)
-			var err error
-			txs, streamed, commit, err = s.planFull(ctx, fs, snap)
-			if err != nil {
-				fs.owners = nil
-				if firstErr == nil {
-					firstErr = fmt.Errorf("plan the %s table: %w", g.Family(), err)
-				}
-				res.Failed = append(res.Failed, g.Family())
-				continue
-			}
-		} else {
-			if !res.Full {
-				res.Changed, res.Services = changed, len(changed)
-			}
-			var tx *nftgen.Transaction
-			var update func()
-			tx, update = s.planUpdate(fs, snap, changed)
-			txs = slices.Values([]*nftgen.Transaction{tx})
-			commit = func() error { update(); return nil }
+			res.Failed = append(res.Failed, g.Family())
+			continue
 		}
 		ops, err := s.apply(ctx, g.Family(), res.Services, txs, streamed, commit)
 		res.Ops += ops
@@ -220,7 +197,6 @@ func (s *Syncer) Sync(ctx context.Context, reason string) (SyncResult, error) {
 			if firstErr == nil {
 				firstErr = fmt.Errorf("sync %s table: %w", g.Family(), err)
 			}
-			continue
 		}
 	}
 	res.Duration = time.Since(start)
@@ -229,6 +205,28 @@ func (s *Syncer) Sync(ctx context.Context, reason string) (SyncResult, error) {
 	}
 	logger.V(2).Info("Synced rules", "full", res.Full, "reason", res.FullReason, "services", res.Services, "ops", res.Ops, "elapsed", res.Duration)
 	return res, nil
+}
+
+// planFamily plans one family's part of a sync: the whole table when
+// familyFullReason says so (res says which Services that recomputes), or
+// else the changed Services; commit records what was applied.
+func (s *Syncer) planFamily(ctx context.Context, fs *familyState, snap *snapshot, reason string, changed []types.NamespacedName, res *SyncResult) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error, err error) {
+	why := familyFullReason(reason, fs.applied != nil, func() bool { return s.countChanged(fs, snap, changed) })
+	if why == "" {
+		if !res.Full {
+			res.Changed, res.Services = changed, len(changed)
+		}
+		tx, update := s.planUpdate(fs, snap, changed)
+		return slices.Values([]*nftgen.Transaction{tx}), false, func() error { update(); return nil }, nil
+	}
+	fs.applied = nil
+	if !res.Full {
+		res.FullReason = why
+	}
+	res.Full = true
+	res.Changed = s.store.ServiceNames()
+	res.Services = len(res.Changed)
+	return s.planFull(ctx, fs, snap)
 }
 
 // apply sends txs in order, then records them with commit, and returns the
