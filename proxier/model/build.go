@@ -38,7 +38,51 @@ func ServicePorts(svc *v1.Service) ([]svcmodel.ServicePort, []Problem) {
 	report := func(field, format string, args ...any) {
 		problems = append(problems, Problem{Kind: "Service", Object: nn, Field: field, Reason: fmt.Sprintf(format, args...)})
 	}
+	ips := clusterIPsOf(svc, report)
+	if len(ips) == 0 {
+		return nil, problems
+	}
+	base := serviceWide(svc, report)
+	base.ClusterIPs = ips
+	var out []svcmodel.ServicePort
+	seen := map[svcmodel.ServicePortName]bool{}
+	for i, p := range svc.Spec.Ports {
+		field := fmt.Sprintf("spec.ports[%d]", i)
+		proto := p.Protocol
+		if proto == "" {
+			proto = v1.ProtocolTCP
+		}
+		if !validPort(p, proto, field, report) {
+			continue
+		}
+		name := svcmodel.ServicePortName{NamespacedName: nn, Port: p.Name, Protocol: proto}
+		if seen[name] {
+			report(field+".name", "duplicate port %q/%s", p.Name, proto)
+			continue
+		}
+		seen[name] = true
+		sp := base
+		sp.Name, sp.Port, sp.NodePort = name, uint16(p.Port), uint16(p.NodePort)
+		out = append(out, sp)
+	}
+	if base.HealthCheckNodePort != 0 {
+		names := make([]svcmodel.ServicePortName, len(out))
+		for i := range out {
+			names[i] = out[i].Name
+		}
+		for i := range out {
+			out[i].HealthCheckPorts = names
+		}
+	}
+	return out, problems
+}
 
+// problemReporter reports a problem of one field of an object.
+type problemReporter func(field, format string, args ...any)
+
+// clusterIPsOf returns the Service's cluster IPs, at most one a family;
+// it reports the others.
+func clusterIPsOf(svc *v1.Service, report problemReporter) []netip.Addr {
 	clusterIPs := svc.Spec.ClusterIPs
 	if len(clusterIPs) == 0 {
 		clusterIPs = []string{svc.Spec.ClusterIP}
@@ -59,11 +103,46 @@ func ServicePorts(svc *v1.Service) ([]svcmodel.ServicePort, []Problem) {
 		seenFamily[svcmodel.FamilyOf(a)] = true
 		ips = append(ips, a)
 	}
-	if len(ips) == 0 {
-		return nil, problems
-	}
+	return ips
+}
 
+// serviceWide returns a ServicePort with what every port of the Service
+// shares: external and load balancer addresses, source ranges, affinity,
+// traffic policies, health check node port and traffic distribution.
+func serviceWide(svc *v1.Service, report problemReporter) svcmodel.ServicePort {
+	// In the order of the fields, so that problems are reported so.
 	externalIPs := parseAddrs(svc.Spec.ExternalIPs, "spec.externalIPs", report)
+	lbIPs := loadBalancerIPs(svc, report)
+	ranges, rangesInvalid := parseSourceRanges(svc.Spec.LoadBalancerSourceRanges, report)
+	affinity := affinityOf(svc, report)
+	externallyAccessible := svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer || len(externalIPs) > 0
+	extLocal := externallyAccessible && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
+	// Only LoadBalancer Services with Local policy get a health check node
+	// port (kube-proxy's NeedsHealthCheck).
+	var hcPort uint16
+	if extLocal && svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.HealthCheckNodePort > 0 && svc.Spec.HealthCheckNodePort <= 65535 {
+		hcPort = uint16(svc.Spec.HealthCheckNodePort)
+	}
+	var distribution string
+	if svc.Spec.TrafficDistribution != nil {
+		distribution = *svc.Spec.TrafficDistribution
+	}
+	return svcmodel.ServicePort{
+		ExternalIPs:              externalIPs,
+		LoadBalancerIPs:          lbIPs,
+		LoadBalancerSourceRanges: ranges,
+		SourceRangesInvalid:      rangesInvalid,
+		AffinityTimeoutSeconds:   affinity,
+		ExternalPolicyLocal:      extLocal,
+		InternalPolicyLocal:      svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal,
+		HealthCheckNodePort:      hcPort,
+		TrafficDistribution:      distribution,
+	}
+}
+
+// loadBalancerIPs returns the ingress IPs of the Service's load balancer
+// that kube-proxy programs.
+func loadBalancerIPs(svc *v1.Service, report problemReporter) []netip.Addr {
 	var lbIPs []netip.Addr
 	for i, ing := range svc.Status.LoadBalancer.Ingress {
 		// ipMode Proxy: the load balancer delivers to the node itself, so
@@ -78,86 +157,40 @@ func ServicePorts(svc *v1.Service) ([]svcmodel.ServicePort, []Problem) {
 		}
 		lbIPs = append(lbIPs, a.Unmap())
 	}
-	ranges, rangesInvalid := parseSourceRanges(svc.Spec.LoadBalancerSourceRanges, report)
+	return lbIPs
+}
 
-	var affinity int32
-	if svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
+// affinityOf returns the ClientIP affinity's timeout in seconds, 0 for
+// none.
+func affinityOf(svc *v1.Service, report problemReporter) int32 {
+	if svc.Spec.SessionAffinity != v1.ServiceAffinityClientIP {
+		return 0
+	}
+	affinity := int32(DefaultAffinityTimeoutSeconds)
+	if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+		affinity = *c.ClientIP.TimeoutSeconds
+	}
+	if affinity <= 0 || affinity > 86400 {
+		report("spec.sessionAffinityConfig.clientIP.timeoutSeconds", "%d is outside 1..86400; using the default %d", affinity, DefaultAffinityTimeoutSeconds)
 		affinity = DefaultAffinityTimeoutSeconds
-		if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-			affinity = *c.ClientIP.TimeoutSeconds
-		}
-		if affinity <= 0 || affinity > 86400 {
-			report("spec.sessionAffinityConfig.clientIP.timeoutSeconds", "%d is outside 1..86400; using the default %d", affinity, DefaultAffinityTimeoutSeconds)
-			affinity = DefaultAffinityTimeoutSeconds
-		}
 	}
+	return affinity
+}
 
-	externallyAccessible := svc.Spec.Type == v1.ServiceTypeNodePort || svc.Spec.Type == v1.ServiceTypeLoadBalancer || len(externalIPs) > 0
-	extLocal := externallyAccessible && svc.Spec.ExternalTrafficPolicy == v1.ServiceExternalTrafficPolicyLocal
-	intLocal := svc.Spec.InternalTrafficPolicy != nil && *svc.Spec.InternalTrafficPolicy == v1.ServiceInternalTrafficPolicyLocal
-	// Only LoadBalancer Services with Local policy get a health check node
-	// port (kube-proxy's NeedsHealthCheck).
-	var hcPort uint16
-	if extLocal && svc.Spec.Type == v1.ServiceTypeLoadBalancer && svc.Spec.HealthCheckNodePort > 0 && svc.Spec.HealthCheckNodePort <= 65535 {
-		hcPort = uint16(svc.Spec.HealthCheckNodePort)
+// validPort reports whether a Service port can be programmed, and reports
+// why not.
+func validPort(p v1.ServicePort, proto v1.Protocol, field string, report problemReporter) bool {
+	switch {
+	case proto != v1.ProtocolTCP && proto != v1.ProtocolUDP && proto != v1.ProtocolSCTP:
+		report(field+".protocol", "unsupported protocol %q", p.Protocol)
+	case p.Port < 1 || p.Port > 65535:
+		report(field+".port", "port %d is outside 1..65535", p.Port)
+	case p.NodePort < 0 || p.NodePort > 65535:
+		report(field+".nodePort", "port %d is outside 0..65535", p.NodePort)
+	default:
+		return true
 	}
-	var distribution string
-	if svc.Spec.TrafficDistribution != nil {
-		distribution = *svc.Spec.TrafficDistribution
-	}
-
-	var out []svcmodel.ServicePort
-	seen := map[svcmodel.ServicePortName]bool{}
-	for i, p := range svc.Spec.Ports {
-		field := fmt.Sprintf("spec.ports[%d]", i)
-		proto := p.Protocol
-		if proto == "" {
-			proto = v1.ProtocolTCP
-		}
-		if proto != v1.ProtocolTCP && proto != v1.ProtocolUDP && proto != v1.ProtocolSCTP {
-			report(field+".protocol", "unsupported protocol %q", p.Protocol)
-			continue
-		}
-		if p.Port < 1 || p.Port > 65535 {
-			report(field+".port", "port %d is outside 1..65535", p.Port)
-			continue
-		}
-		if p.NodePort < 0 || p.NodePort > 65535 {
-			report(field+".nodePort", "port %d is outside 0..65535", p.NodePort)
-			continue
-		}
-		name := svcmodel.ServicePortName{NamespacedName: nn, Port: p.Name, Protocol: proto}
-		if seen[name] {
-			report(field+".name", "duplicate port %q/%s", p.Name, proto)
-			continue
-		}
-		seen[name] = true
-		out = append(out, svcmodel.ServicePort{
-			Name:                     name,
-			ClusterIPs:               ips,
-			Port:                     uint16(p.Port),
-			NodePort:                 uint16(p.NodePort),
-			ExternalIPs:              externalIPs,
-			LoadBalancerIPs:          lbIPs,
-			LoadBalancerSourceRanges: ranges,
-			SourceRangesInvalid:      rangesInvalid,
-			AffinityTimeoutSeconds:   affinity,
-			ExternalPolicyLocal:      extLocal,
-			InternalPolicyLocal:      intLocal,
-			HealthCheckNodePort:      hcPort,
-			TrafficDistribution:      distribution,
-		})
-	}
-	if hcPort != 0 {
-		names := make([]svcmodel.ServicePortName, len(out))
-		for i := range out {
-			names[i] = out[i].Name
-		}
-		for i := range out {
-			out[i].HealthCheckPorts = names
-		}
-	}
-	return out, problems
+	return false
 }
 
 func parseAddrs(in []string, field string, report func(field, format string, args ...any)) []netip.Addr {
