@@ -17,46 +17,69 @@ func removeKubeProxy(table string, blob []byte, info xtables.Info, l xtables.Lay
 	if err != nil {
 		return nil, info, Result{}, err
 	}
-	// Which chain each entry belongs to: a built-in chain starts at its
-	// hook entry, a user chain at the entry after its ERROR head.
-	chainOf := make([]int, len(entries)) // index into chains, -1 for heads
-	startOf := map[uint32]string{}       // first entry of a user chain
-	var chains []Chain
+	t := chainsOf(entries, info)
+	plan := PlanTable(table, t.chains)
+	remove, res := t.marked(entries, plan)
+	if res.Chains == 0 && res.Rules == 0 {
+		return nil, info, res, nil
+	}
+	newBlob, ni, err := without(entries, remove, info, l)
+	return newBlob, ni, res, err
+}
+
+// entryChains is a table's entries seen as chains of rules.
+type entryChains struct {
+	chains []Chain
+	// chainOf is each entry's index into chains, -1 for chain heads;
+	// position is the entry's rule index in its chain.
+	chainOf, position []int
+}
+
+// chainsOf groups a table's entries into its chains: a built-in chain
+// starts at its hook entry, a user chain at the entry after its ERROR
+// head. A rule that jumps to a user chain names it.
+func chainsOf(entries []xtables.Entry, info xtables.Info) entryChains {
+	t := entryChains{chainOf: make([]int, len(entries)), position: make([]int, len(entries))}
+	startOf := map[uint32]string{} // first entry of a user chain
 	current := -1
 	for i, e := range entries {
 		if e.Target == "ERROR" {
 			current = -1
 			if e.Chain != "ERROR" {
-				chains = append(chains, Chain{Name: e.Chain})
-				current = len(chains) - 1
+				t.chains = append(t.chains, Chain{Name: e.Chain})
+				current = len(t.chains) - 1
 				if i+1 < len(entries) {
 					startOf[entries[i+1].Off] = e.Chain
 				}
 			}
-			chainOf[i] = -1
+			t.chainOf[i] = -1
 			continue
 		}
 		for h := 0; h < xtables.Hooks; h++ {
 			if info.ValidHooks&(1<<h) != 0 && info.HookEntry[h] == e.Off {
-				chains = append(chains, Chain{Name: xtables.BuiltinChains[h], Base: true})
-				current = len(chains) - 1
+				t.chains = append(t.chains, Chain{Name: xtables.BuiltinChains[h], Base: true})
+				current = len(t.chains) - 1
 				break
 			}
 		}
-		chainOf[i] = current
+		t.chainOf[i] = current
 	}
-	position := make([]int, len(entries)) // the entry's rule index in its chain
 	for i, e := range entries {
-		if c := chainOf[i]; c >= 0 {
+		if c := t.chainOf[i]; c >= 0 {
 			r := Rule{Comment: e.Comment}
 			if e.Target == "" && e.Verdict >= 0 {
 				r.Jump = startOf[uint32(e.Verdict)]
 			}
-			position[i] = len(chains[c].Rules)
-			chains[c].Rules = append(chains[c].Rules, r)
+			t.position[i] = len(t.chains[c].Rules)
+			t.chains[c].Rules = append(t.chains[c].Rules, r)
 		}
 	}
-	plan := PlanTable(table, chains)
+	return t
+}
+
+// marked returns which entries plan removes (whole chains, heads
+// included, and single rules) and counts them.
+func (t entryChains) marked(entries []xtables.Entry, plan Plan) ([]bool, Result) {
 	res := Result{Kept: plan.Kept}
 	removeChain := map[string]bool{}
 	for _, name := range plan.Chains {
@@ -71,18 +94,22 @@ func removeKubeProxy(table string, blob []byte, info xtables.Info, l xtables.Lay
 			}
 			continue
 		}
-		c := chainOf[i]
+		c := t.chainOf[i]
 		if c < 0 {
 			continue
 		}
-		if removeChain[chains[c].Name] || slices.Contains(plan.Rules[chains[c].Name], position[i]) {
+		if removeChain[t.chains[c].Name] || slices.Contains(plan.Rules[t.chains[c].Name], t.position[i]) {
 			remove[i] = true
 			res.Rules++
 		}
 	}
-	if res.Chains == 0 && res.Rules == 0 {
-		return nil, info, res, nil
-	}
+	return remove, res
+}
+
+// without returns the table's blob and info without the removed entries:
+// jumps, hook entries and underflows point at the kept entries' new
+// offsets.
+func without(entries []xtables.Entry, remove []bool, info xtables.Info, l xtables.Layout) ([]byte, xtables.Info, error) {
 	newOff := map[uint32]uint32{}
 	var out bytes.Buffer
 	kept := 0
@@ -95,14 +122,13 @@ func removeKubeProxy(table string, blob []byte, info xtables.Info, l xtables.Lay
 		kept++
 	}
 	newBlob := out.Bytes()
-	// Remap jumps, then hook entries and underflows.
 	for i, e := range entries {
 		if remove[i] || e.Target != "" || e.Verdict < 0 {
 			continue
 		}
 		to, ok := newOff[uint32(e.Verdict)]
 		if !ok {
-			return nil, info, res, fmt.Errorf("a kept rule jumps to a removed entry at %d", e.Verdict)
+			return nil, info, fmt.Errorf("a kept rule jumps to a removed entry at %d", e.Verdict)
 		}
 		tOff := int(binary.NativeEndian.Uint16(e.Raw[l.TargetOffset:]))
 		binary.NativeEndian.PutUint32(newBlob[newOff[e.Off]+uint32(tOff)+xtables.TargetHeader:], to)
@@ -132,9 +158,9 @@ func removeKubeProxy(table string, blob []byte, info xtables.Info, l xtables.Lay
 		ni.HookEntry[h], ok1 = firstKept(info.HookEntry[h])
 		ni.Underflow[h], ok2 = newOff[info.Underflow[h]]
 		if !ok1 || !ok2 {
-			return nil, info, res, fmt.Errorf("hook %d lost its entry", h)
+			return nil, info, fmt.Errorf("hook %d lost its entry", h)
 		}
 	}
 	ni.NumEntries, ni.Size = uint32(kept), uint32(len(newBlob))
-	return newBlob, ni, res, nil
+	return newBlob, ni, nil
 }

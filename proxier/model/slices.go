@@ -178,35 +178,41 @@ func endpointsOf(svc types.NamespacedName, slices []*storedSlice) (map[svcmodel.
 				continue
 			}
 			key := svcmodel.ServicePortName{NamespacedName: svc, Port: *port.Name, Protocol: proto}
-			eps := byPort[key]
-			if eps == nil {
-				eps = make([]svcmodel.Endpoint, 0, len(slice.endpoints))
-			}
-			for ei := range slice.endpoints {
-				se := &slice.endpoints[ei]
-				switch se.status {
-				case endpointNoAddress:
-					continue
-				case endpointInvalid:
-					if pi == 0 {
-						report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "invalid IP address %q", *se.raw)
-					}
-					continue
-				case endpointWrongFamily:
-					if pi == 0 {
-						report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "%s address %q in a slice of type %s", svcmodel.FamilyOf(se.addr), *se.raw, slice.addressType)
-					}
-					continue
-				}
-				eps = append(eps, se.endpoint(uint16(*port.Port)))
-			}
-			byPort[key] = eps
+			byPort[key] = slice.appendEndpoints(byPort[key], pi, uint16(*port.Port), report)
 		}
 	}
 	for name, eps := range byPort {
 		byPort[name] = uniqueEndpoints(eps)
 	}
 	return byPort, problems
+}
+
+// appendEndpoints appends the slice's endpoints with an address of its
+// type on port to eps; for the slice's first port (pi 0) it reports the
+// endpoints it leaves out.
+func (slice *storedSlice) appendEndpoints(eps []svcmodel.Endpoint, pi int, port uint16, report problemReporter) []svcmodel.Endpoint {
+	if eps == nil {
+		eps = make([]svcmodel.Endpoint, 0, len(slice.endpoints))
+	}
+	for ei := range slice.endpoints {
+		se := &slice.endpoints[ei]
+		switch se.status {
+		case endpointNoAddress:
+			continue
+		case endpointInvalid:
+			if pi == 0 {
+				report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "invalid IP address %q", *se.raw)
+			}
+			continue
+		case endpointWrongFamily:
+			if pi == 0 {
+				report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "%s address %q in a slice of type %s", svcmodel.FamilyOf(se.addr), *se.raw, slice.addressType)
+			}
+			continue
+		}
+		eps = append(eps, se.endpoint(port))
+	}
+	return eps
 }
 
 // uniqueEndpoints sorts eps by "IP:port" and keeps one endpoint of each:
