@@ -71,45 +71,12 @@ func withForwardRules(blob []byte, info xtables.Info, l xtables.Layout, markBit 
 	if err != nil {
 		return nil, info, err
 	}
-	fwdStart, fwdEnd, oldHead := -1, -1, -1
-	for i, e := range entries {
-		switch {
-		case e.Off == info.HookEntry[hookForward]:
-			fwdStart = i
-		case e.Target == "ERROR" && e.Chain == Chain:
-			oldHead = i
-		}
-		if e.Off == info.Underflow[hookForward] {
-			fwdEnd = i
-		}
+	f, err := findForward(entries, info)
+	if err != nil {
+		return nil, info, err
 	}
-	if fwdStart < 0 || fwdEnd < fwdStart || entries[len(entries)-1].Target != "ERROR" {
-		return nil, info, fmt.Errorf("the filter table's FORWARD chain or end is not where its info says")
-	}
-	remove := make([]bool, len(entries))
-	oldStart := uint32(0)
-	if oldHead >= 0 {
-		for i := oldHead; i < len(entries) && (i == oldHead || entries[i].Target != "ERROR"); i++ {
-			remove[i] = true
-		}
-		if oldHead+1 < len(entries) {
-			oldStart = entries[oldHead+1].Off
-		}
-	}
-	others, drops := 0, 0
-	for i := fwdStart; i < fwdEnd; i++ {
-		e := entries[i]
-		switch {
-		case oldHead >= 0 && e.Target == "" && e.Verdict >= 0 && uint32(e.Verdict) == oldStart:
-			remove[i] = true
-			continue
-		case e.Target == "REJECT", e.Target == "" && e.Verdict == verdictDrop:
-			drops++
-		}
-		others++
-	}
-	policy := entries[fwdEnd]
-	if !needed(policy.Target == "" && policy.Verdict == verdictDrop, drops) {
+	policy := entries[f.end]
+	if !needed(policy.Target == "" && policy.Verdict == verdictDrop, f.drops) {
 		return nil, info, nil
 	}
 	comment := func(c string) []byte { b, _ := commentInfo(c); return xtMatch("comment", 0, b) }
@@ -120,16 +87,77 @@ func withForwardRules(blob []byte, info xtables.Info, l xtables.Layout, markBit 
 		xtEntry(l, standardTarget(verdictAccept), comment(ConntrackComment), xtMatch("conntrack", 3, conntrackInfo())),
 		xtEntry(l, standardTarget(verdictReturn)),
 	}
-	if oldHead >= 0 && remove[fwdStart] && others == fwdEnd-fwdStart-1 && sameRules(entries[oldHead+1:], chain[1:], l) {
+	if f.oldHead >= 0 && f.remove[f.start] && f.others == f.end-f.start-1 && sameRules(entries[f.oldHead+1:], chain[1:], l) {
 		return nil, info, nil // in place: the jump first, the chain as written
 	}
+	return f.rebuild(entries, info, l, jump, chain)
+}
+
+// forwardPlace is where the filter table's FORWARD chain and an earlier
+// KUBE-FORWARD chain are among its entries.
+type forwardPlace struct {
+	// start and end are FORWARD's first entry and its policy (underflow);
+	// oldHead is the ERROR head of an earlier KUBE-FORWARD (-1 for none)
+	// and oldStart the offset of its first rule.
+	start, end, oldHead int
+	oldStart            uint32
+	// remove marks the old chain's entries and FORWARD's jumps to it.
+	remove []bool
+	// others counts FORWARD's other rules, drops those of them that drop
+	// or reject.
+	others, drops int
+}
+
+// findForward locates FORWARD and an earlier KUBE-FORWARD in entries.
+func findForward(entries []xtables.Entry, info xtables.Info) (forwardPlace, error) {
+	f := forwardPlace{start: -1, end: -1, oldHead: -1, remove: make([]bool, len(entries))}
+	for i, e := range entries {
+		switch {
+		case e.Off == info.HookEntry[hookForward]:
+			f.start = i
+		case e.Target == "ERROR" && e.Chain == Chain:
+			f.oldHead = i
+		}
+		if e.Off == info.Underflow[hookForward] {
+			f.end = i
+		}
+	}
+	if f.start < 0 || f.end < f.start || entries[len(entries)-1].Target != "ERROR" {
+		return f, fmt.Errorf("the filter table's FORWARD chain or end is not where its info says")
+	}
+	if f.oldHead >= 0 {
+		for i := f.oldHead; i < len(entries) && (i == f.oldHead || entries[i].Target != "ERROR"); i++ {
+			f.remove[i] = true
+		}
+		if f.oldHead+1 < len(entries) {
+			f.oldStart = entries[f.oldHead+1].Off
+		}
+	}
+	for i := f.start; i < f.end; i++ {
+		e := entries[i]
+		switch {
+		case f.oldHead >= 0 && e.Target == "" && e.Verdict >= 0 && uint32(e.Verdict) == f.oldStart:
+			f.remove[i] = true
+			continue
+		case e.Target == "REJECT", e.Target == "" && e.Verdict == verdictDrop:
+			f.drops++
+		}
+		f.others++
+	}
+	return f, nil
+}
+
+// rebuild returns the table with jump first in FORWARD and chain (head,
+// rules) before the table's end, the old chain and jumps removed, and
+// every jump, hook entry and underflow moved to its entry's new offset.
+func (f forwardPlace) rebuild(entries []xtables.Entry, info xtables.Info, l xtables.Layout, jump []byte, chain [][]byte) ([]byte, xtables.Info, error) {
 	var out []byte
 	newOff := map[uint32]uint32{}
 	var jumpOff, chainStart uint32
 	n := 0
 	emit := func(b []byte) uint32 { off := uint32(len(out)); out = append(out, b...); n++; return off }
 	for i, e := range entries {
-		if i == fwdStart {
+		if i == f.start {
 			jumpOff = emit(jump)
 		}
 		if i == len(entries)-1 {
@@ -139,18 +167,18 @@ func withForwardRules(blob []byte, info xtables.Info, l xtables.Layout, markBit 
 				emit(b)
 			}
 		}
-		if !remove[i] {
+		if !f.remove[i] {
 			newOff[e.Off] = emit(e.Raw)
 		}
 	}
-	if oldHead >= 0 {
-		newOff[oldStart] = chainStart // another chain's jump to the old one
+	if f.oldHead >= 0 {
+		newOff[f.oldStart] = chainStart // another chain's jump to the old one
 	}
 	// Jumps: the new one to the new chain, the kept ones where their
 	// target moved.
 	putU32(out[jumpOff+uint32(int(getU16(jump[l.TargetOffset:])))+xtables.TargetHeader:], chainStart)
 	for i, e := range entries {
-		if remove[i] || e.Target != "" || e.Verdict < 0 {
+		if f.remove[i] || e.Target != "" || e.Verdict < 0 {
 			continue
 		}
 		to, ok := newOff[uint32(e.Verdict)]
@@ -161,6 +189,7 @@ func withForwardRules(blob []byte, info xtables.Info, l xtables.Layout, markBit 
 		putU32(out[newOff[e.Off]+tOff+xtables.TargetHeader:], to)
 	}
 	ni := info
+	var err error
 	for h := 0; h < xtables.Hooks; h++ {
 		if info.ValidHooks&(1<<h) == 0 {
 			continue

@@ -48,90 +48,117 @@ func familyName(fam nftables.TableFamily) string {
 }
 
 func ensureNFTFamily(c *nftables.Conn, fam nftables.TableFamily, markBit uint32) (bool, error) {
-	// Two chains by name, not a listing of every chain of the family:
-	// nftproxy's own table holds hundreds of thousands at scale.
-	t := &nftables.Table{Name: "filter", Family: fam}
-	fwd, err := c.ListChain(t, "FORWARD")
-	if errors.Is(err, unix.ENOENT) {
+	f, err := readNFTForward(c, fam)
+	if err != nil || f == nil {
+		return false, err
+	}
+	policyDrop := f.fwd.Policy != nil && *f.fwd.Policy == nftables.ChainPolicyDrop
+	if !needed(policyDrop, f.drops) {
 		return false, nil
 	}
-	if err != nil {
-		return false, fmt.Errorf("look up FORWARD: %w", err)
-	}
-	if fwd.Hooknum == nil || *fwd.Hooknum != *nftables.ChainHookForward {
-		return false, nil
-	}
-	fwd.Table = t
-	ours, err := c.ListChain(t, Chain)
-	switch {
-	case errors.Is(err, unix.ENOENT):
-		ours = nil
-	case err != nil:
-		return false, fmt.Errorf("look up %s: %w", Chain, err)
-	default:
-		ours.Table = t
-	}
-	rules, err := c.GetRules(t, fwd)
-	if err != nil {
-		return false, fmt.Errorf("list FORWARD: %w", err)
-	}
-	jumps, drops := 0, 0
-	for _, r := range rules {
-		switch {
-		case jumpsTo(r, Chain):
-			jumps++
-		case dropsOrRejects(r):
-			drops++
-		}
-	}
-	policyDrop := fwd.Policy != nil && *fwd.Policy == nftables.ChainPolicyDrop
-	if !needed(policyDrop, drops) {
-		return false, nil
-	}
-	if ours != nil && jumps == 1 && jumpsTo(rules[0], Chain) {
-		if current, err := c.GetRules(t, ours); err == nil && inPlace(current, markBit) {
+	if f.ours != nil && f.jumps == 1 && jumpsTo(f.rules[0], Chain) {
+		if current, err := c.GetRules(f.t, f.ours); err == nil && inPlace(current, markBit) {
 			return false, nil
 		}
 	}
+	if err := f.write(c, markBit); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// nftForward is what ensureNFTFamily reads of iptables-nft's filter
+// table: FORWARD, its rules (jumps of them to KUBE-FORWARD, drops those
+// that drop or reject) and KUBE-FORWARD if it exists.
+type nftForward struct {
+	t            *nftables.Table
+	fwd, ours    *nftables.Chain
+	rules        []*nftables.Rule
+	jumps, drops int
+}
+
+// readNFTForward reads the family's FORWARD and KUBE-FORWARD chains by
+// name, not a listing of every chain of the family (nftproxy's own table
+// holds hundreds of thousands at scale); nil when the family has no
+// FORWARD base chain.
+func readNFTForward(c *nftables.Conn, fam nftables.TableFamily) (*nftForward, error) {
+	f := &nftForward{t: &nftables.Table{Name: "filter", Family: fam}}
+	fwd, err := c.ListChain(f.t, "FORWARD")
+	if errors.Is(err, unix.ENOENT) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("look up FORWARD: %w", err)
+	}
+	if fwd.Hooknum == nil || *fwd.Hooknum != *nftables.ChainHookForward {
+		return nil, nil
+	}
+	fwd.Table, f.fwd = f.t, fwd
+	ours, err := c.ListChain(f.t, Chain)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+	case err != nil:
+		return nil, fmt.Errorf("look up %s: %w", Chain, err)
+	default:
+		ours.Table, f.ours = f.t, ours
+	}
+	if f.rules, err = c.GetRules(f.t, fwd); err != nil {
+		return nil, fmt.Errorf("list FORWARD: %w", err)
+	}
+	for _, r := range f.rules {
+		switch {
+		case jumpsTo(r, Chain):
+			f.jumps++
+		case dropsOrRejects(r):
+			f.drops++
+		}
+	}
+	return f, nil
+}
+
+// write (re)writes KUBE-FORWARD's two accept rules and makes FORWARD's
+// first rule the one jump to it, in one transaction.
+func (f *nftForward) write(c *nftables.Conn, markBit uint32) error {
+	ours := f.ours
 	if ours == nil {
-		ours = c.AddChain(&nftables.Chain{Name: Chain, Table: t})
+		ours = c.AddChain(&nftables.Chain{Name: Chain, Table: f.t})
 	} else {
 		c.FlushChain(ours)
 	}
-	accept, err := nftRule(t, ours, AcceptComment, []expr.Any{
+	accept, err := nftRule(f.t, ours, AcceptComment, []expr.Any{
 		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
 		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(markBit), Xor: native32(0)},
 		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: native32(markBit)},
 	}, &expr.Verdict{Kind: expr.VerdictAccept})
 	if err != nil {
-		return false, err
+		return err
 	}
-	established, err := nftRule(t, ours, ConntrackComment, []expr.Any{
+	established, err := nftRule(f.t, ours, ConntrackComment, []expr.Any{
 		&expr.Match{Name: "conntrack", Rev: 3, Info: ptr(xt.Unknown(conntrackInfo()))},
 	}, &expr.Verdict{Kind: expr.VerdictAccept})
 	if err != nil {
-		return false, err
+		return err
 	}
 	c.AddRule(accept)
 	c.AddRule(established)
-	if jumps == 0 || !jumpsTo(rules[0], Chain) {
-		for _, r := range rules {
+	if f.jumps == 0 || !jumpsTo(f.rules[0], Chain) {
+		for _, r := range f.rules {
 			if jumpsTo(r, Chain) {
 				if err := c.DelRule(r); err != nil {
-					return false, err
+					return err
 				}
 			}
 		}
-		jump, err := nftRule(t, fwd, JumpComment, nil, &expr.Verdict{Kind: expr.VerdictJump, Chain: Chain})
+		jump, err := nftRule(f.t, f.fwd, JumpComment, nil, &expr.Verdict{Kind: expr.VerdictJump, Chain: Chain})
 		if err != nil {
-			return false, err
+			return err
 		}
 		c.InsertRule(jump) // at the head, as kube-proxy prepends it
 	}
 	if err := c.Flush(); err != nil {
-		return false, fmt.Errorf("write %s: %w", Chain, err)
+		return fmt.Errorf("write %s: %w", Chain, err)
 	}
-	return true, nil
+	return nil
 }
 
 // nftRule is one iptables-nft rule as iptables-nft writes kube-proxy's:
