@@ -255,16 +255,8 @@ type Update struct {
 func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 	tx := &Transaction{Family: applied.Family}
 	u := &Update{Tx: tx, applied: applied, summaries: make(map[string]*FragmentSummary, len(updates))}
-	// Each list holds operations of one kind, in the order they are sent;
-	// every operation names the table of its fragment (Applied.Layout).
-	var addChains, flushChains, deleteChains, rulesOf, delElems, addElems, addSets, replaceSets, dropMaps, deleteSets []Op
-
-	keys := make([]string, 0, len(updates))
-	for k := range updates {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, key := range keys {
+	var ops updateOps
+	for _, key := range slices.Sorted(maps.Keys(updates)) {
 		oldF, newF := applied.Services[key], updates[key]
 		newS := applied.Summarize(newF)
 		u.summaries[key] = newS
@@ -272,74 +264,8 @@ func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 			continue
 		}
 		shard := applied.Layout.ShardOf(key)
-		table := opTable(shard)
-		// Sets: a set whose timeout changed is deleted and created again,
-		// so the chains that use it are rewritten too.
-		oldSets := map[string]SetSpec{}
-		if oldF != nil {
-			for _, set := range oldF.Sets {
-				oldSets[set.Name] = set
-			}
-		}
-		changedSet := map[string]bool{}
-		newSets := map[string]bool{}
-		if newF != nil {
-			for i := range newF.Sets {
-				set := &newF.Sets[i]
-				newSets[set.Name] = true
-				old, had := oldSets[set.Name]
-				switch {
-				case !had:
-					addSets = append(addSets, Op{Kind: OpAddSet, Name: set.Name, Set: set, Table: table})
-				case old != *set:
-					replaceSets = append(replaceSets, Op{Kind: OpDeleteSet, Name: set.Name, Table: table}, Op{Kind: OpAddSet, Name: set.Name, Set: set, Table: table})
-					changedSet[set.Name] = true
-				}
-			}
-		}
-		for name := range oldSets {
-			if !newSets[name] {
-				deleteSets = append(deleteSets, Op{Kind: OpDeleteSet, Name: name, Table: table})
-			}
-		}
-		flushedFrom := len(flushChains)
-		oldChains := map[string]uint64{}
-		if oldF != nil {
-			for _, c := range oldF.Chains {
-				oldChains[c.Name] = c.Digest
-			}
-		}
-		newNames := map[string]bool{}
-		if newF != nil {
-			for i, c := range newF.Chains {
-				newNames[c.Name] = true
-				old, had := oldChains[c.Name]
-				switch {
-				case !had:
-					addChains = append(addChains, Op{Kind: OpAddChain, Name: c.Name, Table: table})
-					rulesOf = appendRules(rulesOf, c, table)
-				// An unchanged digest means unchanged rules: those of c
-				// name the same sets as the applied ones.
-				case old != newS.Chains[i].Digest || usesAnySet(c, changedSet):
-					flushChains = append(flushChains, Op{Kind: OpFlushChain, Name: c.Name, Table: table})
-					rulesOf = appendRules(rulesOf, c, table)
-				}
-			}
-		}
-		if oldF != nil {
-			for _, c := range oldF.Chains {
-				if !newNames[c.Name] {
-					flushChains = append(flushChains, Op{Kind: OpFlushChain, Name: c.Name, Table: table})
-					deleteChains = append(deleteChains, Op{Kind: OpDeleteChain, Name: c.Name, Table: table})
-				}
-			}
-			// The endpoint map of a flushed chain goes with its rules.
-			for _, cm := range oldF.EndpointMaps {
-				if slices.ContainsFunc(flushChains[flushedFrom:], func(op Op) bool { return op.Name == cm.Chain }) {
-					dropMaps = append(dropMaps, Op{Kind: OpDeleteSet, Name: cm.Map, Table: table})
-				}
-			}
-		}
+		changedSet := ops.sets(oldF, newF, opTable(shard))
+		ops.chains(oldF, newF, newS, changedSet, opTable(shard))
 		d, a := diffElements(oldF, newF)
 		for i := range d {
 			d[i].Table = opTableOfMap(shard, d[i].Name)
@@ -347,15 +273,101 @@ func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 		for i := range a {
 			a[i].Table = opTableOfMap(shard, a[i].Name)
 		}
-		delElems = append(delElems, d...)
-		addElems = append(addElems, a...)
+		ops.delElems = append(ops.delElems, d...)
+		ops.addElems = append(ops.addElems, a...)
 	}
-
-	slices.SortStableFunc(deleteSets, func(a, b Op) int { return strings.Compare(a.Name, b.Name) })
-	for _, ops := range [][]Op{addChains, addSets, delElems, flushChains, dropMaps, replaceSets, rulesOf, addElems, deleteChains, deleteSets} {
-		tx.Ops = append(tx.Ops, ops...)
+	slices.SortStableFunc(ops.deleteSets, func(a, b Op) int { return strings.Compare(a.Name, b.Name) })
+	for _, list := range [][]Op{ops.addChains, ops.addSets, ops.delElems, ops.flushChains, ops.dropMaps, ops.replaceSets, ops.rulesOf, ops.addElems, ops.deleteChains, ops.deleteSets} {
+		tx.Ops = append(tx.Ops, list...)
 	}
 	return u
+}
+
+// updateOps are the operations of an update, a list per kind, in the
+// order they are sent; every operation names the table of its fragment
+// (Applied.Layout).
+type updateOps struct {
+	addChains, flushChains, deleteChains, rulesOf, delElems, addElems, addSets, replaceSets, dropMaps, deleteSets []Op
+}
+
+// sets adds the operations on a fragment's sets in table: a set whose
+// timeout changed is deleted and created again, so the chains that use it
+// are rewritten too; it returns those sets.
+func (ops *updateOps) sets(oldF *FragmentSummary, newF *Fragment, table string) map[string]bool {
+	oldSets := map[string]SetSpec{}
+	if oldF != nil {
+		for _, set := range oldF.Sets {
+			oldSets[set.Name] = set
+		}
+	}
+	changedSet := map[string]bool{}
+	newSets := map[string]bool{}
+	if newF != nil {
+		for i := range newF.Sets {
+			set := &newF.Sets[i]
+			newSets[set.Name] = true
+			old, had := oldSets[set.Name]
+			switch {
+			case !had:
+				ops.addSets = append(ops.addSets, Op{Kind: OpAddSet, Name: set.Name, Set: set, Table: table})
+			case old != *set:
+				ops.replaceSets = append(ops.replaceSets, Op{Kind: OpDeleteSet, Name: set.Name, Table: table}, Op{Kind: OpAddSet, Name: set.Name, Set: set, Table: table})
+				changedSet[set.Name] = true
+			}
+		}
+	}
+	for name := range oldSets {
+		if !newSets[name] {
+			ops.deleteSets = append(ops.deleteSets, Op{Kind: OpDeleteSet, Name: name, Table: table})
+		}
+	}
+	return changedSet
+}
+
+// chains adds the operations on a fragment's chains in table: new ones
+// added, changed ones (by digest, or using a changed set) flushed and
+// refilled, gone ones flushed and deleted with the endpoint maps of their
+// rules.
+func (ops *updateOps) chains(oldF *FragmentSummary, newF *Fragment, newS *FragmentSummary, changedSet map[string]bool, table string) {
+	flushedFrom := len(ops.flushChains)
+	oldChains := map[string]uint64{}
+	if oldF != nil {
+		for _, c := range oldF.Chains {
+			oldChains[c.Name] = c.Digest
+		}
+	}
+	newNames := map[string]bool{}
+	if newF != nil {
+		for i, c := range newF.Chains {
+			newNames[c.Name] = true
+			old, had := oldChains[c.Name]
+			switch {
+			case !had:
+				ops.addChains = append(ops.addChains, Op{Kind: OpAddChain, Name: c.Name, Table: table})
+				ops.rulesOf = appendRules(ops.rulesOf, c, table)
+			// An unchanged digest means unchanged rules: those of c
+			// name the same sets as the applied ones.
+			case old != newS.Chains[i].Digest || usesAnySet(c, changedSet):
+				ops.flushChains = append(ops.flushChains, Op{Kind: OpFlushChain, Name: c.Name, Table: table})
+				ops.rulesOf = appendRules(ops.rulesOf, c, table)
+			}
+		}
+	}
+	if oldF == nil {
+		return
+	}
+	for _, c := range oldF.Chains {
+		if !newNames[c.Name] {
+			ops.flushChains = append(ops.flushChains, Op{Kind: OpFlushChain, Name: c.Name, Table: table})
+			ops.deleteChains = append(ops.deleteChains, Op{Kind: OpDeleteChain, Name: c.Name, Table: table})
+		}
+	}
+	// The endpoint map of a flushed chain goes with its rules.
+	for _, cm := range oldF.EndpointMaps {
+		if slices.ContainsFunc(ops.flushChains[flushedFrom:], func(op Op) bool { return op.Name == cm.Chain }) {
+			ops.dropMaps = append(ops.dropMaps, Op{Kind: OpDeleteSet, Name: cm.Map, Table: table})
+		}
+	}
 }
 
 // appendRules appends the operations that add c's rules in table.
