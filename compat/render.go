@@ -325,7 +325,8 @@ func (b *builder) fullMask() string {
 }
 
 // rule renders one rule of a kube-proxy chain; maps and numgen expand into
-// the rules iptables mode writes instead.
+// the rules iptables mode writes instead. It is one case per statement
+// kind (nftgen.StmtKinds), which reads best as one switch.
 func (b *builder) rule(table, chain string, r nftgen.Rule) {
 	if m, ok := nftgen.CountedMap(r); ok {
 		// Shown as a copy of each of the map's rules.

@@ -172,6 +172,8 @@ func (f *Fake) commit(tx *Transaction) error {
 	return nil
 }
 
+// apply makes one operation on the table, checking it as the kernel
+// does. It is one case per operation kind, which reads best as one switch.
 func (t *fakeTable) apply(op Op) error {
 	switch op.Kind {
 	case OpAddChain:

@@ -84,7 +84,8 @@ func verdictText(v nftgen.Verdict) string {
 	return string(v.Kind)
 }
 
-// stmt applies one statement to a branch that still matches.
+// stmt applies one statement to a branch that still matches. It is one
+// case per statement kind (nftgen.StmtKinds), which reads best as one switch.
 func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*branch {
 	s := b.s
 	match := func(ok bool) []*branch { b.matched = ok; return []*branch{b} }

@@ -89,7 +89,9 @@ func (b *exprBuilder) nfproto() uint32 {
 	return unix.NFPROTO_IPV4
 }
 
-// appendStmt appends the netlink expressions of one statement to out.
+// appendStmt appends the netlink expressions of one statement to out. It
+// is one case per statement kind (nftgen.StmtKinds), which reads best as
+// one switch.
 func (b *exprBuilder) appendStmt(out []expr.Any, s nftgen.Stmt) ([]expr.Any, error) {
 	switch s := s.(type) {
 	case nftgen.MatchProto:

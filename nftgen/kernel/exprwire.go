@@ -120,7 +120,8 @@ func flag(on bool, v uint32) uint32 {
 	return 0
 }
 
-// appendExpr appends e as one NFTA_LIST_ELEM of a rule's expressions.
+// appendExpr appends e as one NFTA_LIST_ELEM of a rule's expressions. It
+// is one case per expression type, which reads best as one switch.
 func appendExpr(b []byte, fam byte, e expr.Any) ([]byte, error) {
 	w, elem := wire(b).nest(unix.NFTA_LIST_ELEM)
 	var data int

@@ -181,7 +181,7 @@ func parseExprList(v []byte, out []ruleExpr) ([]ruleExpr, error) {
 }
 
 // parseExpr decodes one expression of a kind nftproxy writes; nil for any
-// other kind.
+// other kind. It is one case per kind, which reads best as one switch.
 func parseExpr(name string, data []byte) (expr.Any, error) {
 	a := attrs{b: data}
 	var out expr.Any
@@ -329,6 +329,8 @@ func parseImmediate(a *attrs) expr.Any {
 	return out
 }
 
+// parseExprMore decodes the expression kinds parseExpr leaves to it. It
+// is one case per kind, which reads best as one switch.
 func parseExprMore(name string, a *attrs) (expr.Any, error) {
 	var out expr.Any
 	switch name {
