@@ -93,80 +93,107 @@ func (g *Generator) Service(sp *svcmodel.ServicePortState) *Fragment {
 	sp = &own
 	b := &svcBuild{g: g, sp: sp, name: sp.Name.String(), proto: protoNumber(sp.Name.Protocol),
 		frag: &Fragment{Elements: map[string][]MapElement{}}, seen: map[elementKey]bool{}}
-	eps := g.familyEndpoints(sp.Endpoints)
-	cat := svcmodel.Categorize(&sp.ServicePort, eps, g.cfg.Node)
+	cat := svcmodel.Categorize(&sp.ServicePort, g.familyEndpoints(sp.Endpoints), g.cfg.Node)
 	b.sharedAffinity = sp.AffinityTimeoutSeconds > 0 && len(cat.Reachable) > CascadeMaxEndpoints
 	b.sepNames = make(map[netip.AddrPort]string, len(cat.Reachable))
-	n := sp.Name
-	svcChain, svlChain, extChain, fwChain := portChainNames(n)
-	externalIPs, lbIPs := sp.ExternalIPs, sp.LoadBalancerIPs
-	ranges, closed := g.sourceRanges(sp)
+	p := b.decide(vip, cat)
+	b.elements(p)
+	b.chains(p)
+	return b.frag
+}
 
-	usesClusterChain := len(cat.Cluster) > 0 && sp.UsesClusterEndpoints()
-	usesLocalChain := len(cat.Local) > 0 && sp.UsesLocalEndpoints()
-	internalChain, hasInternal := svcChain, cat.Any
+// portPlan is what Service decides for one service port before it writes
+// anything: its chains, which of them it uses, and what the filter side
+// does with traffic that has no endpoint to go to.
+type portPlan struct {
+	vip                                   netip.Addr
+	cat                                   svcmodel.Categorized
+	svcChain, svlChain, extChain, fwChain string
+	// internalChain and externalPolicyChain are the chains internal and
+	// external traffic go to (KUBE-SVC- or KUBE-SVL- by the policies);
+	// lbChain is where load balancer traffic goes (KUBE-EXT- or KUBE-FW-).
+	internalChain, externalPolicyChain, lbChain string
+	hasInternal, hasExternal, usesExt, usesFW   bool
+	ranges                                      []netip.Prefix
+	internalFilter, externalFilter              Verdict
+	internalComment, externalComment            string
+}
+
+// decide makes the port's plan from its endpoints' categories.
+func (b *svcBuild) decide(vip netip.Addr, cat svcmodel.Categorized) portPlan {
+	sp := b.sp
+	p := portPlan{vip: vip, cat: cat}
+	p.svcChain, p.svlChain, p.extChain, p.fwChain = portChainNames(sp.Name)
+	ranges, closed := b.g.sourceRanges(sp)
+	p.ranges = ranges
+	p.internalChain, p.hasInternal = p.svcChain, cat.Any
 	if sp.InternalPolicyLocal {
-		internalChain = svlChain
-		hasInternal = hasInternal && len(cat.Local) > 0
+		p.internalChain = p.svlChain
+		p.hasInternal = p.hasInternal && len(cat.Local) > 0
 	}
-	externalPolicyChain, hasExternal := svcChain, cat.Any
+	p.externalPolicyChain, p.hasExternal = p.svcChain, cat.Any
 	if sp.ExternalPolicyLocal {
-		externalPolicyChain = svlChain
-		hasExternal = hasExternal && len(cat.Local) > 0
+		p.externalPolicyChain = p.svlChain
+		p.hasExternal = p.hasExternal && len(cat.Local) > 0
 	}
-	usesExt := cat.Any && sp.ExternallyAccessible()
-	lbChain := extChain
-	usesFW := cat.Any && len(lbIPs) > 0 && (len(ranges) > 0 || closed)
-	if usesFW {
-		lbChain = fwChain
+	p.usesExt = cat.Any && sp.ExternallyAccessible()
+	p.lbChain = p.extChain
+	p.usesFW = cat.Any && len(sp.LoadBalancerIPs) > 0 && (len(ranges) > 0 || closed)
+	if p.usesFW {
+		p.lbChain = p.fwChain
 	}
 	reject := gotoV(ChainReject)
-	internalFilter, externalFilter := reject, reject
-	internalComment := b.name + " has no endpoints"
-	externalComment := internalComment
+	p.internalFilter, p.externalFilter = reject, reject
+	p.internalComment = b.name + " has no endpoints"
+	p.externalComment = p.internalComment
 	if cat.Any {
-		if !hasInternal {
-			internalFilter, internalComment = drop, b.name+" has no local endpoints"
+		if !p.hasInternal {
+			p.internalFilter, p.internalComment = drop, b.name+" has no local endpoints"
 		}
-		if !hasExternal {
-			externalFilter, externalComment = drop, b.name+" has no local endpoints"
+		if !p.hasExternal {
+			p.externalFilter, p.externalComment = drop, b.name+" has no local endpoints"
 		}
 	}
+	return p
+}
 
-	// Map elements: what iptables mode writes into KUBE-SERVICES,
-	// KUBE-NODEPORTS, KUBE-EXTERNAL-SERVICES and KUBE-PROXY-FIREWALL.
+// elements adds the port's map elements: what iptables mode writes into
+// KUBE-SERVICES, KUBE-NODEPORTS, KUBE-EXTERNAL-SERVICES and
+// KUBE-PROXY-FIREWALL.
+func (b *svcBuild) elements(p portPlan) {
+	sp := b.sp
 	key := func(a netip.Addr, port uint16) MapKey { return MapKey{Addr: a, Proto: b.proto, Port: port} }
-	if hasInternal {
-		b.element(MapServiceIPs, key(vip, sp.Port), gotoV(internalChain), b.name+" cluster IP")
+	if p.hasInternal {
+		b.element(MapServiceIPs, key(p.vip, sp.Port), gotoV(p.internalChain), b.name+" cluster IP")
 	} else {
-		b.element(MapNoEndpointServices, key(vip, sp.Port), internalFilter, internalComment)
+		b.element(MapNoEndpointServices, key(p.vip, sp.Port), p.internalFilter, p.internalComment)
 	}
-	for _, ip := range externalIPs {
-		if cat.Any {
-			b.element(MapServiceIPs, key(ip, sp.Port), gotoV(extChain), b.name+" external IP")
+	for _, ip := range sp.ExternalIPs {
+		if p.cat.Any {
+			b.element(MapServiceIPs, key(ip, sp.Port), gotoV(p.extChain), b.name+" external IP")
 		}
-		if !hasExternal {
-			b.element(MapNoEndpointExternal, key(ip, sp.Port), externalFilter, externalComment)
+		if !p.hasExternal {
+			b.element(MapNoEndpointExternal, key(ip, sp.Port), p.externalFilter, p.externalComment)
 		}
 	}
-	for _, ip := range lbIPs {
-		if cat.Any {
-			b.element(MapServiceIPs, key(ip, sp.Port), gotoV(lbChain), b.name+" loadbalancer IP")
+	for _, ip := range sp.LoadBalancerIPs {
+		if p.cat.Any {
+			b.element(MapServiceIPs, key(ip, sp.Port), gotoV(p.lbChain), b.name+" loadbalancer IP")
 		}
-		if usesFW {
-			b.element(MapFirewallIPs, key(ip, sp.Port), drop, b.name+" traffic not accepted by "+fwChain)
+		if p.usesFW {
+			b.element(MapFirewallIPs, key(ip, sp.Port), drop, b.name+" traffic not accepted by "+p.fwChain)
 		}
-		if !hasExternal {
-			b.element(MapNoEndpointExternal, key(ip, sp.Port), externalFilter, externalComment)
+		if !p.hasExternal {
+			b.element(MapNoEndpointExternal, key(ip, sp.Port), p.externalFilter, p.externalComment)
 		}
 	}
 	if sp.NodePort != 0 {
 		npKey := MapKey{Proto: b.proto, Port: sp.NodePort}
-		if cat.Any {
-			b.element(MapServiceNodePorts, npKey, gotoV(extChain), b.name)
+		if p.cat.Any {
+			b.element(MapServiceNodePorts, npKey, gotoV(p.extChain), b.name)
 		}
-		if !hasExternal {
-			b.element(MapNoEndpointNodePorts, npKey, externalFilter, externalComment)
+		if !p.hasExternal {
+			b.element(MapNoEndpointNodePorts, npKey, p.externalFilter, p.externalComment)
 		}
 	}
 	if sp.HealthCheckNodePort != 0 {
@@ -174,34 +201,37 @@ func (g *Generator) Service(sp *svcmodel.ServicePortState) *Fragment {
 		b.element(MapHealthCheckNodePorts, MapKey{Proto: ProtoTCP, Port: sp.HealthCheckNodePort}, accept, comment)
 		b.frag.HealthCheckRules = rules
 	}
+}
 
-	if usesExt {
-		b.frag.Chains = append(b.frag.Chains, b.externalChain(extChain, svcChain, externalPolicyChain, hasExternal))
+// chains adds the port's chains: KUBE-EXT-, KUBE-FW-, KUBE-SVC- and
+// KUBE-SVL- as used, then one KUBE-SEP- per reachable endpoint.
+func (b *svcBuild) chains(p portPlan) {
+	if p.usesExt {
+		b.frag.Chains = append(b.frag.Chains, b.externalChain(p.extChain, p.svcChain, p.externalPolicyChain, p.hasExternal))
 	}
-	if usesFW {
-		b.frag.Chains = append(b.frag.Chains, b.firewallChain(fwChain, extChain, ranges, lbIPs))
+	if p.usesFW {
+		b.frag.Chains = append(b.frag.Chains, b.firewallChain(p.fwChain, p.extChain, p.ranges, b.sp.LoadBalancerIPs))
 	}
-	masq := b.masqueradeRule(vip)
+	masq := b.masqueradeRule(p.vip)
 	// pickChain is KUBE-SVC- or KUBE-SVL-: the masquerade mark when it is
 	// the internal traffic's chain, then the choice among eps.
 	pickChain := func(name string, eps []svcmodel.Endpoint) {
 		c := &Chain{Name: name, Compat: IptablesNAT}
-		if internalChain == name && hasInternal && masq != nil {
+		if p.internalChain == name && p.hasInternal && masq != nil {
 			c.Rules = append(c.Rules, *masq)
 		}
 		c.Rules = append(c.Rules, b.endpointRules(name, eps)...)
 		b.frag.Chains = append(b.frag.Chains, c)
 	}
-	if usesClusterChain {
-		pickChain(svcChain, cat.Cluster)
+	if len(p.cat.Cluster) > 0 && b.sp.UsesClusterEndpoints() {
+		pickChain(p.svcChain, p.cat.Cluster)
 	}
-	if usesLocalChain {
-		pickChain(svlChain, cat.Local)
+	if len(p.cat.Local) > 0 && b.sp.UsesLocalEndpoints() {
+		pickChain(p.svlChain, p.cat.Local)
 	}
-	for _, e := range cat.Reachable {
+	for _, e := range p.cat.Reachable {
 		b.frag.Chains = append(b.frag.Chains, b.endpointChain(e))
 	}
-	return b.frag
 }
 
 // masqueradeRule is the first rule of the internal traffic chain: mark for
