@@ -171,48 +171,13 @@ func (r *Reconciler) Transaction() *Transaction {
 		}
 	}
 
-	var delElems, addElems []Op
-	wantMap := map[string]bool{}
-	for i := range r.maps {
-		spec := &r.maps[i]
-		wantMap[spec.Name] = true
-		cur := live.Map(spec.Name)
-		if cur == nil {
-			add(Op{Kind: OpAddMap, Name: spec.Name, Map: spec})
-		} else if cur.Spec.Key != spec.Key {
-			return nil
-		}
-		have := map[MapKey]MapElement{}
-		if cur != nil {
-			for _, e := range cur.Elements {
-				have[e.Key] = e
-			}
-		}
-		for _, e := range r.elements[spec.Name] {
-			old, ok := have[e.Key]
-			delete(have, e.Key)
-			if ok && old == e {
-				continue
-			}
-			if ok {
-				delElems = append(delElems, Op{Kind: OpDeleteElement, Name: spec.Name, Element: &old})
-			}
-			addElems = append(addElems, Op{Kind: OpAddElement, Name: spec.Name, Element: &e})
-		}
-		for _, e := range sortedElements(have) {
-			delElems = append(delElems, Op{Kind: OpDeleteElement, Name: spec.Name, Element: &e})
-		}
+	delElems, addElems, wantMap, ok := r.mapOps(add)
+	if !ok {
+		return nil
 	}
-	wantSet := map[string]bool{}
-	for _, set := range r.sets {
-		wantSet[set.Name] = true
-		if old, ok := live.Set(set.Name); !ok {
-			add(Op{Kind: OpAddSet, Name: set.Name, Set: &set})
-		} else if old != set {
-			// A different timeout: the set is re-created once its rules
-			// are gone (affinity state is lost, as on any change of it).
-			return nil
-		}
+	wantSet, ok := r.setOps(add)
+	if !ok {
+		return nil
 	}
 
 	tx.Ops = append(tx.Ops, delElems...)
@@ -224,18 +189,8 @@ func (r *Reconciler) Transaction() *Transaction {
 	// The endpoint maps that a kept chain reads stay; the others (those of
 	// the chains just flushed, and any no chain reads) go before the new
 	// rules create theirs, some of the same names.
-	kept := map[string]bool{}
-	for _, c := range live.Chains {
-		if !flushed[c.Name] {
-			for _, m := range r.endpointMaps(c) {
-				kept[m] = true
-			}
-		}
-	}
-	for _, name := range live.SetNames {
-		if IsEndpointMap(name) && !kept[name] {
-			add(Op{Kind: OpDeleteSet, Name: name})
-		}
+	for _, name := range r.unreadEndpointMaps(flushed) {
+		add(Op{Kind: OpDeleteSet, Name: name})
 	}
 	for _, c := range r.refill {
 		addRules(tx, c)
@@ -258,6 +213,81 @@ func (r *Reconciler) Transaction() *Transaction {
 		tx.Ops = nil
 	}
 	return tx
+}
+
+// mapOps adds the maps the live table lacks (add) and returns the element
+// operations that make every map hold what was added, and the maps
+// wanted; false when a live map cannot be patched (another key type).
+func (r *Reconciler) mapOps(add func(Op)) (delElems, addElems []Op, wantMap map[string]bool, ok bool) {
+	wantMap = map[string]bool{}
+	for i := range r.maps {
+		spec := &r.maps[i]
+		wantMap[spec.Name] = true
+		cur := r.live.Map(spec.Name)
+		if cur == nil {
+			add(Op{Kind: OpAddMap, Name: spec.Name, Map: spec})
+		} else if cur.Spec.Key != spec.Key {
+			return nil, nil, nil, false
+		}
+		have := map[MapKey]MapElement{}
+		if cur != nil {
+			for _, e := range cur.Elements {
+				have[e.Key] = e
+			}
+		}
+		for _, e := range r.elements[spec.Name] {
+			old, ok := have[e.Key]
+			delete(have, e.Key)
+			if ok && old == e {
+				continue
+			}
+			if ok {
+				delElems = append(delElems, Op{Kind: OpDeleteElement, Name: spec.Name, Element: &old})
+			}
+			addElems = append(addElems, Op{Kind: OpAddElement, Name: spec.Name, Element: &e})
+		}
+		for _, e := range sortedElements(have) {
+			delElems = append(delElems, Op{Kind: OpDeleteElement, Name: spec.Name, Element: &e})
+		}
+	}
+	return delElems, addElems, wantMap, true
+}
+
+// setOps adds the sets the live table lacks (add) and returns the sets
+// wanted; false when a live set differs (a different timeout: the set is
+// re-created once its rules are gone, and affinity state is lost, as on
+// any change of it).
+func (r *Reconciler) setOps(add func(Op)) (map[string]bool, bool) {
+	wantSet := map[string]bool{}
+	for _, set := range r.sets {
+		wantSet[set.Name] = true
+		if old, ok := r.live.Set(set.Name); !ok {
+			add(Op{Kind: OpAddSet, Name: set.Name, Set: &set})
+		} else if old != set {
+			return nil, false
+		}
+	}
+	return wantSet, true
+}
+
+// unreadEndpointMaps returns the live endpoint maps that no chain kept
+// (not in flushed) reads.
+func (r *Reconciler) unreadEndpointMaps(flushed map[string]bool) []string {
+	kept := map[string]bool{}
+	for _, c := range r.live.Chains {
+		if !flushed[c.Name] {
+			for _, m := range r.endpointMaps(c) {
+				kept[m] = true
+			}
+		}
+	}
+	var out []string
+	for _, name := range r.live.SetNames {
+		if IsEndpointMap(name) && !kept[name] {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 // samePlacement reports whether two base chains hook the same place: the
