@@ -114,62 +114,11 @@ func (n *Netlink) readTable(f nftgen.Family, name string, roots []string, finish
 	if err != nil {
 		return nil, fmt.Errorf("list sets of %s %s: %w", f, name, err)
 	}
-	type anonMap struct{ targets, comments []string }
-	anon := map[string]anonMap{}
 	elements, err := n.setElements(sets)
 	if err != nil {
 		return nil, fmt.Errorf("list elements of %s %s: %w", f, name, err)
 	}
-	for i, s := range sets {
-		if !s.Anonymous {
-			st.SetNames = append(st.SetNames, s.Name)
-		}
-		elems := elements[i]
-		elements[i] = nil // decoded below; the raw elements can go
-		switch {
-		case (s.Anonymous || nftgen.IsEndpointMap(s.Name)) && s.IsMap:
-			targets := make([]string, len(elems))
-			comments := make([]string, len(elems))
-			anyComment := false
-			ok := true
-			for _, e := range elems {
-				v, err := elementVerdict(e)
-				if len(e.Key) != 4 || err != nil {
-					ok = false
-					continue
-				}
-				i := binary.NativeEndian.Uint32(e.Key)
-				if int(i) >= len(targets) {
-					ok = false
-					continue
-				}
-				targets[i] = v.Chain
-				comments[i] = e.Comment
-				anyComment = anyComment || e.Comment != ""
-			}
-			if !anyComment {
-				comments = nil
-			}
-			if ok {
-				anon[s.Name] = anonMap{targets, comments}
-			}
-		case s.Anonymous:
-		case s.IsMap && s.DataType.Name == nftables.TypeVerdict.Name:
-			st.Maps = append(st.Maps, decodeMap(f, s, elems, &st.Unknown))
-		case s.HasTimeout && s.Dynamic:
-			st.Sets = append(st.Sets, nftgen.SetSpec{Name: s.Name, TimeoutSeconds: int32(s.Timeout.Seconds()), ByEndpoint: s.Concatenation})
-			var members []nftgen.SetMember
-			for _, e := range elems {
-				if m, ok := affinityMember(e.Key, f); ok {
-					m.Expires = e.Expires
-					members = append(members, m)
-				}
-			}
-			st.Members[s.Name] = members
-		default:
-			st.Unknown = append(st.Unknown, fmt.Sprintf("set %s", s.Name))
-		}
-	}
+	anon := decodeSets(st, sets, elements)
 	var targets []string
 	for _, m := range st.Maps {
 		for _, e := range m.Elements {
@@ -215,6 +164,13 @@ func (n *Netlink) readTable(f nftgen.Family, name string, roots []string, finish
 			return nil, fmt.Errorf("list rules of %s %s: %w", f, name, err)
 		}
 	}
+	st.Chains = chainStates(found, names, rules)
+	return st, nil
+}
+
+// chainStates returns the chains called names with their rules, base
+// chains with their hook as found says.
+func chainStates(found []*nftables.Chain, names []string, rules [][]nftgen.Rule) []*nftgen.Chain {
 	base := make(map[string]*nftgen.BaseChain, len(found))
 	for _, ch := range found {
 		if ch.Hooknum != nil && ch.Priority != nil {
@@ -222,11 +178,82 @@ func (n *Netlink) readTable(f nftgen.Family, name string, roots []string, finish
 				Drop: ch.Policy != nil && *ch.Policy == nftables.ChainPolicyDrop}
 		}
 	}
-	st.Chains = make([]*nftgen.Chain, len(names))
+	chains := make([]*nftgen.Chain, len(names))
 	for i, name := range names {
-		st.Chains[i] = &nftgen.Chain{Name: name, Base: base[name], Rules: rules[i]}
+		chains[i] = &nftgen.Chain{Name: name, Base: base[name], Rules: rules[i]}
 	}
-	return st, nil
+	return chains
+}
+
+// anonMap is an anonymous or endpoint map's chains and comments by
+// index (a numgen pick's targets).
+type anonMap struct{ targets, comments []string }
+
+// decodeSets decodes the table's sets and their elements (elements[i] are
+// sets[i]'s, dropped as they are decoded) into st: named verdict maps,
+// affinity sets with their members, the names of everything else it does
+// not know; it returns the index maps, anonymous or endpoint maps, that
+// rules read.
+func decodeSets(st *nftgen.TableState, sets []*nftables.Set, elements [][]nftables.SetElement) map[string]anonMap {
+	f := st.Family
+	anon := map[string]anonMap{}
+	for i, s := range sets {
+		if !s.Anonymous {
+			st.SetNames = append(st.SetNames, s.Name)
+		}
+		elems := elements[i]
+		elements[i] = nil // decoded below; the raw elements can go
+		switch {
+		case (s.Anonymous || nftgen.IsEndpointMap(s.Name)) && s.IsMap:
+			if m, ok := decodeIndexMap(elems); ok {
+				anon[s.Name] = m
+			}
+		case s.Anonymous:
+		case s.IsMap && s.DataType.Name == nftables.TypeVerdict.Name:
+			st.Maps = append(st.Maps, decodeMap(f, s, elems, &st.Unknown))
+		case s.HasTimeout && s.Dynamic:
+			st.Sets = append(st.Sets, nftgen.SetSpec{Name: s.Name, TimeoutSeconds: int32(s.Timeout.Seconds()), ByEndpoint: s.Concatenation})
+			var members []nftgen.SetMember
+			for _, e := range elems {
+				if m, ok := affinityMember(e.Key, f); ok {
+					m.Expires = e.Expires
+					members = append(members, m)
+				}
+			}
+			st.Members[s.Name] = members
+		default:
+			st.Unknown = append(st.Unknown, fmt.Sprintf("set %s", s.Name))
+		}
+	}
+	return anon
+}
+
+// decodeIndexMap decodes a map from a 32-bit index to a verdict; false
+// when an element is not one.
+func decodeIndexMap(elems []nftables.SetElement) (anonMap, bool) {
+	targets := make([]string, len(elems))
+	comments := make([]string, len(elems))
+	anyComment := false
+	ok := true
+	for _, e := range elems {
+		v, err := elementVerdict(e)
+		if len(e.Key) != 4 || err != nil {
+			ok = false
+			continue
+		}
+		i := binary.NativeEndian.Uint32(e.Key)
+		if int(i) >= len(targets) {
+			ok = false
+			continue
+		}
+		targets[i] = v.Chain
+		comments[i] = e.Comment
+		anyComment = anyComment || e.Comment != ""
+	}
+	if !anyComment {
+		comments = nil
+	}
+	return anonMap{targets, comments}, ok
 }
 
 func hookName(h nftables.ChainHook) nftgen.Hook {
