@@ -24,106 +24,129 @@ import (
 // sends a Change with Lost set. The channel is closed when ctx ends or the
 // monitor cannot be restarted.
 func (n *Netlink) Watch(ctx context.Context) (<-chan nftgen.Change, error) {
-	events, closeMon, err := n.subscribe()
+	sock, closeMon, err := n.subscribe()
 	if err != nil {
 		return nil, err
 	}
-	out := make(chan nftgen.Change, 16)
-	self := uint32(os.Getpid())
-	send := func(ch nftgen.Change) bool {
+	w := &watcher{n: n, ctx: ctx, out: make(chan nftgen.Change, 16), self: uint32(os.Getpid())}
+	go w.run(sock, closeMon)
+	return w.out, nil
+}
+
+// watcher is one Watch: it follows the monitor's subscriptions until ctx
+// ends, sending what other processes changed to out.
+type watcher struct {
+	n    *Netlink
+	ctx  context.Context
+	out  chan nftgen.Change
+	self uint32
+}
+
+// send sends ch; false when ctx ended first.
+func (w *watcher) send(ch nftgen.Change) bool {
+	select {
+	case w.out <- ch:
+		return true
+	case <-w.ctx.Done():
+		return false
+	}
+}
+
+// run follows subscriptions, subscribing again after a socket fails, and
+// closes out when it stops.
+func (w *watcher) run(sock *netlink.Conn, closeMon func()) {
+	defer close(w.out)
+	for {
+		lost, more := w.follow(sock, closeMon)
+		if !more || w.ctx.Err() != nil {
+			return
+		}
+		// The socket failed: after a pause (so that a persistent error
+		// does not spin), subscribe again, then say that changes may have
+		// been missed.
 		select {
-		case out <- ch:
-			return true
-		case <-ctx.Done():
-			return false
+		case <-w.ctx.Done():
+			return
+		case <-time.After(resubscribeDelay):
+		}
+		var err error
+		if sock, closeMon, err = w.n.subscribe(); err != nil {
+			w.send(nftgen.Change{Lost: true, What: fmt.Sprintf("monitor stopped (%v) and could not resubscribe: %v", lost, err)})
+			return
+		}
+		if !w.send(nftgen.Change{Lost: true, What: fmt.Sprintf("monitor lost notifications: %v", lost)}) {
+			closeMon()
+			return
 		}
 	}
-	go func() {
-		defer close(out)
-		for {
-			done := make(chan struct{})
-			reads := receiveAll(events, done)
-			stop := context.AfterFunc(ctx, func() { close(done); closeMon() })
-			// finish ends this subscription's reader and socket.
-			finish := func() {
-				if stop() {
-					close(done)
-				}
-				closeMon()
+}
+
+// follow reads one subscription until its socket fails (the error) or ctx
+// ends or a send is not taken (more false), and ends its reader and socket.
+func (w *watcher) follow(sock *netlink.Conn, closeMon func()) (lost error, more bool) {
+	done := make(chan struct{})
+	reads := receiveAll(sock, done)
+	stop := context.AfterFunc(w.ctx, func() { close(done); closeMon() })
+	defer func() {
+		if stop() {
+			close(done)
+		}
+		closeMon()
+	}()
+	var pending []notification
+	for {
+		var r received
+		select {
+		case what := <-w.n.missed:
+			if !w.send(nftgen.Change{Lost: true, Missed: true, What: what}) {
+				return nil, false
 			}
-			var pending []notification
-			var lost error
-		read:
-			for {
-				var r received
-				select {
-				case what := <-n.missed:
-					if !send(nftgen.Change{Lost: true, Missed: true, What: what}) {
-						finish()
-						return
-					}
-					continue
-				case r = <-reads:
-				}
-				switch {
-				case errors.Is(r.err, unix.ENOBUFS):
-					// The kernel dropped notifications; the socket goes on.
-					pending = nil
-					if !send(nftgen.Change{Lost: true, What: fmt.Sprintf("monitor lost notifications: %v", r.err)}) {
-						finish()
-						return
-					}
-					continue
-				case r.err != nil:
-					lost = r.err
-					break read
-				}
-				for _, m := range r.msgs {
-					note, ok, err := decodeNotification(m)
-					if err != nil || !ok {
-						continue
-					}
-					if !note.gen {
-						pending = append(pending, note)
-						continue
-					}
-					changes := pending
-					pending = nil
-					if note.pid == self || ownThread(note.pid) {
-						continue
-					}
-					if ch, ok := classify(changes); ok {
-						ch.Process = fmt.Sprintf("%s[%d]", note.comm, note.pid)
-						if !send(ch) {
-							finish()
-							return
-						}
-					}
-				}
+			continue
+		case r = <-reads:
+		}
+		switch {
+		case errors.Is(r.err, unix.ENOBUFS):
+			// The kernel dropped notifications; the socket goes on.
+			pending = nil
+			if !w.send(nftgen.Change{Lost: true, What: fmt.Sprintf("monitor lost notifications: %v", r.err)}) {
+				return nil, false
 			}
-			finish()
-			if ctx.Err() != nil {
-				return
-			}
-			// The socket failed: after a pause (so that a persistent
-			// error does not spin), subscribe again, then say that
-			// changes may have been missed.
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(resubscribeDelay):
-			}
-			if events, closeMon, err = n.subscribe(); err != nil {
-				send(nftgen.Change{Lost: true, What: fmt.Sprintf("monitor stopped (%v) and could not resubscribe: %v", lost, err)})
-				return
-			}
-			if !send(nftgen.Change{Lost: true, What: fmt.Sprintf("monitor lost notifications: %v", lost)}) {
-				closeMon()
-				return
+			continue
+		case r.err != nil:
+			return r.err, true
+		}
+		if !w.deliver(r.msgs, &pending) {
+			return nil, false
+		}
+	}
+}
+
+// deliver decodes msgs and sends each transaction another process
+// committed, which ends with its generation message; pending holds a
+// transaction's notifications until then. False when a send is not taken.
+func (w *watcher) deliver(msgs []netlink.Message, pending *[]notification) bool {
+	for _, m := range msgs {
+		note, ok, err := decodeNotification(m)
+		if err != nil || !ok {
+			continue
+		}
+		if !note.gen {
+			*pending = append(*pending, note)
+			continue
+		}
+		changes := *pending
+		*pending = nil
+		if note.pid == w.self || ownThread(note.pid) {
+			continue
+		}
+		if ch, ok := classify(changes); ok {
+			ch.Process = fmt.Sprintf("%s[%d]", note.comm, note.pid)
+			if !w.send(ch) {
+				return false
 			}
 		}
-	}()
-	return out, nil
+	}
+	return true
 }
 
 // received is one Receive of the monitor's socket.
