@@ -166,6 +166,53 @@ type pipeline struct {
 // exchange sends the requests numbered w in one sendmsg and reads until
 // each is answered. It returns the ones the kernel refused as busy.
 func (p *pipeline) exchange(w []int) (busy []int, err error) {
+	msg := p.encode(w)
+	var sendErr error
+	if err := p.rc.Write(func(fd uintptr) bool {
+		sendErr = unix.Sendto(int(fd), msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
+		return sendErr != unix.EAGAIN
+	}); err != nil || sendErr != nil {
+		return nil, fmt.Errorf("send %d requests: %w", len(w), errors.Join(err, sendErr))
+	}
+	if p.open == nil {
+		p.open = map[uint32]bool{}
+	}
+	clear(p.open)
+	for _, i := range w {
+		p.open[uint32(i+1)] = true
+	}
+	if err := p.conn.SetReadDeadline(time.Now().Add(pipelineTimeout)); err != nil {
+		return nil, err
+	}
+	a := answers{}
+	for len(p.open) > 0 {
+		var got int
+		var recvErr error
+		if err := p.rc.Read(func(fd uintptr) bool {
+			// read(2), not recvfrom: the sender is always the kernel,
+			// and its address would be allocated for every answer.
+			got, recvErr = unix.Read(int(fd), p.buf)
+			return recvErr != unix.EAGAIN
+		}); err != nil {
+			return nil, fmt.Errorf("answers to %d requests (%d open): %w", len(w), len(p.open), err)
+		}
+		if recvErr != nil {
+			// ENOBUFS: the kernel dropped answers it had no room for.
+			return nil, fmt.Errorf("answers to %d requests: %w", len(w), recvErr)
+		}
+		if err := p.take(p.buf[:got], &a); err != nil {
+			return nil, err
+		}
+	}
+	if a.failed != nil {
+		return nil, a.failed
+	}
+	return a.busy, nil
+}
+
+// encode writes the requests numbered w, one netlink message each
+// (sequence number i+1), into the reused send buffer.
+func (p *pipeline) encode(w []int) []byte {
 	msg := p.msg[:0]
 	for _, i := range w {
 		start := len(msg)
@@ -182,89 +229,65 @@ func (p *pipeline) exchange(w []int) (busy []int, err error) {
 		}
 	}
 	p.msg = msg
-	var sendErr error
-	if err := p.rc.Write(func(fd uintptr) bool {
-		sendErr = unix.Sendto(int(fd), msg, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
-		return sendErr != unix.EAGAIN
-	}); err != nil || sendErr != nil {
-		return nil, fmt.Errorf("send %d requests: %w", len(w), errors.Join(err, sendErr))
-	}
-	if p.open == nil {
-		p.open = map[uint32]bool{}
-	}
-	open := p.open
-	clear(open)
-	for _, i := range w {
-		open[uint32(i+1)] = true
-	}
-	if err := p.conn.SetReadDeadline(time.Now().Add(pipelineTimeout)); err != nil {
-		return nil, err
-	}
-	var failed error
-	for len(open) > 0 {
-		var got int
-		var recvErr error
-		if err := p.rc.Read(func(fd uintptr) bool {
-			// read(2), not recvfrom: the sender is always the kernel,
-			// and its address would be allocated for every answer.
-			got, recvErr = unix.Read(int(fd), p.buf)
-			return recvErr != unix.EAGAIN
-		}); err != nil {
-			return nil, fmt.Errorf("answers to %d requests (%d open): %w", len(w), len(open), err)
+	return msg
+}
+
+// answers is what a window's answers said: the requests refused as busy,
+// and the first failure.
+type answers struct {
+	busy   []int
+	failed error
+}
+
+// take handles the answers in b, one read's worth: a request's end
+// (Done, or an error message, 0 for success) closes it; its data go to
+// the sink or into out. It returns an error only for a malformed answer.
+func (p *pipeline) take(b []byte, a *answers) error {
+	for len(b) >= nlmsgHeaderLen {
+		size := int(binary.NativeEndian.Uint32(b[0:]))
+		if size < nlmsgHeaderLen || size > len(b) {
+			return fmt.Errorf("malformed answer of %d bytes", size)
 		}
-		if recvErr != nil {
-			// ENOBUFS: the kernel dropped answers it had no room for.
-			return nil, fmt.Errorf("answers to %d requests: %w", len(w), recvErr)
+		h := netlink.Header{Length: uint32(size), Type: netlink.HeaderType(binary.NativeEndian.Uint16(b[4:])),
+			Flags: netlink.HeaderFlags(binary.NativeEndian.Uint16(b[6:])), Sequence: binary.NativeEndian.Uint32(b[8:]), PID: binary.NativeEndian.Uint32(b[12:])}
+		data := b[nlmsgHeaderLen:size]
+		b = b[min(nlmsgAlign(size), len(b)):]
+		if !p.open[h.Sequence] {
+			continue
 		}
-		for b := p.buf[:got]; len(b) >= nlmsgHeaderLen; {
-			size := int(binary.NativeEndian.Uint32(b[0:]))
-			if size < nlmsgHeaderLen || size > len(b) {
-				return nil, fmt.Errorf("malformed answer of %d bytes", size)
+		i := int(h.Sequence) - 1
+		switch h.Type {
+		case netlink.Done:
+			delete(p.open, h.Sequence)
+			if p.sink != nil {
+				if err := p.sink(i, h, nil); err != nil && a.failed == nil {
+					a.failed = fmt.Errorf("request %d: %w", i, err)
+				}
 			}
-			h := netlink.Header{Length: uint32(size), Type: netlink.HeaderType(binary.NativeEndian.Uint16(b[4:])),
-				Flags: netlink.HeaderFlags(binary.NativeEndian.Uint16(b[6:])), Sequence: binary.NativeEndian.Uint32(b[8:]), PID: binary.NativeEndian.Uint32(b[12:])}
-			data := b[nlmsgHeaderLen:size]
-			b = b[min(nlmsgAlign(size), len(b)):]
-			if !open[h.Sequence] {
-				continue
+		case netlink.Error:
+			delete(p.open, h.Sequence)
+			if len(data) < 4 {
+				return fmt.Errorf("malformed error answer")
 			}
-			i := int(h.Sequence) - 1
-			switch h.Type {
-			case netlink.Done:
-				delete(open, h.Sequence)
-				if p.sink != nil {
-					if err := p.sink(i, h, nil); err != nil && failed == nil {
-						failed = fmt.Errorf("request %d: %w", i, err)
-					}
-				}
-			case netlink.Error:
-				delete(open, h.Sequence)
-				if len(data) < 4 {
-					return nil, fmt.Errorf("malformed error answer")
-				}
-				errno := syscall.Errno(-int32(binary.NativeEndian.Uint32(data)))
-				switch {
-				case errno == 0:
-				case errno == unix.EBUSY:
-					busy = append(busy, i)
-				case p.skip != nil && p.skip(errno):
-					p.out[i] = nil
-				case failed == nil:
-					failed = fmt.Errorf("request %d: %w", i, errno)
-				}
-			default:
-				if p.sink == nil {
-					p.out[i] = append(p.out[i], netlink.Message{Header: h, Data: append([]byte(nil), data...)})
-				} else if err := p.sink(i, h, data); err != nil && failed == nil {
-					failed = fmt.Errorf("request %d: %w", i, err)
-				}
+			errno := syscall.Errno(-int32(binary.NativeEndian.Uint32(data)))
+			switch {
+			case errno == 0:
+			case errno == unix.EBUSY:
+				a.busy = append(a.busy, i)
+			case p.skip != nil && p.skip(errno):
+				p.out[i] = nil
+			case a.failed == nil:
+				a.failed = fmt.Errorf("request %d: %w", i, errno)
+			}
+		default:
+			if p.sink == nil {
+				p.out[i] = append(p.out[i], netlink.Message{Header: h, Data: append([]byte(nil), data...)})
+			} else if err := p.sink(i, h, data); err != nil && a.failed == nil {
+				a.failed = fmt.Errorf("request %d: %w", i, err)
 			}
 		}
 	}
-	if failed != nil {
-		return nil, failed
-	}
-	return busy, nil
+	return nil
 }
 
 // readBuffer raises the socket's receive buffer to pipelineReadBuffer
