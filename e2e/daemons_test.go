@@ -21,7 +21,6 @@ import (
 
 	"github.com/nftproxy/nftproxy/e2e/harness"
 	"github.com/nftproxy/nftproxy/e2e/testns"
-	"github.com/nftproxy/nftproxy/nftgen"
 )
 
 // daemonSizes are the Service counts of TestDaemonsSideBySide
@@ -173,16 +172,13 @@ func metricSumCount(c *daemonCluster, re *regexp.Regexp) (sum, count float64) {
 	return sum, count
 }
 
-// deleteProxyTables deletes the nftables tables a proxy daemon leaves in
-// ns: kube-proxy's or nftproxy's, nftproxy's shards and handover.
+// deleteProxyTables deletes the rules a proxy daemon leaves in ns:
+// kube-proxy's (either mode) or nftproxy's tables, shards and handover, and
+// kube-proxy's iptables chains, with `nftproxy --cleanup`.
 func deleteProxyTables(ns *testns.NS) {
-	out, _ := ns.Run("nft", "list", "tables")
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) == 3 && f[0] == "table" && (f[2] == nftgen.TableName || nftgen.IsShardTable(f[2]) || f[2] == nftgen.HandoverTableName) {
-			ns.Run("nft", "delete", "table", f[1], f[2])
-		}
-	}
+	// nftproxy's own cleanup, not `nft list tables`: nft fills its cache
+	// with every chain of every table first, minutes at 30,000 Services.
+	_, _ = ns.Run(nftproxyBinary, "--cleanup")
 }
 
 // daemonRun is what one daemon showed with N Services.
