@@ -18,10 +18,10 @@ import (
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/kernel"
 	"github.com/nftproxy/nftproxy/proxier"
-	"github.com/nftproxy/nftproxy/proxier/conntrack"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
+	"github.com/nftproxy/nftproxy/proxier/host/conntrack"
+	pnetns "github.com/nftproxy/nftproxy/proxier/host/netns"
 	"github.com/nftproxy/nftproxy/proxier/model"
-	pnetns "github.com/nftproxy/nftproxy/proxier/netns"
 	"github.com/nftproxy/nftproxy/proxier/runner"
 )
 

@@ -4,7 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nftproxy/nftproxy/nftgen"
-	"github.com/nftproxy/nftproxy/proxier/conntrack"
+	"github.com/nftproxy/nftproxy/proxier/host/conntrack"
 )
 
 // This file is the one resolved view of who owns which destination, as the

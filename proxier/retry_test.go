@@ -11,7 +11,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/nftproxy/nftproxy/proxier/conntrack"
+	"github.com/nftproxy/nftproxy/proxier/host/conntrack"
 )
 
 // failingCleaner fails the first cleanups it is asked for and records

@@ -20,11 +20,11 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/proxier"
-	"github.com/nftproxy/nftproxy/proxier/conntrack"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
+	"github.com/nftproxy/nftproxy/proxier/host/conntrack"
+	"github.com/nftproxy/nftproxy/proxier/host/netns"
 	"github.com/nftproxy/nftproxy/proxier/instance"
 	"github.com/nftproxy/nftproxy/proxier/metrics"
-	"github.com/nftproxy/nftproxy/proxier/netns"
 	"github.com/nftproxy/nftproxy/proxier/objfile"
 	"github.com/nftproxy/nftproxy/proxier/source"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/nftproxy/nftproxy/compat/explain"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier"
-	"github.com/nftproxy/nftproxy/proxier/netns"
+	"github.com/nftproxy/nftproxy/proxier/host/netns"
 )
 
 // explainFlags are the flags only `nftproxy explain` has.

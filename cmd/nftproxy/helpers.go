@@ -5,7 +5,7 @@ import (
 	"net"
 
 	"github.com/nftproxy/nftproxy/nftgen"
-	"github.com/nftproxy/nftproxy/proxier/netns"
+	"github.com/nftproxy/nftproxy/proxier/host/netns"
 )
 
 // netnsDialer dials from inside the network namespace at path, so that a

@@ -8,8 +8,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/proxier"
-	"github.com/nftproxy/nftproxy/proxier/conntrack"
-	"github.com/nftproxy/nftproxy/proxier/netns"
+	"github.com/nftproxy/nftproxy/proxier/host/conntrack"
+	"github.com/nftproxy/nftproxy/proxier/host/netns"
 )
 
 // runInitOnly does what needs privilege before the daemon runs, as

@@ -6,9 +6,9 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/nftproxy/nftproxy/proxier/cleanup"
-	"github.com/nftproxy/nftproxy/proxier/forward"
-	"github.com/nftproxy/nftproxy/proxier/netns"
+	"github.com/nftproxy/nftproxy/proxier/host/cleanup"
+	"github.com/nftproxy/nftproxy/proxier/host/forward"
+	"github.com/nftproxy/nftproxy/proxier/host/netns"
 )
 
 // removeLegacyRules deletes the iptables-mode and IPVS-mode rules of the

@@ -19,10 +19,10 @@ import (
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/kernel"
 	"github.com/nftproxy/nftproxy/proxier"
-	"github.com/nftproxy/nftproxy/proxier/conntrack"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
+	"github.com/nftproxy/nftproxy/proxier/host/conntrack"
+	"github.com/nftproxy/nftproxy/proxier/host/netns"
 	"github.com/nftproxy/nftproxy/proxier/metrics"
-	"github.com/nftproxy/nftproxy/proxier/netns"
 	"github.com/nftproxy/nftproxy/proxier/runner"
 )
 

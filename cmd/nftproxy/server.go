@@ -19,8 +19,8 @@ import (
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
+	"github.com/nftproxy/nftproxy/proxier/host/netns"
 	"github.com/nftproxy/nftproxy/proxier/metrics"
-	"github.com/nftproxy/nftproxy/proxier/netns"
 )
 
 // metricsMux serves kube-proxy's metrics endpoints plus the compat view.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	pnetns "github.com/nftproxy/nftproxy/proxier/netns"
+	pnetns "github.com/nftproxy/nftproxy/proxier/host/netns"
 )
 
 // T is the part of testing.TB that the helpers need, so that programs

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nftproxy/nftproxy/proxier/netns"
+	"github.com/nftproxy/nftproxy/proxier/host/netns"
 )
 
 // TryLock takes the lock called name in the network namespace at path

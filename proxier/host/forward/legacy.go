@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/nftproxy/nftproxy/proxier/xtables"
+	"github.com/nftproxy/nftproxy/proxier/host/xtables"
 )
 
 // Standard target verdicts of x_tables (-NF_verdict - 1) and the FORWARD

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/nftproxy/nftproxy/e2e/testns"
-	"github.com/nftproxy/nftproxy/proxier/netns"
+	"github.com/nftproxy/nftproxy/proxier/host/netns"
 )
 
 // kubeProxyLines are kube-proxy's forwarding rules as iptables-save

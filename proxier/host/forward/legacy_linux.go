@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nftproxy/nftproxy/proxier/xtables"
+	"github.com/nftproxy/nftproxy/proxier/host/xtables"
 )
 
 // EnsureLegacy writes kube-proxy's KUBE-FORWARD chain and its jump into

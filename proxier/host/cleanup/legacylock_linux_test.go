@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nftproxy/nftproxy/proxier/xtables"
+	"github.com/nftproxy/nftproxy/proxier/host/xtables"
 )
 
 // TestLegacyCleanupNeverSkipsTheLock: while another program holds the

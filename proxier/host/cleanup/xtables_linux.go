@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/nftproxy/nftproxy/proxier/xtables"
+	"github.com/nftproxy/nftproxy/proxier/host/xtables"
 )
 
 // CleanupLegacy removes kube-proxy's rules from the legacy (x_tables) nat

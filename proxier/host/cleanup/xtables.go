@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/nftproxy/nftproxy/proxier/xtables"
+	"github.com/nftproxy/nftproxy/proxier/host/xtables"
 )
 
 // removeKubeProxy rewrites the blob of the x_tables table named table
