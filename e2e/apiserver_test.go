@@ -34,6 +34,17 @@ type daemonCluster struct {
 	daemon     *exec.Cmd
 	kubeconfig string
 	token      string
+	// minSyncPeriod is the daemons' --iptables-min-sync-period in the
+	// side-by-side benches ("" for 1s, kube-proxy's default).
+	minSyncPeriod string
+}
+
+// benchMinSync is c's minSyncPeriod, 1s unless set.
+func (c *daemonCluster) benchMinSync() string {
+	if c.minSyncPeriod == "" {
+		return "1s"
+	}
+	return c.minSyncPeriod
 }
 
 func newDaemonCluster(t *testing.T) *daemonCluster {

@@ -24,24 +24,30 @@ import (
 	"github.com/nftproxy/nftproxy/e2e/tools/benchreport"
 )
 
-// churnConfig is NFTPROXY_CHURN ("services,minutes,changes per second"):
+// churnConfig is NFTPROXY_CHURN ("services,minutes,changes per second",
+// and optionally ",min sync period" for both daemons, 1s unless given):
 // 1,000 Services for a quarter of a minute at 20 changes a second unless
-// set (make bench: 30,000 for 10 minutes).
-func churnConfig(t *testing.T) (services int, d time.Duration, rate float64) {
+// set (make bench: 30,000 for 10 minutes). NFTPROXY_CHURN_DAEMONS=nftproxy
+// runs nftproxy alone.
+func churnConfig(t *testing.T) (services int, d time.Duration, rate float64, minSync string) {
 	services, minutes, rate := 1000, 0.25, 20.0
 	if v := os.Getenv("NFTPROXY_CHURN"); v != "" {
 		f := strings.Split(v, ",")
-		var err1, err2, err3 error
-		if len(f) == 3 {
+		var err1, err2, err3, err4 error
+		if len(f) == 3 || len(f) == 4 {
 			services, err1 = strconv.Atoi(f[0])
 			minutes, err2 = strconv.ParseFloat(f[1], 64)
 			rate, err3 = strconv.ParseFloat(f[2], 64)
 		}
-		if len(f) != 3 || err1 != nil || err2 != nil || err3 != nil || services < 1 || minutes <= 0 || rate <= 0 {
-			t.Fatalf("NFTPROXY_CHURN=%q: want services,minutes,rate", v)
+		if len(f) == 4 {
+			minSync = f[3]
+			_, err4 = time.ParseDuration(minSync)
+		}
+		if (len(f) != 3 && len(f) != 4) || err1 != nil || err2 != nil || err3 != nil || err4 != nil || services < 1 || minutes <= 0 || rate <= 0 {
+			t.Fatalf("NFTPROXY_CHURN=%q: want services,minutes,rate[,min sync period]", v)
 		}
 	}
-	return services, time.Duration(minutes * float64(time.Minute)), rate
+	return services, time.Duration(minutes * float64(time.Minute)), rate, minSync
 }
 
 // churnRun is what one daemon showed under churn.
@@ -249,7 +255,7 @@ func firstServedBy(request func() (harness.Reply, error), target string) func() 
 // nftproxy must follow every probe move. With NFTPROXY_BENCH_OUT set it
 // writes churn.md and churn.csv there (make bench draws churn.png from it).
 func TestChurnSideBySide(t *testing.T) {
-	services, dur, rate := churnConfig(t)
+	services, dur, rate, minSync := churnConfig(t)
 	kubeProxy, err := harness.Tool(".", "kube-proxy")
 	if err != nil {
 		t.Fatal(err)
@@ -257,7 +263,11 @@ func TestChurnSideBySide(t *testing.T) {
 	c, client, admin := newScaleCluster(t, services)
 	// The probe opens a connection every few ms for the whole run.
 	client.NS.MustRun(t, "sysctl", "-qw", "net.ipv4.ip_local_port_range=1024 65000")
+	c.minSyncPeriod = minSync
 	daemons := []proxyDaemon{nftproxyDaemon(c, admin), kubeProxyDaemon(c, kubeProxy, admin, "nftables")}
+	if os.Getenv("NFTPROXY_CHURN_DAEMONS") == "nftproxy" {
+		daemons = daemons[:1]
+	}
 	var rows []string
 	var series []benchreport.ChurnSeries
 	for i, d := range daemons {
@@ -284,7 +294,7 @@ func TestChurnSideBySide(t *testing.T) {
 	if out := os.Getenv("NFTPROXY_BENCH_OUT"); out != "" {
 		text := "# Churn side by side: nftproxy and kube-proxy's nftables mode\n\n" +
 			"Written by `make bench` (e2e TestChurnSideBySide) on " + time.Now().UTC().Format(time.RFC3339) + ", " + machineSummary() + ". " +
-			fmt.Sprintf("Each daemon in turn, in the same node namespace, against the same real kube-apiserver holding %d Services x 10 endpoints, for %v: ", services, dur) +
+			fmt.Sprintf("Each daemon in turn, in the same node namespace, against the same real kube-apiserver holding %d Services x 10 endpoints, with --iptables-min-sync-period %s, for %v: ", services, c.benchMinSync(), dur) +
 			fmt.Sprintf("a writer updates a random EndpointSlice %.0f times a second (one endpoint dropped or restored, with the last-change-trigger-time annotation), ", rate) +
 			"and a probe Service's endpoint moves about once a second (0.7 to 1.3 s apart, so as not to keep one phase against the daemons' once-a-second syncs). Probe: from its move to all of ten requests answered by the new endpoint (polled every 5 ms). " +
 			"Own metric: the daemon's kubeproxy_network_programming_duration_seconds over the churn, p50 / p99 estimated from its buckets as histogram_quantile does (the smallest bucket is 0.25 s). " +

@@ -130,7 +130,7 @@ func newScaleCluster(t *testing.T, n int) (*daemonCluster, *harness.Pod, string)
 func nftproxyDaemon(c *daemonCluster, admin string) proxyDaemon {
 	return proxyDaemon{name: "nftproxy", start: func(t *testing.T) *exec.Cmd {
 		c.kubeconfig = admin
-		c.startDaemon(t, "--iptables-min-sync-period", "1s", "--iptables-sync-period", "30s")
+		c.startDaemon(t, "--iptables-min-sync-period", c.benchMinSync(), "--iptables-sync-period", "30s")
 		return c.daemon
 	}}
 }
@@ -142,7 +142,7 @@ func kubeProxyDaemon(c *daemonCluster, kubeProxy, admin, mode string, env ...str
 		kp := c.Node.Command(kubeProxy, "--kubeconfig", admin, "--hostname-override", harness.LocalNode, "--proxy-mode", mode,
 			"--cluster-cidr", harness.ClusterCIDR, "--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256",
 			"--conntrack-max-per-core", "0", "--conntrack-tcp-timeout-established", "0", "--conntrack-tcp-timeout-close-wait", "0",
-			"--iptables-min-sync-period", "1s", "--oom-score-adj", "0")
+			"--iptables-min-sync-period", c.benchMinSync(), "--oom-score-adj", "0")
 		kp.Env = append(os.Environ(), env...)
 		log := harness.LogFile(c.api.Dir, "kube-proxy-"+mode+".log")
 		kp.Stdout, kp.Stderr = log, log
