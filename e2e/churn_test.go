@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -120,7 +121,7 @@ func churn(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Pod, s
 	defer func() {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
-		deleteProxyTables(c.Node)
+		cleanupProxies(c.Node)
 	}()
 	limit := 2*time.Minute + time.Duration(services)*20*time.Millisecond
 	if _, err := poll(limit, servedBy(request, "ep1")); err != nil {
@@ -304,12 +305,11 @@ func TestChurnSideBySide(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(out, "churn.md"), []byte(text), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		f, err := os.Create(filepath.Join(out, "churn.csv"))
-		if err != nil {
+		var csv bytes.Buffer
+		if err := benchreport.WriteChurnCSV(&csv, series); err != nil {
 			t.Fatal(err)
 		}
-		defer f.Close()
-		if err := benchreport.WriteChurnCSV(f, series); err != nil {
+		if err := os.WriteFile(filepath.Join(out, "churn.csv"), csv.Bytes(), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
