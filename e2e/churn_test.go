@@ -128,6 +128,8 @@ func churn(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Pod, s
 		t.Fatalf("%s: the probe Service did not answer within %v: %v", d.name, limit, err)
 	}
 	time.Sleep(2 * time.Second) // past the first sync's throttle
+	saveProfiles(t, c, d.name, "first-sync")
+	defer saveProfiles(t, c, d.name, "end")
 	before := programmingBuckets(c)
 	_, cpu0 := rssAndCPU(cmd.Process.Pid)
 	start := time.Now()

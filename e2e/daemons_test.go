@@ -131,7 +131,11 @@ func newScaleCluster(t *testing.T, n int) (*daemonCluster, *harness.Pod, string)
 func nftproxyDaemon(c *daemonCluster, admin string) proxyDaemon {
 	return proxyDaemon{name: "nftproxy", start: func(t *testing.T) *exec.Cmd {
 		c.kubeconfig = admin
-		c.startDaemon(t, "--iptables-min-sync-period", c.benchMinSync(), "--iptables-sync-period", "30s")
+		args := []string{"--iptables-min-sync-period", c.benchMinSync(), "--iptables-sync-period", "30s"}
+		if os.Getenv("NFTPROXY_DAEMON_PROFILE") != "" {
+			args = append(args, "--profiling")
+		}
+		c.startDaemon(t, args...)
 		return c.daemon
 	}}
 }
@@ -419,4 +423,28 @@ func machineSummary() string {
 		parts = append(parts, kv[0]+": "+kv[1])
 	}
 	return strings.Join(parts, "; ")
+}
+
+// saveProfiles writes the nftproxy daemon's heap (after a GC) and
+// allocation profiles to NFTPROXY_DAEMON_PROFILE, named by when, if that
+// is set and the daemon is nftproxy (started with --profiling then).
+func saveProfiles(t *testing.T, c *daemonCluster, daemon, when string) {
+	dir := os.Getenv("NFTPROXY_DAEMON_PROFILE")
+	if dir == "" || daemon != "nftproxy" {
+		return
+	}
+	if peak, err := peakRSS(c.daemon.Process.Pid); err == nil {
+		t.Logf("nftproxy at %s: peak RSS %.0f MiB", when, peak)
+	}
+	for _, p := range []string{"heap?gc=1", "allocs"} {
+		_, body, err := httpGetStatus(c.Node, "http://127.0.0.1:10249/debug/pprof/"+p)
+		if err != nil {
+			t.Errorf("profile %s: %v", p, err)
+			continue
+		}
+		name := filepath.Join(dir, fmt.Sprintf("%s-%s.pb.gz", when, strings.TrimSuffix(p, "?gc=1")))
+		if err := os.WriteFile(name, []byte(body), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
 }

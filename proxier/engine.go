@@ -217,11 +217,15 @@ func (e *Engine) changed(endpoints bool) {
 }
 
 // SetService implements source.Sink.
+// An object the store holds already (an informer's second delivery of
+// it) asks for no sync.
 func (e *Engine) SetService(svc *v1.Service) {
 	e.mu.Lock()
-	e.p.Store.SetService(svc)
+	changed := e.p.Store.SetService(svc)
 	e.mu.Unlock()
-	e.changed(false)
+	if changed {
+		e.changed(false)
+	}
 }
 
 // DeleteService implements source.Sink.
@@ -233,14 +237,17 @@ func (e *Engine) DeleteService(nn types.NamespacedName) {
 }
 
 // SetEndpointSlice implements source.Sink.
+// An object the store holds already asks for no sync.
 func (e *Engine) SetEndpointSlice(sl *discovery.EndpointSlice) {
 	e.mu.Lock()
-	p := e.p.Store.SetEndpointSlice(sl)
+	changed, p := e.p.Store.SetEndpointSlice(sl)
 	e.mu.Unlock()
 	if p != nil {
 		e.problem(*p)
 	}
-	e.changed(true)
+	if changed {
+		e.changed(true)
+	}
 }
 
 // DeleteEndpointSlice implements source.Sink.
@@ -252,27 +259,32 @@ func (e *Engine) DeleteEndpointSlice(namespace, name string) {
 }
 
 // Replace implements source.Replacer: the store holds exactly these
-// objects afterwards. Unchanged Services cost a comparison, not a write.
+// objects afterwards. Objects it holds already in the same version change
+// nothing, so a relist after a lost watch syncs only what really changed.
 func (e *Engine) Replace(services []*v1.Service, slices []*discovery.EndpointSlice) {
 	e.mu.Lock()
 	keep := map[types.NamespacedName]bool{}
 	for _, svc := range services {
 		keep[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = true
 	}
+	changed := false
 	for _, nn := range e.p.Store.ServiceNames() {
 		if !keep[nn] {
 			e.p.Store.DeleteService(nn)
+			changed = true
 		}
 	}
 	for _, svc := range services {
-		e.p.Store.SetService(svc)
+		changed = e.p.Store.SetService(svc) || changed
 	}
-	problems := e.p.Store.ReplaceEndpointSlices(slices)
+	slicesChanged, problems := e.p.Store.ReplaceEndpointSlices(slices)
 	e.mu.Unlock()
 	for _, p := range problems {
 		e.problem(p)
 	}
-	e.changed(true)
+	if changed || slicesChanged {
+		e.changed(true)
+	}
 }
 
 // SetNode implements source.Sink: node eligibility for /healthz, the

@@ -244,7 +244,7 @@ func fill(store *model.Store, objs *objfile.Objects) {
 		store.SetService(svc)
 	}
 	for _, sl := range slices {
-		if p := store.SetEndpointSlice(sl); p != nil {
+		if _, p := store.SetEndpointSlice(sl); p != nil {
 			proxier.LogProblem(*p)
 		}
 	}

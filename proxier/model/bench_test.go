@@ -58,7 +58,7 @@ func BenchmarkStoreSetEndpointSlice(b *testing.B) {
 	sl := slices[len(slices)/2]
 	b.ReportAllocs()
 	for b.Loop() {
-		if p := store.SetEndpointSlice(sl); p != nil {
+		if _, p := store.SetEndpointSlice(sl); p != nil {
 			b.Fatal(p)
 		}
 	}

@@ -229,7 +229,7 @@ func TestUsableEndpoints(t *testing.T) {
 func TestStoreTracksChangedServices(t *testing.T) {
 	s := NewStore()
 	s.SetService(service(nil))
-	if p := s.SetEndpointSlice(slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"})); p != nil {
+	if _, p := s.SetEndpointSlice(slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"})); p != nil {
 		t.Fatal(p)
 	}
 	if svcs, eps := s.Pending(); svcs != 1 || eps != 1 {
@@ -268,7 +268,7 @@ func TestStoreTracksChangedServices(t *testing.T) {
 	}
 	unlabeled := slice("x", "p80", 80)
 	delete(unlabeled.Labels, discovery.LabelServiceName)
-	if p := s.SetEndpointSlice(unlabeled); p == nil || !strings.Contains(p.Error(), "metadata.labels") {
+	if _, p := s.SetEndpointSlice(unlabeled); p == nil || !strings.Contains(p.Error(), "metadata.labels") {
 		t.Errorf("unlabeled slice: problem = %v", p)
 	}
 	s.DeleteService(svc1)

@@ -28,6 +28,9 @@ type storedSlice struct {
 	shared *discovery.EndpointSlice
 	// trigger is the slice's last-change-trigger-time as last recorded.
 	trigger time.Time
+	// version is the slice's resourceVersion ("" when it has none), so
+	// that an informer's second delivery of it changes nothing.
+	version string
 }
 
 // endpointStatus says whether an endpoint's first address can be used.

@@ -82,12 +82,24 @@ func NewStore() *Store {
 	}
 }
 
-// SetService adds or replaces a Service.
-func (s *Store) SetService(svc *v1.Service) {
+// SetService adds or replaces a Service and reports whether that changed
+// anything: the object it holds already (the same resourceVersion, as an
+// informer delivers it again after a relist) is only swapped for the new
+// copy.
+func (s *Store) SetService(svc *v1.Service) bool {
 	nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+	old := s.services[nn]
 	s.services[nn] = svc
+	if old != nil && sameVersion(old.ResourceVersion, svc.ResourceVersion) {
+		return false
+	}
 	s.changed[nn] |= serviceChanged
+	return true
 }
+
+// sameVersion reports whether two resourceVersions name the same write of
+// one object; objects without one (an objects file's) are never the same.
+func sameVersion(a, b string) bool { return a != "" && a == b }
 
 // Created returns when the Service nn was created (the zero time when it
 // does not say, or is not stored).
@@ -106,14 +118,21 @@ func (s *Store) DeleteService(nn types.NamespacedName) {
 	}
 }
 
-// SetEndpointSlice adds or replaces an EndpointSlice. A slice without a
+// SetEndpointSlice adds or replaces an EndpointSlice and reports whether
+// that changed anything (see SetService). A slice without a
 // kubernetes.io/service-name label belongs to no Service; it is rejected
 // with a Problem.
-func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) *Problem {
+func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) (bool, *Problem) {
 	svc, ok := ServiceNameOf(slice)
 	if !ok {
-		return &Problem{Kind: "EndpointSlice", Object: types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name},
+		return false, &Problem{Kind: "EndpointSlice", Object: types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name},
 			Field: "metadata.labels", Reason: "no " + discovery.LabelServiceName + " label"}
+	}
+	if held := s.heldSlice(slice.Namespace, slice.Name); held != nil && sameVersion(held.version, slice.ResourceVersion) {
+		if held.shared != nil {
+			held.shared = slice // the informer's cache holds this copy now
+		}
+		return false, nil
 	}
 	// A slice may move between Services if its label changes.
 	previous := s.deleteSliceNamed(slice.Namespace, slice.Name)
@@ -121,6 +140,7 @@ func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) *Problem {
 	if !s.share {
 		stored = newStoredSlice(slice, s.names)
 	}
+	stored.version = slice.ResourceVersion
 	s.slices[svc] = append(s.slices[svc], stored)
 	s.sliceOwner[types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}] = svc
 	s.changed[svc] |= endpointsChanged
@@ -134,6 +154,21 @@ func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) *Problem {
 			stored.trigger = t
 			fam, _ := sliceFamily(slice.AddressType)
 			s.triggers[svc] = append(s.triggers[svc], Trigger{Time: t, Family: fam})
+		}
+	}
+	return true, nil
+}
+
+// heldSlice returns what the store holds of the slice namespace/name, or
+// nil.
+func (s *Store) heldSlice(namespace, name string) *storedSlice {
+	svc, ok := s.sliceOwner[types.NamespacedName{Namespace: namespace, Name: name}]
+	if !ok {
+		return nil
+	}
+	for _, sl := range s.slices[svc] {
+		if sl.name == name {
+			return sl
 		}
 	}
 	return nil
@@ -275,20 +310,27 @@ func sortNames(names []types.NamespacedName) {
 	})
 }
 
-// ReplaceEndpointSlices drops every EndpointSlice and adds slices instead.
-// Services whose slices did not really change are still marked changed;
-// the planner skips them because their rules are equal.
-func (s *Store) ReplaceEndpointSlices(slices []*discovery.EndpointSlice) []Problem {
-	for svc := range s.slices {
-		s.changed[svc] |= endpointsChanged
-	}
-	s.slices = map[types.NamespacedName][]*storedSlice{}
-	s.sliceOwner = map[types.NamespacedName]types.NamespacedName{}
+// ReplaceEndpointSlices makes slices the store's EndpointSlices: those it
+// does not list are deleted, the others set. A slice held already in the
+// same version changes nothing, so a relist marks only the Services whose
+// slices really changed. It reports whether anything changed.
+func (s *Store) ReplaceEndpointSlices(slices []*discovery.EndpointSlice) (bool, []Problem) {
+	listed := make(map[types.NamespacedName]bool, len(slices))
+	changed := false
 	var problems []Problem
 	for _, sl := range slices {
-		if p := s.SetEndpointSlice(sl); p != nil {
+		listed[types.NamespacedName{Namespace: sl.Namespace, Name: sl.Name}] = true
+		c, p := s.SetEndpointSlice(sl)
+		changed = changed || c
+		if p != nil {
 			problems = append(problems, *p)
 		}
 	}
-	return problems
+	for key := range s.sliceOwner {
+		if !listed[key] {
+			s.deleteSliceNamed(key.Namespace, key.Name)
+			changed = true
+		}
+	}
+	return changed, problems
 }

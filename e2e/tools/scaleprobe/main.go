@@ -240,7 +240,7 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 	for i := range n {
 		svc, sl := harness.ScaleObjects(i, endpoints)
 		store.SetService(trim.Service(svc))
-		if p := store.SetEndpointSlice(trim.EndpointSlice(sl)); p != nil {
+		if _, p := store.SetEndpointSlice(trim.EndpointSlice(sl)); p != nil {
 			return nil, p
 		}
 	}

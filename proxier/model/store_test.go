@@ -1,0 +1,96 @@
+package model
+
+import (
+	"testing"
+
+	discovery "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// versioned returns sl with resourceVersion rv.
+func versioned(sl *discovery.EndpointSlice, rv string) *discovery.EndpointSlice {
+	sl.ResourceVersion = rv
+	return sl
+}
+
+// TestStoreIgnoresAnObjectItHolds: an informer delivers the objects of its
+// first list again as events after the store was filled from that list,
+// and again on every relist. Such a delivery (the same resourceVersion)
+// marks nothing changed, so it costs no sync; a new version, or an object
+// without one (an objects file's), always does.
+func TestStoreIgnoresAnObjectItHolds(t *testing.T) {
+	for _, sharing := range []bool{false, true} {
+		s := NewStore()
+		if sharing {
+			s = NewSharingStore()
+		}
+		svc := service(nil)
+		svc.ResourceVersion = "7"
+		if !s.SetService(svc) {
+			t.Fatalf("sharing %v: a new Service changed nothing", sharing)
+		}
+		if _, p := s.SetEndpointSlice(versioned(slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"}), "8")); p != nil {
+			t.Fatal(p)
+		}
+		s.TakeChanged()
+
+		again := service(nil)
+		again.ResourceVersion = "7"
+		if s.SetService(again) {
+			t.Errorf("sharing %v: the same Service version changed it", sharing)
+		}
+		againSlice := versioned(slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"}), "8")
+		if changed, p := s.SetEndpointSlice(againSlice); changed || p != nil {
+			t.Errorf("sharing %v: the same slice version: changed %v, problem %v", sharing, changed, p)
+		}
+		if got := s.TakeChanged(); len(got) != 0 {
+			t.Errorf("sharing %v: changed after second deliveries: %v", sharing, got)
+		}
+		if sharing && s.heldSlice("ns1", "a").shared != againSlice {
+			t.Errorf("the sharing store kept the old copy of the slice, which the informer no longer holds")
+		}
+
+		if changed, _ := s.SetEndpointSlice(versioned(slice("a", "p80", 8080, epSpec{ip: "10.0.0.2"}), "9")); !changed {
+			t.Errorf("sharing %v: a new slice version changed nothing", sharing)
+		}
+		if states, _ := s.State(svc1); len(states) != 1 || endpointList(states[0].Endpoints) != "10.0.0.2:8080" {
+			t.Errorf("sharing %v: state after the new version = %+v", sharing, states)
+		}
+		s.TakeChanged()
+		if changed, _ := s.SetEndpointSlice(slice("a", "p80", 8080, epSpec{ip: "10.0.0.2"})); !changed {
+			t.Errorf("sharing %v: a slice without a resourceVersion changed nothing", sharing)
+		}
+	}
+}
+
+// TestReplaceMarksOnlyWhatChanged: a relist that returns what the store
+// holds marks nothing; a slice it no longer lists is deleted and a new
+// version set, each marking its Service.
+func TestReplaceMarksOnlyWhatChanged(t *testing.T) {
+	s := NewStore()
+	s.SetService(service(nil))
+	a := versioned(slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"}), "1")
+	b := versioned(slice("b", "p80", 8080, epSpec{ip: "10.0.0.2"}), "2")
+	other := versioned(slice("c", "p80", 8080, epSpec{ip: "10.0.0.3"}), "3")
+	other.Labels[discovery.LabelServiceName] = "svc2"
+	if changed, problems := s.ReplaceEndpointSlices([]*discovery.EndpointSlice{a, b, other}); !changed || len(problems) != 0 {
+		t.Fatalf("first replace: changed %v, problems %v", changed, problems)
+	}
+	s.TakeChanged()
+	if changed, _ := s.ReplaceEndpointSlices([]*discovery.EndpointSlice{a, b, other}); changed {
+		t.Errorf("replace with the same versions changed something")
+	}
+	if got := s.TakeChanged(); len(got) != 0 {
+		t.Errorf("changed after the same list: %v", got)
+	}
+	if changed, _ := s.ReplaceEndpointSlices([]*discovery.EndpointSlice{a, other}); !changed {
+		t.Errorf("replace without slice b changed nothing")
+	}
+	svc2 := types.NamespacedName{Namespace: "ns1", Name: "svc2"}
+	if got := s.TakeChanged(); len(got) != 1 || got[0] != svc1 {
+		t.Errorf("changed after b was dropped = %v, want only %v (not %v)", got, svc1, svc2)
+	}
+	if states, _ := s.State(svc1); endpointList(states[0].Endpoints) != "10.0.0.1:8080" {
+		t.Errorf("svc1's endpoints after b was dropped: %s", endpointList(states[0].Endpoints))
+	}
+}
