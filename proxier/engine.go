@@ -236,11 +236,14 @@ func (e *Engine) DeleteService(nn types.NamespacedName) {
 	e.changed(false)
 }
 
-// SetEndpointSlice implements source.Sink.
-// An object the store holds already asks for no sync.
-func (e *Engine) SetEndpointSlice(sl *discovery.EndpointSlice) {
+// SetEndpointSlice sets the Slice of sl (see SetSlice).
+func (e *Engine) SetEndpointSlice(sl *discovery.EndpointSlice) { e.SetSlice(model.ParseSlice(sl)) }
+
+// SetSlice implements source.Sink. A slice the store holds already asks
+// for no sync.
+func (e *Engine) SetSlice(sl *model.Slice) {
 	e.mu.Lock()
-	changed, p := e.p.Store.SetEndpointSlice(sl)
+	changed, p := e.p.Store.SetSlice(sl)
 	e.mu.Unlock()
 	if p != nil {
 		e.problem(*p)
@@ -261,7 +264,7 @@ func (e *Engine) DeleteEndpointSlice(namespace, name string) {
 // Replace implements source.Replacer: the store holds exactly these
 // objects afterwards. Objects it holds already in the same version change
 // nothing, so a relist after a lost watch syncs only what really changed.
-func (e *Engine) Replace(services []*v1.Service, slices []*discovery.EndpointSlice) {
+func (e *Engine) Replace(services []*v1.Service, slices []*model.Slice) {
 	e.mu.Lock()
 	keep := map[types.NamespacedName]bool{}
 	for _, svc := range services {
@@ -277,7 +280,7 @@ func (e *Engine) Replace(services []*v1.Service, slices []*discovery.EndpointSli
 	for _, svc := range services {
 		changed = e.p.Store.SetService(svc) || changed
 	}
-	slicesChanged, problems := e.p.Store.ReplaceEndpointSlices(slices)
+	slicesChanged, problems := e.p.Store.ReplaceSlices(slices)
 	e.mu.Unlock()
 	for _, p := range problems {
 		e.problem(p)

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/nftproxy/nftproxy/proxier/model"
 	"github.com/nftproxy/nftproxy/proxier/objfile"
 	"github.com/nftproxy/nftproxy/proxier/source"
 )
@@ -33,7 +34,8 @@ func watchFile(ctx context.Context, path string, every time.Duration, sink sourc
 			klog.ErrorS(err, "Cannot use the objects file; keeping the current rules (write it elsewhere and rename it over the old one to replace it atomically)")
 			continue
 		}
-		sink.Replace(selected(objs))
+		services, slices := selected(objs)
+		sink.Replace(services, model.ParseSlices(slices))
 	}
 }
 

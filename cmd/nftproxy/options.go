@@ -132,13 +132,9 @@ func (st *setup) engineConfig() proxier.Config {
 // that has anything to program: IPv4 always, IPv6 when a cluster CIDR or a
 // Service has an IPv6 address. local are the node's local addresses.
 func (o *options) newSetup(objs *objfile.Objects, local []netip.Addr) (*setup, error) {
-	// The informers' cache holds the API server's objects anyway; an
-	// objects file's are dropped once stored, so the store keeps compact
-	// copies of them.
+	// The store keeps compact Slices: the informers cache the same ones,
+	// and an objects file's EndpointSlices are dropped once stored.
 	store := model.NewStore()
-	if o.objects == "" {
-		store = model.NewSharingStore()
-	}
 	// kube-proxy programs no external IP with this gate off (a security
 	// setting: spec.externalIPs can be written by any Service's author).
 	if on, set := o.kp.featureGates["AllowServiceExternalIPs"]; set && !on {

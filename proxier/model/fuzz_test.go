@@ -35,11 +35,11 @@ func FuzzModel(f *testing.F) {
 		s.SetEndpointSlice(&sl)
 		nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
 		states, problems := s.State(nn)
-		shared := NewSharingStore()
+		shared := NewStore()
 		shared.SetService(&svc)
-		shared.SetEndpointSlice(&sl)
+		shared.SetSlice(NewTrimmer().Slice(&sl))
 		if sharedStates, sharedProblems := shared.State(nn); !reflect.DeepEqual(states, sharedStates) || !reflect.DeepEqual(problems, sharedProblems) {
-			t.Fatalf("compact store: %+v %v\nsharing store: %+v %v", states, problems, sharedStates, sharedProblems)
+			t.Fatalf("store: %+v %v\nfrom the informers' Slice: %+v %v", states, problems, sharedStates, sharedProblems)
 		}
 		for i := range states {
 			st := &states[i]

@@ -3,8 +3,8 @@ package model
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
-	"time"
 
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 
@@ -22,15 +22,6 @@ type storedSlice struct {
 	addressType discovery.AddressType
 	ports       []discovery.EndpointPort
 	endpoints   []storedEndpoint
-	// shared, when set, is the object itself, held by another cache (the
-	// informers'): it is parsed when read instead of copied (see
-	// NewSharingStore), and the fields above are empty.
-	shared *discovery.EndpointSlice
-	// trigger is the slice's last-change-trigger-time as last recorded.
-	trigger time.Time
-	// version is the slice's resourceVersion ("" when it has none), so
-	// that an informer's second delivery of it changes nothing.
-	version string
 }
 
 // endpointStatus says whether an endpoint's first address can be used.
@@ -59,23 +50,6 @@ type storedEndpoint struct {
 	ready, serving, terminating bool
 }
 
-// interner shares equal strings (node and zone names) among endpoints. A
-// nil interner keeps the object's own strings.
-type interner map[string]*string
-
-func (in interner) intern(s *string) *string {
-	if s == nil || in == nil {
-		return s
-	}
-	if p, ok := in[*s]; ok {
-		return p
-	}
-	p := new(string)
-	*p = *s
-	in[*s] = p
-	return p
-}
-
 // sliceFamily returns the IP family of a slice's address type; ok is false
 // for FQDN and unknown types, whose endpoints are never used.
 func sliceFamily(t discovery.AddressType) (svcmodel.IPFamily, bool) {
@@ -88,9 +62,13 @@ func sliceFamily(t discovery.AddressType) (svcmodel.IPFamily, bool) {
 	return 0, false
 }
 
-// newStoredSlice parses sl; names shares the node and zone names.
-func newStoredSlice(sl *discovery.EndpointSlice, names interner) *storedSlice {
-	out := &storedSlice{name: sl.Name, addressType: sl.AddressType, ports: sl.Ports}
+// newStoredSlice parses sl; intern, unless nil, shares the node and zone
+// names.
+func newStoredSlice(sl *discovery.EndpointSlice, intern func(*string) *string) storedSlice {
+	if intern == nil {
+		intern = func(s *string) *string { return s }
+	}
+	out := storedSlice{name: sl.Name, addressType: sl.AddressType, ports: sl.Ports}
 	family, ok := sliceFamily(sl.AddressType)
 	if !ok {
 		return out
@@ -99,7 +77,7 @@ func newStoredSlice(sl *discovery.EndpointSlice, names interner) *storedSlice {
 	for i := range sl.Endpoints {
 		ep := &sl.Endpoints[i]
 		se := storedEndpoint{
-			node: names.intern(ep.NodeName), zone: names.intern(ep.Zone), hints: ep.Hints,
+			node: intern(ep.NodeName), zone: intern(ep.Zone), hints: ep.Hints,
 			// Unset means ready and serving (kube-proxy's EndpointSliceCache).
 			ready:       ep.Conditions.Ready == nil || *ep.Conditions.Ready,
 			serving:     ep.Conditions.Serving == nil || *ep.Conditions.Serving,
@@ -133,20 +111,15 @@ func newStoredSlice(sl *discovery.EndpointSlice, names interner) *storedSlice {
 func Endpoints(svc types.NamespacedName, slices []*discovery.EndpointSlice) (map[svcmodel.ServicePortName][]svcmodel.Endpoint, []Problem) {
 	stored := make([]*storedSlice, len(slices))
 	for i, sl := range slices {
-		stored[i] = &storedSlice{name: sl.Name, shared: sl}
+		parsed := newStoredSlice(sl, nil)
+		stored[i] = &parsed
 	}
 	return endpointsOf(svc, stored)
 }
 
 // endpointsOf is Endpoints of stored slices.
-func endpointsOf(svc types.NamespacedName, slices []*storedSlice) (map[svcmodel.ServicePortName][]svcmodel.Endpoint, []Problem) {
-	sorted := make([]*storedSlice, len(slices))
-	for i, sl := range slices {
-		if sl.shared != nil {
-			sl = newStoredSlice(sl.shared, nil)
-		}
-		sorted[i] = sl
-	}
+func endpointsOf(svc types.NamespacedName, list []*storedSlice) (map[svcmodel.ServicePortName][]svcmodel.Endpoint, []Problem) {
+	sorted := slices.Clone(list)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].name < sorted[j].name })
 
 	var problems []Problem

@@ -22,13 +22,12 @@ type Store struct {
 	NoExternalIPs bool
 
 	services map[types.NamespacedName]*v1.Service
-	// slices maps a Service to its slices, as parsed when stored (most
-	// Services have one or two: a list costs less than a map per Service).
-	slices map[types.NamespacedName][]*storedSlice
-	// names shares the node and zone names of the stored endpoints.
-	names interner
-	// share keeps the EndpointSlice objects instead of parsed copies.
-	share bool
+	// slices maps a Service to its slices (most Services have one or two:
+	// a list costs less than a map per Service).
+	slices map[types.NamespacedName][]*heldSlice
+	// names shares the node and zone names of the endpoints that
+	// SetEndpointSlice parses.
+	names map[string]*string
 	// sliceOwner maps a slice (namespace/name) to the Service in slices
 	// that holds it, so that replacing one slice costs O(1).
 	sliceOwner map[types.NamespacedName]types.NamespacedName
@@ -57,24 +56,22 @@ const (
 // measures network programming latency from it.
 const TriggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 
-// NewSharingStore returns an empty Store that keeps the EndpointSlice
-// objects it is given, for a caller whose objects another cache holds
-// anyway (the informers'): a parsed copy would only add to it. Its State
-// parses them when called.
-func NewSharingStore() *Store {
-	s := NewStore()
-	s.share = true
-	return s
+// heldSlice is a Slice in the store with the trigger time last recorded
+// for it.
+type heldSlice struct {
+	*Slice
+	trigger time.Time
 }
 
-// NewStore returns an empty Store. It keeps a parsed, compact copy of each
-// EndpointSlice (about 64 bytes an endpoint) and nothing of the object, so
-// that a caller can drop the objects it stored.
+// NewStore returns an empty Store. It keeps each EndpointSlice as a Slice
+// (about 64 bytes an endpoint) and nothing of the object, so that a caller
+// can drop the objects it stored; an informer that caches Slices shares
+// them with it.
 func NewStore() *Store {
 	return &Store{
 		services:   map[types.NamespacedName]*v1.Service{},
-		slices:     map[types.NamespacedName][]*storedSlice{},
-		names:      interner{},
+		slices:     map[types.NamespacedName][]*heldSlice{},
+		names:      map[string]*string{},
 		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
 		changed:    map[types.NamespacedName]changeKind{},
 		triggers:   map[types.NamespacedName][]Trigger{},
@@ -118,56 +115,68 @@ func (s *Store) DeleteService(nn types.NamespacedName) {
 	}
 }
 
-// SetEndpointSlice adds or replaces an EndpointSlice and reports whether
-// that changed anything (see SetService). A slice without a
+// SetEndpointSlice adds or replaces an EndpointSlice (see SetSlice).
+func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) (bool, *Problem) {
+	return s.SetSlice(parseSlice(slice, s.intern))
+}
+
+// intern returns the store's copy of a node or zone name (nil for nil).
+func (s *Store) intern(name *string) *string {
+	if name == nil {
+		return nil
+	}
+	if p, ok := s.names[*name]; ok {
+		return p
+	}
+	p := new(string)
+	*p = *name
+	s.names[*name] = p
+	return p
+}
+
+// SetSlice adds or replaces an EndpointSlice and reports whether that
+// changed anything (see SetService). A slice without a
 // kubernetes.io/service-name label belongs to no Service; it is rejected
 // with a Problem.
-func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) (bool, *Problem) {
-	svc, ok := ServiceNameOf(slice)
+func (s *Store) SetSlice(slice *Slice) (bool, *Problem) {
+	svc, ok := slice.ServiceName()
 	if !ok {
-		return false, &Problem{Kind: "EndpointSlice", Object: types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name},
+		return false, &Problem{Kind: "EndpointSlice", Object: slice.Key(),
 			Field: "metadata.labels", Reason: "no " + discovery.LabelServiceName + " label"}
 	}
-	if held := s.heldSlice(slice.Namespace, slice.Name); held != nil && sameVersion(held.version, slice.ResourceVersion) {
-		if held.shared != nil {
-			held.shared = slice // the informer's cache holds this copy now
-		}
+	if held := s.heldSlice(slice.Key()); held != nil && sameVersion(held.version, slice.version) {
+		held.Slice = slice // the informer's cache holds this copy now
 		return false, nil
 	}
 	// A slice may move between Services if its label changes.
-	previous := s.deleteSliceNamed(slice.Namespace, slice.Name)
-	stored := &storedSlice{name: slice.Name, shared: slice}
-	if !s.share {
-		stored = newStoredSlice(slice, s.names)
-	}
-	stored.version = slice.ResourceVersion
+	previous := s.deleteSliceNamed(slice.Key())
+	stored := &heldSlice{Slice: slice}
 	s.slices[svc] = append(s.slices[svc], stored)
-	s.sliceOwner[types.NamespacedName{Namespace: slice.Namespace, Name: slice.Name}] = svc
+	s.sliceOwner[slice.Key()] = svc
 	s.changed[svc] |= endpointsChanged
 	// As kube-proxy: a change's trigger time counts once (a resync
 	// delivers the same one again) and only when it is after the start.
 	if previous != nil {
 		stored.trigger = previous.trigger
 	}
-	if v := slice.Annotations[TriggerTimeAnnotation]; v != "" {
-		if t, err := time.Parse(time.RFC3339Nano, v); err == nil && t.After(s.started) && t.After(stored.trigger) {
+	if slice.trigger != "" {
+		if t, err := time.Parse(time.RFC3339Nano, slice.trigger); err == nil && t.After(s.started) && t.After(stored.trigger) {
 			stored.trigger = t
-			fam, _ := sliceFamily(slice.AddressType)
+			fam, _ := sliceFamily(slice.parsed.addressType)
 			s.triggers[svc] = append(s.triggers[svc], Trigger{Time: t, Family: fam})
 		}
 	}
 	return true, nil
 }
 
-// heldSlice returns what the store holds of the slice namespace/name, or
-// nil.
-func (s *Store) heldSlice(namespace, name string) *storedSlice {
-	svc, ok := s.sliceOwner[types.NamespacedName{Namespace: namespace, Name: name}]
+// heldSlice returns what the store holds of the slice key, or nil.
+func (s *Store) heldSlice(key types.NamespacedName) *heldSlice {
+	svc, ok := s.sliceOwner[key]
 	if !ok {
 		return nil
 	}
 	for _, sl := range s.slices[svc] {
-		if sl.name == name {
+		if sl.name == key.Name {
 			return sl
 		}
 	}
@@ -214,20 +223,20 @@ func (s *Store) DeleteEndpointSlice(namespace, name string) {
 		// the deletion: kube-proxy drops the Service's pending ones.
 		delete(s.triggers, svc)
 	}
-	s.deleteSliceNamed(namespace, name)
+	s.deleteSliceNamed(types.NamespacedName{Namespace: namespace, Name: name})
 }
 
-// deleteSliceNamed removes a slice and returns what was stored of it.
-func (s *Store) deleteSliceNamed(namespace, name string) *storedSlice {
-	key := types.NamespacedName{Namespace: namespace, Name: name}
+// deleteSliceNamed removes the slice key and returns what was stored of
+// it.
+func (s *Store) deleteSliceNamed(key types.NamespacedName) *heldSlice {
 	svc, ok := s.sliceOwner[key]
 	if !ok {
 		return nil
 	}
 	delete(s.sliceOwner, key)
-	var previous *storedSlice
+	var previous *heldSlice
 	list := s.slices[svc]
-	if i := slices.IndexFunc(list, func(sl *storedSlice) bool { return sl.name == name }); i >= 0 {
+	if i := slices.IndexFunc(list, func(sl *heldSlice) bool { return sl.name == key.Name }); i >= 0 {
 		previous = list[i]
 		list = slices.Delete(list, i, i+1)
 	}
@@ -289,7 +298,12 @@ func (s *Store) State(nn types.NamespacedName) ([]svcmodel.ServicePortState, []P
 	if len(ports) == 0 {
 		return nil, problems
 	}
-	eps, epProblems := endpointsOf(nn, s.slices[nn])
+	held := s.slices[nn]
+	parsed := make([]*storedSlice, len(held))
+	for i, sl := range held {
+		parsed[i] = &sl.parsed
+	}
+	eps, epProblems := endpointsOf(nn, parsed)
 	problems = append(problems, epProblems...)
 	out := make([]svcmodel.ServicePortState, 0, len(ports))
 	for _, p := range ports {
@@ -310,17 +324,17 @@ func sortNames(names []types.NamespacedName) {
 	})
 }
 
-// ReplaceEndpointSlices makes slices the store's EndpointSlices: those it
-// does not list are deleted, the others set. A slice held already in the
-// same version changes nothing, so a relist marks only the Services whose
+// ReplaceSlices makes slices the store's EndpointSlices: those it does not
+// list are deleted, the others set. A slice held already in the same
+// version changes nothing, so a relist marks only the Services whose
 // slices really changed. It reports whether anything changed.
-func (s *Store) ReplaceEndpointSlices(slices []*discovery.EndpointSlice) (bool, []Problem) {
+func (s *Store) ReplaceSlices(slices []*Slice) (bool, []Problem) {
 	listed := make(map[types.NamespacedName]bool, len(slices))
 	changed := false
 	var problems []Problem
 	for _, sl := range slices {
-		listed[types.NamespacedName{Namespace: sl.Namespace, Name: sl.Name}] = true
-		c, p := s.SetEndpointSlice(sl)
+		listed[sl.Key()] = true
+		c, p := s.SetSlice(sl)
 		changed = changed || c
 		if p != nil {
 			problems = append(problems, *p)
@@ -328,7 +342,7 @@ func (s *Store) ReplaceEndpointSlices(slices []*discovery.EndpointSlice) (bool, 
 	}
 	for key := range s.sliceOwner {
 		if !listed[key] {
-			s.deleteSliceNamed(key.Namespace, key.Name)
+			s.deleteSliceNamed(key)
 			changed = true
 		}
 	}

@@ -21,15 +21,18 @@ func versioned(sl *discovery.EndpointSlice, rv string) *discovery.EndpointSlice 
 func TestStoreIgnoresAnObjectItHolds(t *testing.T) {
 	for _, sharing := range []bool{false, true} {
 		s := NewStore()
+		// sharing: the slices come as the informers cache them.
+		trim := NewTrimmer()
+		setSlice := s.SetEndpointSlice
 		if sharing {
-			s = NewSharingStore()
+			setSlice = func(sl *discovery.EndpointSlice) (bool, *Problem) { return s.SetSlice(trim.Slice(sl)) }
 		}
 		svc := service(nil)
 		svc.ResourceVersion = "7"
 		if !s.SetService(svc) {
 			t.Fatalf("sharing %v: a new Service changed nothing", sharing)
 		}
-		if _, p := s.SetEndpointSlice(versioned(slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"}), "8")); p != nil {
+		if _, p := setSlice(versioned(slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"}), "8")); p != nil {
 			t.Fatal(p)
 		}
 		s.TakeChanged()
@@ -39,25 +42,25 @@ func TestStoreIgnoresAnObjectItHolds(t *testing.T) {
 		if s.SetService(again) {
 			t.Errorf("sharing %v: the same Service version changed it", sharing)
 		}
-		againSlice := versioned(slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"}), "8")
-		if changed, p := s.SetEndpointSlice(againSlice); changed || p != nil {
+		againSlice := trim.Slice(versioned(slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"}), "8"))
+		if changed, p := s.SetSlice(againSlice); changed || p != nil {
 			t.Errorf("sharing %v: the same slice version: changed %v, problem %v", sharing, changed, p)
 		}
 		if got := s.TakeChanged(); len(got) != 0 {
 			t.Errorf("sharing %v: changed after second deliveries: %v", sharing, got)
 		}
-		if sharing && s.heldSlice("ns1", "a").shared != againSlice {
-			t.Errorf("the sharing store kept the old copy of the slice, which the informer no longer holds")
+		if s.heldSlice(againSlice.Key()).Slice != againSlice {
+			t.Errorf("sharing %v: the store kept the old copy of the slice, which the informer no longer holds", sharing)
 		}
 
-		if changed, _ := s.SetEndpointSlice(versioned(slice("a", "p80", 8080, epSpec{ip: "10.0.0.2"}), "9")); !changed {
+		if changed, _ := setSlice(versioned(slice("a", "p80", 8080, epSpec{ip: "10.0.0.2"}), "9")); !changed {
 			t.Errorf("sharing %v: a new slice version changed nothing", sharing)
 		}
 		if states, _ := s.State(svc1); len(states) != 1 || endpointList(states[0].Endpoints) != "10.0.0.2:8080" {
 			t.Errorf("sharing %v: state after the new version = %+v", sharing, states)
 		}
 		s.TakeChanged()
-		if changed, _ := s.SetEndpointSlice(slice("a", "p80", 8080, epSpec{ip: "10.0.0.2"})); !changed {
+		if changed, _ := setSlice(slice("a", "p80", 8080, epSpec{ip: "10.0.0.2"})); !changed {
 			t.Errorf("sharing %v: a slice without a resourceVersion changed nothing", sharing)
 		}
 	}
@@ -73,17 +76,17 @@ func TestReplaceMarksOnlyWhatChanged(t *testing.T) {
 	b := versioned(slice("b", "p80", 8080, epSpec{ip: "10.0.0.2"}), "2")
 	other := versioned(slice("c", "p80", 8080, epSpec{ip: "10.0.0.3"}), "3")
 	other.Labels[discovery.LabelServiceName] = "svc2"
-	if changed, problems := s.ReplaceEndpointSlices([]*discovery.EndpointSlice{a, b, other}); !changed || len(problems) != 0 {
+	if changed, problems := s.ReplaceSlices(ParseSlices([]*discovery.EndpointSlice{a, b, other})); !changed || len(problems) != 0 {
 		t.Fatalf("first replace: changed %v, problems %v", changed, problems)
 	}
 	s.TakeChanged()
-	if changed, _ := s.ReplaceEndpointSlices([]*discovery.EndpointSlice{a, b, other}); changed {
+	if changed, _ := s.ReplaceSlices(ParseSlices([]*discovery.EndpointSlice{a, b, other})); changed {
 		t.Errorf("replace with the same versions changed something")
 	}
 	if got := s.TakeChanged(); len(got) != 0 {
 		t.Errorf("changed after the same list: %v", got)
 	}
-	if changed, _ := s.ReplaceEndpointSlices([]*discovery.EndpointSlice{a, other}); !changed {
+	if changed, _ := s.ReplaceSlices(ParseSlices([]*discovery.EndpointSlice{a, other})); !changed {
 		t.Errorf("replace without slice b changed nothing")
 	}
 	svc2 := types.NamespacedName{Namespace: "ns1", Name: "svc2"}

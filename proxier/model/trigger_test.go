@@ -18,8 +18,12 @@ import (
 func TestTriggerTimesCountRealChangesAfterStart(t *testing.T) {
 	for _, share := range []bool{false, true} {
 		s := NewStore()
+		// share: the slices come as the informers cache them, parsed by a
+		// Trimmer.
+		set := s.SetEndpointSlice
 		if share {
-			s = NewSharingStore()
+			trim := NewTrimmer()
+			set = func(sl *discovery.EndpointSlice) (bool, *Problem) { return s.SetSlice(trim.Slice(sl)) }
 		}
 		at := func(name string, when time.Time, family discovery.AddressType) *discovery.EndpointSlice {
 			sl := slice(name, "p80", 8080, epSpec{ip: "10.0.0.1"})
@@ -31,19 +35,19 @@ func TestTriggerTimesCountRealChangesAfterStart(t *testing.T) {
 			return sl
 		}
 		names := []types.NamespacedName{svc1}
-		s.SetEndpointSlice(at("a", s.started.Add(-time.Hour), discovery.AddressTypeIPv4))
+		set(at("a", s.started.Add(-time.Hour), discovery.AddressTypeIPv4))
 		if got := s.TakeTriggerTimes(names); len(got) != 0 {
 			t.Errorf("share %v: the initial list's trigger time counted: %v", share, got)
 		}
 		change := s.started.Add(time.Second)
-		s.SetEndpointSlice(at("a", change, discovery.AddressTypeIPv4))
-		s.SetEndpointSlice(at("a", change, discovery.AddressTypeIPv4)) // a resync
-		s.SetEndpointSlice(at("b", change, discovery.AddressTypeIPv6))
+		set(at("a", change, discovery.AddressTypeIPv4))
+		set(at("a", change, discovery.AddressTypeIPv4)) // a resync
+		set(at("b", change, discovery.AddressTypeIPv6))
 		got := s.TakeTriggerTimes(names)
 		if len(got) != 2 || got[0] != (Trigger{Time: got[0].Time, Family: svcmodel.IPv4}) || got[1].Family != svcmodel.IPv6 || !got[0].Time.Equal(change) {
 			t.Errorf("share %v: triggers %v, want one svcmodel.IPv4 and one svcmodel.IPv6 change at %v", share, got, change)
 		}
-		s.SetEndpointSlice(at("a", change.Add(time.Second), discovery.AddressTypeIPv4))
+		set(at("a", change.Add(time.Second), discovery.AddressTypeIPv4))
 		s.DeleteEndpointSlice("ns1", "b")
 		if got := s.TakeTriggerTimes(names); len(got) != 0 {
 			t.Errorf("share %v: after a deletion: %v, want none", share, got)

@@ -27,8 +27,9 @@ type Trimmer struct {
 // NewTrimmer returns a Trimmer.
 func NewTrimmer() *Trimmer { return &Trimmer{yes: true, names: map[string]*string{}} }
 
-// Transform returns the trimmed copy of a Service or EndpointSlice and the
-// Node without its managed fields; other objects as they are. It fits
+// Transform returns the trimmed copy of a Service, the Slice of an
+// EndpointSlice, and the Node without its managed fields; other objects as
+// they are. It fits
 // client-go's cache.TransformFunc and is safe to call from several
 // informers at once. The objects it is given are not changed, except a
 // Node's managed fields.
@@ -37,7 +38,7 @@ func (t *Trimmer) Transform(obj any) (any, error) {
 	case *v1.Service:
 		return t.Service(o), nil
 	case *discovery.EndpointSlice:
-		return t.EndpointSlice(o), nil
+		return t.Slice(o), nil
 	case *v1.Node:
 		o.ManagedFields = nil
 		return o, nil
@@ -94,6 +95,10 @@ func (t *Trimmer) EndpointSlice(s *discovery.EndpointSlice) *discovery.EndpointS
 	}
 	return out
 }
+
+// Slice returns the Slice of s, its node and zone names shared with the
+// other Slices this Trimmer made.
+func (t *Trimmer) Slice(s *discovery.EndpointSlice) *Slice { return parseSlice(s, t.name) }
 
 // flag returns a shared pointer with b's value (nil for nil).
 func (t *Trimmer) flag(b *bool) *bool {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/tools/cache"
 )
 
 // TestTrimmedObjectsModelTheSame: what the informers cache after trimming
@@ -47,7 +48,8 @@ func TestTrimmedObjectsModelTheSame(t *testing.T) {
 	}
 	tr := NewTrimmer()
 	tsvc := mustTransform[*v1.Service](t, tr, svc)
-	tsl := mustTransform[*discovery.EndpointSlice](t, tr, sl)
+	tsl := tr.EndpointSlice(sl)
+	rec := mustTransform[*Slice](t, tr, sl)
 
 	wantPorts, wantProblems := ServicePorts(svc)
 	gotPorts, gotProblems := ServicePorts(tsvc)
@@ -59,6 +61,27 @@ func TestTrimmedObjectsModelTheSame(t *testing.T) {
 	gotEps, _ := Endpoints(nn, []*discovery.EndpointSlice{tsl})
 	if !reflect.DeepEqual(gotEps, wantEps) || len(gotEps) == 0 {
 		t.Errorf("endpoints differ after trimming:\n%+v\nwant\n%+v", gotEps, wantEps)
+	}
+	// The informers cache the Slice that Transform returns: the store
+	// reads the same endpoints from it, and client-go keys it as the
+	// EndpointSlice.
+	store := NewStore()
+	store.SetService(tsvc)
+	if changed, p := store.SetSlice(rec); !changed || p != nil {
+		t.Fatalf("SetSlice: changed %v, problem %v", changed, p)
+	}
+	states, _ := store.State(nn)
+	if len(states) != 1 || !reflect.DeepEqual(states[0].Endpoints, wantEps[states[0].Name]) {
+		t.Errorf("the store's endpoints from the Slice: %+v\nwant %+v", states, wantEps)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(rec); err != nil || key != "ns/web-1" {
+		t.Errorf("cache key of the Slice = %q, %v", key, err)
+	}
+	if ns, err := cache.MetaNamespaceIndexFunc(rec); err != nil || len(ns) != 1 || ns[0] != "ns" {
+		t.Errorf("namespace index of the Slice = %v, %v", ns, err)
+	}
+	if rec2 := tr.Slice(sl); rec2.parsed.endpoints[0].node != rec.parsed.endpoints[1].node {
+		t.Error("the Trimmer's Slices do not share node names")
 	}
 	if tsvc.ManagedFields != nil || tsvc.Annotations != nil || tsvc.Status.Conditions != nil || tsvc.UID != "u1" || tsvc.Labels["app"] != "web" {
 		t.Errorf("trimmed Service: %+v", tsvc.ObjectMeta)

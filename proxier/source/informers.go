@@ -7,7 +7,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -30,7 +29,7 @@ const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 type Sink interface {
 	SetService(*v1.Service)
 	DeleteService(types.NamespacedName)
-	SetEndpointSlice(*discovery.EndpointSlice)
+	SetSlice(*model.Slice)
 	DeleteEndpointSlice(namespace, name string)
 	// SetNode is called with this node's Node, or nil when it is deleted.
 	SetNode(*v1.Node)
@@ -56,7 +55,7 @@ func Selected(l map[string]string) bool {
 // they synced, so that objects deleted while the API server was away are
 // removed.
 type Replacer interface {
-	Replace(services []*v1.Service, slices []*discovery.EndpointSlice)
+	Replace(services []*v1.Service, slices []*model.Slice)
 }
 
 // Run keeps informers running until ctx ends. When a watch fails (the API
@@ -93,7 +92,7 @@ func Run(ctx context.Context, client kubernetes.Interface, nodeName string, resy
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
-		sink.Replace(listOf[*v1.Service](svcs), listOf[*discovery.EndpointSlice](slices))
+		sink.Replace(listOf[*v1.Service](svcs), listOf[*model.Slice](slices))
 		synced()
 		// Drain errors from before and during the list.
 		for drained := false; !drained; {
@@ -187,11 +186,12 @@ func start(ctx context.Context, client kubernetes.Interface, nodeName string, re
 	})
 	slices = factory.Discovery().V1().EndpointSlices().Informer()
 	_, _ = slices.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { sink.SetEndpointSlice(obj.(*discovery.EndpointSlice)) },
-		UpdateFunc: func(_, obj any) { sink.SetEndpointSlice(obj.(*discovery.EndpointSlice)) },
+		AddFunc:    func(obj any) { sink.SetSlice(obj.(*model.Slice)) },
+		UpdateFunc: func(_, obj any) { sink.SetSlice(obj.(*model.Slice)) },
 		DeleteFunc: func(obj any) {
-			if sl, ok := unwrap[*discovery.EndpointSlice](obj); ok {
-				sink.DeleteEndpointSlice(sl.Namespace, sl.Name)
+			if sl, ok := unwrap[*model.Slice](obj); ok {
+				key := sl.Key()
+				sink.DeleteEndpointSlice(key.Namespace, key.Name)
 			}
 		},
 	})
