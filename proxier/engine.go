@@ -216,12 +216,14 @@ func (e *Engine) changed(endpoints bool) {
 	e.runner.Run()
 }
 
-// SetService implements source.Sink.
-// An object the store holds already (an informer's second delivery of
-// it) asks for no sync.
-func (e *Engine) SetService(svc *v1.Service) {
+// SetService sets the parsed svc (see SetParsedService).
+func (e *Engine) SetService(svc *v1.Service) { e.SetParsedService(model.ParseService(svc)) }
+
+// SetParsedService implements source.Sink. A version the store holds
+// already (an informer's second delivery of it) asks for no sync.
+func (e *Engine) SetParsedService(svc *model.Service) {
 	e.mu.Lock()
-	changed := e.p.Store.SetService(svc)
+	changed := e.p.Store.SetParsedService(svc)
 	e.mu.Unlock()
 	if changed {
 		e.changed(false)
@@ -264,11 +266,11 @@ func (e *Engine) DeleteEndpointSlice(namespace, name string) {
 // Replace implements source.Replacer: the store holds exactly these
 // objects afterwards. Objects it holds already in the same version change
 // nothing, so a relist after a lost watch syncs only what really changed.
-func (e *Engine) Replace(services []*v1.Service, slices []*model.Slice) {
+func (e *Engine) Replace(services []*model.Service, slices []*model.Slice) {
 	e.mu.Lock()
 	keep := map[types.NamespacedName]bool{}
 	for _, svc := range services {
-		keep[types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}] = true
+		keep[svc.Key()] = true
 	}
 	changed := false
 	for _, nn := range e.p.Store.ServiceNames() {
@@ -278,7 +280,7 @@ func (e *Engine) Replace(services []*v1.Service, slices []*model.Slice) {
 		}
 	}
 	for _, svc := range services {
-		changed = e.p.Store.SetService(svc) || changed
+		changed = e.p.Store.SetParsedService(svc) || changed
 	}
 	slicesChanged, problems := e.p.Store.ReplaceSlices(slices)
 	e.mu.Unlock()

@@ -35,7 +35,7 @@ func watchFile(ctx context.Context, path string, every time.Duration, sink sourc
 			continue
 		}
 		services, slices := selected(objs)
-		sink.Replace(services, model.ParseSlices(slices))
+		sink.Replace(model.ParseServices(services), model.ParseSlices(slices))
 	}
 }
 

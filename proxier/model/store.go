@@ -1,7 +1,6 @@
 package model
 
 import (
-	"net/netip"
 	"slices"
 	"sort"
 	"time"
@@ -21,7 +20,7 @@ type Store struct {
 	// does with the AllowServiceExternalIPs feature gate off.
 	NoExternalIPs bool
 
-	services map[types.NamespacedName]*v1.Service
+	services map[types.NamespacedName]*Service
 	// slices maps a Service to its slices (most Services have one or two:
 	// a list costs less than a map per Service).
 	slices map[types.NamespacedName][]*heldSlice
@@ -69,7 +68,7 @@ type heldSlice struct {
 // them with it.
 func NewStore() *Store {
 	return &Store{
-		services:   map[types.NamespacedName]*v1.Service{},
+		services:   map[types.NamespacedName]*Service{},
 		slices:     map[types.NamespacedName][]*heldSlice{},
 		names:      map[string]*string{},
 		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
@@ -79,15 +78,18 @@ func NewStore() *Store {
 	}
 }
 
-// SetService adds or replaces a Service and reports whether that changed
-// anything: the object it holds already (the same resourceVersion, as an
-// informer delivers it again after a relist) is only swapped for the new
-// copy.
-func (s *Store) SetService(svc *v1.Service) bool {
-	nn := types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+// SetService adds or replaces a Service (see SetParsedService).
+func (s *Store) SetService(svc *v1.Service) bool { return s.SetParsedService(ParseService(svc)) }
+
+// SetParsedService adds or replaces a Service and reports whether that
+// changed anything: the version it holds already (the same
+// resourceVersion, as an informer delivers it again after its first list
+// or a relist) is only swapped for the new copy.
+func (s *Store) SetParsedService(svc *Service) bool {
+	nn := svc.Key()
 	old := s.services[nn]
 	s.services[nn] = svc
-	if old != nil && sameVersion(old.ResourceVersion, svc.ResourceVersion) {
+	if old != nil && sameVersion(old.version, svc.version) {
 		return false
 	}
 	s.changed[nn] |= serviceChanged
@@ -102,7 +104,7 @@ func sameVersion(a, b string) bool { return a != "" && a == b }
 // does not say, or is not stored).
 func (s *Store) Created(nn types.NamespacedName) time.Time {
 	if svc := s.services[nn]; svc != nil {
-		return svc.CreationTimestamp.Time
+		return svc.created
 	}
 	return time.Time{}
 }
@@ -267,11 +269,8 @@ func (s *Store) TakeChanged() []types.NamespacedName {
 func (s *Store) ServiceCount(ipv6 bool) int {
 	n := 0
 	for _, svc := range s.services {
-		for _, ip := range svc.Spec.ClusterIPs {
-			if a, err := netip.ParseAddr(ip); err == nil && a.Is6() == ipv6 {
-				n++
-				break
-			}
+		if (ipv6 && svc.ipv6) || (!ipv6 && svc.ipv4) {
+			n++
 		}
 	}
 	return n
@@ -294,7 +293,9 @@ func (s *Store) State(nn types.NamespacedName) ([]svcmodel.ServicePortState, []P
 	if svc == nil {
 		return nil, nil
 	}
-	ports, problems := ServicePorts(svc)
+	// The Service's lists are shared by every read: the problems are
+	// copied before anything is added to them.
+	ports, problems := svc.ports, slices.Clip(svc.problems)
 	if len(ports) == 0 {
 		return nil, problems
 	}

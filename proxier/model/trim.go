@@ -27,16 +27,16 @@ type Trimmer struct {
 // NewTrimmer returns a Trimmer.
 func NewTrimmer() *Trimmer { return &Trimmer{yes: true, names: map[string]*string{}} }
 
-// Transform returns the trimmed copy of a Service, the Slice of an
-// EndpointSlice, and the Node without its managed fields; other objects as
-// they are. It fits
+// Transform returns the compact forms the Store keeps (the Service of a
+// Service, the Slice of an EndpointSlice) and the Node without its managed
+// fields; other objects as they are. It fits
 // client-go's cache.TransformFunc and is safe to call from several
 // informers at once. The objects it is given are not changed, except a
 // Node's managed fields.
 func (t *Trimmer) Transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *v1.Service:
-		return t.Service(o), nil
+		return ParseService(o), nil
 	case *discovery.EndpointSlice:
 		return t.Slice(o), nil
 	case *v1.Node:

@@ -47,7 +47,8 @@ func TestTrimmedObjectsModelTheSame(t *testing.T) {
 		},
 	}
 	tr := NewTrimmer()
-	tsvc := mustTransform[*v1.Service](t, tr, svc)
+	tsvc := tr.Service(svc)
+	parsedSvc := mustTransform[*Service](t, tr, svc)
 	tsl := tr.EndpointSlice(sl)
 	rec := mustTransform[*Slice](t, tr, sl)
 
@@ -66,7 +67,13 @@ func TestTrimmedObjectsModelTheSame(t *testing.T) {
 	// reads the same endpoints from it, and client-go keys it as the
 	// EndpointSlice.
 	store := NewStore()
-	store.SetService(tsvc)
+	store.SetParsedService(parsedSvc)
+	if !reflect.DeepEqual(parsedSvc.ports, wantPorts) || !reflect.DeepEqual(parsedSvc.problems, wantProblems) {
+		t.Errorf("the informers' Service has other ports:\n%+v\nwant\n%+v", parsedSvc.ports, wantPorts)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(parsedSvc); err != nil || key != "ns/web" {
+		t.Errorf("cache key of the Service = %q, %v", key, err)
+	}
 	if changed, p := store.SetSlice(rec); !changed || p != nil {
 		t.Fatalf("SetSlice: changed %v, problem %v", changed, p)
 	}

@@ -27,7 +27,7 @@ const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 // Sink receives the objects. Its methods are called from informer
 // goroutines, one at a time per informer.
 type Sink interface {
-	SetService(*v1.Service)
+	SetParsedService(*model.Service)
 	DeleteService(types.NamespacedName)
 	SetSlice(*model.Slice)
 	DeleteEndpointSlice(namespace, name string)
@@ -55,7 +55,7 @@ func Selected(l map[string]string) bool {
 // they synced, so that objects deleted while the API server was away are
 // removed.
 type Replacer interface {
-	Replace(services []*v1.Service, slices []*model.Slice)
+	Replace(services []*model.Service, slices []*model.Slice)
 }
 
 // Run keeps informers running until ctx ends. When a watch fails (the API
@@ -92,7 +92,7 @@ func Run(ctx context.Context, client kubernetes.Interface, nodeName string, resy
 			case <-time.After(20 * time.Millisecond):
 			}
 		}
-		sink.Replace(listOf[*v1.Service](svcs), listOf[*model.Slice](slices))
+		sink.Replace(listOf[*model.Service](svcs), listOf[*model.Slice](slices))
 		synced()
 		// Drain errors from before and during the list.
 		for drained := false; !drained; {
@@ -176,11 +176,11 @@ func start(ctx context.Context, client kubernetes.Interface, nodeName string, re
 		informers.WithTransform(trim.Transform))
 	svcs = factory.Core().V1().Services().Informer()
 	_, _ = svcs.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { sink.SetService(obj.(*v1.Service)) },
-		UpdateFunc: func(_, obj any) { sink.SetService(obj.(*v1.Service)) },
+		AddFunc:    func(obj any) { sink.SetParsedService(obj.(*model.Service)) },
+		UpdateFunc: func(_, obj any) { sink.SetParsedService(obj.(*model.Service)) },
 		DeleteFunc: func(obj any) {
-			if svc, ok := unwrap[*v1.Service](obj); ok {
-				sink.DeleteService(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name})
+			if svc, ok := unwrap[*model.Service](obj); ok {
+				sink.DeleteService(svc.Key())
 			}
 		},
 	})

@@ -235,12 +235,12 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 		return nil, err
 	}
 	// The store holds what the daemon's informers would cache: the
-	// objects as the model trims them.
+	// compact forms the model's Trimmer makes of the objects.
 	store, trim := model.NewStore(), model.NewTrimmer()
 	for i := range n {
 		svc, sl := harness.ScaleObjects(i, endpoints)
-		store.SetService(trim.Service(svc))
-		if _, p := store.SetEndpointSlice(trim.EndpointSlice(sl)); p != nil {
+		store.SetParsedService(model.ParseService(svc))
+		if _, p := store.SetSlice(trim.Slice(sl)); p != nil {
 			return nil, p
 		}
 	}
