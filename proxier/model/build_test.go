@@ -205,7 +205,26 @@ func TestEndpoints(t *testing.T) {
 		if len(eps[p80]) != 1 {
 			t.Errorf("got %+v, want only 10.0.0.1", eps[p80])
 		}
-		if len(problems) != 2 || !strings.Contains(problems[0].Error(), "EndpointSlice ns1/a: endpoints[0].addresses[0]") {
+		if len(problems) != 2 || !strings.Contains(problems[0].Error(), `EndpointSlice ns1/a: endpoints[0].addresses[0]: IPv6 address "fd00::1" in a slice of type IPv4`) ||
+			!strings.Contains(problems[1].Error(), `endpoints[1].addresses[0]: invalid IP address "not-an-ip"`) {
+			t.Errorf("problems = %v", problems)
+		}
+	})
+	t.Run("IPv6 and IPv4-mapped addresses, hints", func(t *testing.T) {
+		v6 := slice("a", "p80", 80, epSpec{ip: "fd00::2"}, epSpec{ip: "::ffff:10.0.0.1"})
+		v6.AddressType = discovery.AddressTypeIPv6
+		v6.Endpoints[0].Hints = &discovery.EndpointHints{ForZones: []discovery.ForZone{{Name: "z1"}}}
+		mapped := slice("b", "p80", 80, epSpec{ip: "::ffff:10.0.0.3"})
+		eps, problems := Endpoints(svc1, []*discovery.EndpointSlice{v6, mapped})
+		if got := endpointList(eps[p80]); got != "10.0.0.3:80 [fd00::2]:80" {
+			t.Errorf("endpoints = %s", got)
+		}
+		for _, e := range eps[p80] {
+			if hinted := e.Addr.Is6(); hinted != (len(e.ZoneHints) == 1) {
+				t.Errorf("%s: zone hints %v", e, e.ZoneHints)
+			}
+		}
+		if len(problems) != 1 || !strings.Contains(problems[0].Error(), `endpoints[1].addresses[0]: IPv4 address "::ffff:10.0.0.1" in a slice of type IPv6`) {
 			t.Errorf("problems = %v", problems)
 		}
 	})

@@ -14,14 +14,20 @@ import (
 )
 
 // storedSlice is what the Store keeps of an EndpointSlice: what Endpoints
-// reads, parsed once. An endpoint costs about 64 bytes and keeps nothing of
-// the object it came from but its node and zone names (shared) and hints,
-// so that the objects of a file or a list can be dropped once stored.
+// reads, parsed once. An endpoint costs 40 bytes and keeps nothing of the
+// object it came from but its node and zone names (shared) and hints, so
+// that the objects of a file or a list can be dropped once stored.
 type storedSlice struct {
 	name        string
 	addressType discovery.AddressType
 	ports       []discovery.EndpointPort
 	endpoints   []storedEndpoint
+	// hints are the endpoints' topology hints by index; nil when none
+	// has any.
+	hints []*discovery.EndpointHints
+	// raws are the addresses as written of the endpoints that cannot be
+	// used (endpointInvalid, endpointWrongFamily), by index.
+	raws map[int]string
 }
 
 // endpointStatus says whether an endpoint's first address can be used.
@@ -31,23 +37,49 @@ const (
 	endpointOK endpointStatus = iota
 	// endpointNoAddress: the endpoint lists no address.
 	endpointNoAddress
-	// endpointInvalid: the address is not an IP (raw holds it).
+	// endpointInvalid: the address is not an IP (raws holds it).
 	endpointInvalid
-	// endpointWrongFamily: the address is not of the slice's type (raw
+	// endpointWrongFamily: the address is not of the slice's type (raws
 	// holds it).
 	endpointWrongFamily
 )
 
-// storedEndpoint is one endpoint of a storedSlice, with Kubernetes'
-// defaults for unset conditions applied.
+// endpointFlags are an endpoint's conditions, with Kubernetes' defaults
+// for unset ones applied, and its address family.
+type endpointFlags uint8
+
+const (
+	endpointReady endpointFlags = 1 << iota
+	endpointServing
+	endpointTerminating
+	// endpointIs4: addr holds an IPv4 address (in its IPv4-mapped form).
+	endpointIs4
+)
+
+// storedEndpoint is one endpoint of a storedSlice.
 type storedEndpoint struct {
-	addr netip.Addr
-	// raw is the address as written, kept only when it cannot be used.
-	raw                         *string
-	node, zone                  *string
-	hints                       *discovery.EndpointHints
-	status                      endpointStatus
-	ready, serving, terminating bool
+	node, zone *string
+	// addr is the address in its 16-byte form.
+	addr   [16]byte
+	flags  endpointFlags
+	status endpointStatus
+}
+
+// address returns the endpoint's address.
+func (se *storedEndpoint) address() netip.Addr {
+	a := netip.AddrFrom16(se.addr)
+	if se.flags&endpointIs4 != 0 {
+		return a.Unmap()
+	}
+	return a
+}
+
+// setAddress stores a (unmapped, without a zone).
+func (se *storedEndpoint) setAddress(a netip.Addr) {
+	se.addr = a.As16()
+	if a.Is4() {
+		se.flags |= endpointIs4
+	}
 }
 
 // sliceFamily returns the IP family of a slice's address type; ok is false
@@ -76,27 +108,43 @@ func newStoredSlice(sl *discovery.EndpointSlice, intern func(*string) *string) s
 	out.endpoints = make([]storedEndpoint, len(sl.Endpoints))
 	for i := range sl.Endpoints {
 		ep := &sl.Endpoints[i]
-		se := storedEndpoint{
-			node: intern(ep.NodeName), zone: intern(ep.Zone), hints: ep.Hints,
-			// Unset means ready and serving (kube-proxy's EndpointSliceCache).
-			ready:       ep.Conditions.Ready == nil || *ep.Conditions.Ready,
-			serving:     ep.Conditions.Serving == nil || *ep.Conditions.Serving,
-			terminating: ep.Conditions.Terminating != nil && *ep.Conditions.Terminating,
+		se := storedEndpoint{node: intern(ep.NodeName), zone: intern(ep.Zone)}
+		// Unset means ready and serving (kube-proxy's EndpointSliceCache).
+		if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+			se.flags |= endpointReady
 		}
-		switch {
-		case len(ep.Addresses) == 0:
-			se.status = endpointNoAddress
-		default:
-			addr, err := netip.ParseAddr(ep.Addresses[0])
-			raw := ep.Addresses[0]
-			switch {
-			case err != nil || addr.Zone() != "":
-				se.status, se.raw = endpointInvalid, &raw
-			case svcmodel.FamilyOf(addr.Unmap()) != family:
-				se.status, se.raw, se.addr = endpointWrongFamily, &raw, addr.Unmap()
-			default:
-				se.addr = addr.Unmap()
+		if ep.Conditions.Serving == nil || *ep.Conditions.Serving {
+			se.flags |= endpointServing
+		}
+		if ep.Conditions.Terminating != nil && *ep.Conditions.Terminating {
+			se.flags |= endpointTerminating
+		}
+		if ep.Hints != nil {
+			if out.hints == nil {
+				out.hints = make([]*discovery.EndpointHints, len(sl.Endpoints))
 			}
+			out.hints[i] = ep.Hints
+		}
+		if len(ep.Addresses) == 0 {
+			se.status = endpointNoAddress
+			out.endpoints[i] = se
+			continue
+		}
+		addr, err := netip.ParseAddr(ep.Addresses[0])
+		switch {
+		case err != nil || addr.Zone() != "":
+			se.status = endpointInvalid
+		case svcmodel.FamilyOf(addr.Unmap()) != family:
+			se.status = endpointWrongFamily
+			se.setAddress(addr.Unmap())
+		default:
+			se.setAddress(addr.Unmap())
+		}
+		if se.status != endpointOK {
+			if out.raws == nil {
+				out.raws = map[int]string{}
+			}
+			out.raws[i] = ep.Addresses[0]
 		}
 		out.endpoints[i] = se
 	}
@@ -177,16 +225,16 @@ func (slice *storedSlice) appendEndpoints(eps []svcmodel.Endpoint, pi int, port 
 			continue
 		case endpointInvalid:
 			if pi == 0 {
-				report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "invalid IP address %q", *se.raw)
+				report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "invalid IP address %q", slice.raws[ei])
 			}
 			continue
 		case endpointWrongFamily:
 			if pi == 0 {
-				report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "%s address %q in a slice of type %s", svcmodel.FamilyOf(se.addr), *se.raw, slice.addressType)
+				report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "%s address %q in a slice of type %s", svcmodel.FamilyOf(se.address()), slice.raws[ei], slice.addressType)
 			}
 			continue
 		}
-		eps = append(eps, se.endpoint(port))
+		eps = append(eps, slice.endpoint(ei, port))
 	}
 	return eps
 }
@@ -209,20 +257,23 @@ func uniqueEndpoints(eps []svcmodel.Endpoint) []svcmodel.Endpoint {
 	return out
 }
 
-// endpoint returns the model's endpoint for one port of se.
-func (se *storedEndpoint) endpoint(port uint16) svcmodel.Endpoint {
-	e := svcmodel.Endpoint{Addr: se.addr, Port: port, Ready: se.ready, Serving: se.serving, Terminating: se.terminating}
+// endpoint returns the model's endpoint for one port of the slice's
+// endpoint ei.
+func (slice *storedSlice) endpoint(ei int, port uint16) svcmodel.Endpoint {
+	se := &slice.endpoints[ei]
+	e := svcmodel.Endpoint{Addr: se.address(), Port: port, Ready: se.flags&endpointReady != 0,
+		Serving: se.flags&endpointServing != 0, Terminating: se.flags&endpointTerminating != 0}
 	if se.node != nil {
 		e.NodeName = *se.node
 	}
 	if se.zone != nil {
 		e.Zone = *se.zone
 	}
-	if se.hints != nil {
-		for _, z := range se.hints.ForZones {
+	if slice.hints != nil && slice.hints[ei] != nil {
+		for _, z := range slice.hints[ei].ForZones {
 			e.ZoneHints = append(e.ZoneHints, z.Name)
 		}
-		for _, n := range se.hints.ForNodes {
+		for _, n := range slice.hints[ei].ForNodes {
 			e.NodeHints = append(e.NodeHints, n.Name)
 		}
 	}

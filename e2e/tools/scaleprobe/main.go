@@ -97,6 +97,9 @@ type Report struct {
 type profiles struct {
 	// inuse is -inuseprofile: the heap in use right after the cold sync.
 	inuse string
+	// peak is -peakprofile: the heap in use at its peak during the cold
+	// sync.
+	peak string
 	// change is -changeprofile: CPU of the repeated one-Service changes.
 	change string
 }
@@ -152,6 +155,7 @@ func main() {
 	memProfile := flag.String("memprofile", "", "write a heap profile (allocations) to this file at the end")
 	watch := flag.Bool("watch", false, "run the drift monitor during the syncs, as the daemon does")
 	inuse := flag.String("inuseprofile", "", "write a heap profile (in use) to this file right after the cold sync")
+	peak := flag.String("peakprofile", "", "write a heap profile (in use) to this file at the live heap's peak during the cold sync")
 	changeProf := flag.String("changeprofile", "", "write a CPU profile of the repeated one-Service changes only to this file")
 	chunk := flag.Int("chunk", 0, "operations per transaction of the streamed cold sync (nftproxy's default if 0)")
 	objects := flag.String("objects", "", "only write the N Services and their slices to this file as kubectl's List (YAML, or JSON for a .json name) and exit")
@@ -182,7 +186,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rep, err := probe(*n, *endpoints, *chunk, *tableShards, *nsPath, *nftOut, *iptOut, *watch, shards, *extra, profiles{inuse: *inuse, change: *changeProf})
+	rep, err := probe(*n, *endpoints, *chunk, *tableShards, *nsPath, *nftOut, *iptOut, *watch, shards, *extra, profiles{inuse: *inuse, peak: *peak, change: *changeProf})
 	if err == nil && *memProfile != "" {
 		err = writeHeapProfile(*memProfile)
 	}
@@ -274,7 +278,12 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 		return Step{Seconds: res.Duration.Seconds(), Ops: res.Ops, Messages: msgs - msgs0, Bytes: bytes - bytes0, Full: res.Full,
 			UserSeconds: user - user0, SystemSeconds: sys - sys0}, nil
 	}
-	if rep.Cold, err = sync("cold full sync", n*endpoints); err != nil {
+	peakProf := watchPeak(prof.peak)
+	rep.Cold, err = sync("cold full sync", n*endpoints)
+	if perr := peakProf.Stop(); err == nil {
+		err = perr
+	}
+	if err != nil {
 		return nil, err
 	}
 	if prof.inuse != "" {
