@@ -474,29 +474,52 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 func measureRates(t *testing.T, cfg benchConfig, res *benchreport.Results, nets []*benchNet) {
 	rates := alternatingRates(t, nets, cfg.rounds, cfg.conns)
 	for i, b := range nets {
-		rs := rates[i]
+		rs := slices.Sorted(slices.Values(rates[i]))
 		res.Add(benchreport.DataPlane, b.name, b.services, benchreport.MetricRate, rs[len(rs)/2])
 		res.Add(benchreport.DataPlane, b.name, b.services, benchreport.MetricRateBest, rs[len(rs)-1])
-		t.Logf("%s at %d Services: %.0f conn/s (rounds %.0f)", b.name, b.services, rs[len(rs)/2], rs)
+		t.Logf("%s at %d Services: %.0f conn/s (rounds %.0f)", b.name, b.services, rs[len(rs)/2], rates[i])
+	}
+	logPairedRatios(t, nets, rates)
+}
+
+// logPairedRatios logs, for each size that has both of nftproxy's
+// layouts, the median over the rounds of the sharded layout's rate over
+// the one table's in the same round: drift between rounds cancels out of
+// each ratio.
+func logPairedRatios(t *testing.T, nets []*benchNet, rates [][]float64) {
+	for i, a := range nets {
+		for j, b := range nets {
+			if a.services != b.services || a.name != "nftproxy" || b.name != "nftproxy, one table" {
+				continue
+			}
+			var ratios []float64
+			for r := range min(len(rates[i]), len(rates[j])) {
+				ratios = append(ratios, rates[i][r]/rates[j][r])
+			}
+			slices.Sort(ratios)
+			t.Logf("%d Services: the sharded layout's rate over the one table's, round by round: median %.3f, quartiles %.3f-%.3f",
+				a.services, ratios[len(ratios)/2], ratios[len(ratios)/4], ratios[3*len(ratios)/4])
+		}
 	}
 }
 
 // alternatingRates opens conns connections through each of nets (to its
 // addr) in rounds rounds that alternate between them, so that the
-// machine's drift hits all alike; it returns each one's rates, sorted.
+// machine's drift hits all alike; each round starts one further along the
+// list, so that none is always measured first or right after the same
+// one. It returns each one's rates in round order.
 func alternatingRates(t *testing.T, nets []*benchNet, rounds, conns int) [][]float64 {
 	rates := make([][]float64, len(nets))
-	for range rounds {
-		for i, b := range nets {
+	for r := range rounds {
+		for k := range nets {
+			i := (r + k) % len(nets)
+			b := nets[i]
 			rate, err := b.connRate(b.addr, conns)
 			if err != nil {
 				t.Fatal(err)
 			}
 			rates[i] = append(rates[i], rate)
 		}
-	}
-	for _, rs := range rates {
-		slices.Sort(rs)
 	}
 	return rates
 }
