@@ -16,7 +16,7 @@ import (
 // same value: each endpoint is held once, in this form. A Slice is not
 // changed once made.
 type Slice struct {
-	namespace, name, version string
+	objectID
 	// service names the Service of the kubernetes.io/service-name label,
 	// "" when the slice has none.
 	service string
@@ -41,16 +41,11 @@ func ParseSlices(list []*discovery.EndpointSlice) []*Slice {
 // keeps the object's own).
 func parseSlice(sl *discovery.EndpointSlice, intern func(*string) *string) *Slice {
 	return &Slice{
-		namespace: sl.Namespace, name: sl.Name, version: sl.ResourceVersion,
-		service: sl.Labels[discovery.LabelServiceName],
-		trigger: sl.Annotations[TriggerTimeAnnotation],
-		parsed:  newStoredSlice(sl, intern),
+		objectID: objectID{namespace: sl.Namespace, name: sl.Name, version: sl.ResourceVersion},
+		service:  sl.Labels[discovery.LabelServiceName],
+		trigger:  sl.Annotations[TriggerTimeAnnotation],
+		parsed:   newStoredSlice(sl, intern),
 	}
-}
-
-// Key returns the slice's namespace and name.
-func (s *Slice) Key() types.NamespacedName {
-	return types.NamespacedName{Namespace: s.namespace, Name: s.name}
 }
 
 // ServiceName returns the Service the slice belongs to by its
@@ -59,18 +54,30 @@ func (s *Slice) ServiceName() (types.NamespacedName, bool) {
 	return types.NamespacedName{Namespace: s.namespace, Name: s.service}, s.service != ""
 }
 
-// GetObjectMeta returns the slice's namespace, name and resourceVersion,
-// which is what a client-go cache reads of it (metav1.ObjectMetaAccessor).
-func (s *Slice) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: s.namespace, Name: s.name, ResourceVersion: s.version}
-}
-
-// GetObjectKind implements runtime.Object.
-func (s *Slice) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-
 // DeepCopyObject implements runtime.Object. A Slice is never changed, so
 // the copy shares its endpoints.
 func (s *Slice) DeepCopyObject() runtime.Object {
 	c := *s
 	return &c
 }
+
+// objectID is what a client-go cache reads of the compact objects the
+// informers hold (Slice, Service): their namespace, name and
+// resourceVersion.
+type objectID struct {
+	namespace, name, version string
+}
+
+// Key returns the object's namespace and name.
+func (o *objectID) Key() types.NamespacedName {
+	return types.NamespacedName{Namespace: o.namespace, Name: o.name}
+}
+
+// GetObjectMeta implements metav1.ObjectMetaAccessor, through which a
+// client-go cache keys and indexes the object.
+func (o *objectID) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: o.namespace, Name: o.name, ResourceVersion: o.version}
+}
+
+// GetObjectKind implements runtime.Object.
+func (o *objectID) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
