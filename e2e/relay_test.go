@@ -11,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -100,7 +102,9 @@ func (r *watchRelay) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // TestExpiredWatchRelistsWithoutDroppingRules ends nftproxy's Services
 // watch with 410 Gone while traffic flows: nftproxy relists, the rules
-// stay in place throughout, and later changes are applied.
+// stay in place throughout, and later changes are applied. A relist hands
+// the engine every object again, in the version it holds: no sync
+// recomputes a Service for it.
 func TestExpiredWatchRelistsWithoutDroppingRules(t *testing.T) {
 	c := newDaemonCluster(t)
 	relay := &watchRelay{api: c.api, token: c.token, expire: make(chan struct{}, 1), log: harness.LogFile(c.api.Dir, "relay.log")}
@@ -118,7 +122,7 @@ func TestExpiredWatchRelistsWithoutDroppingRules(t *testing.T) {
 	c.AddPod("ep1", harness.PodIP(1), []int{8080}, nil)
 	c.AddPod("ep2", harness.PodIP(2), []int{8080}, nil)
 	client := c.AddPod("client", harness.PodIP(100), nil, nil)
-	c.startDaemon(t, "--kube-api-content-type", "application/json")
+	c.startDaemon(t, "--kube-api-content-type", "application/json", "--v", "2")
 	ctx := t.Context()
 	ensureNamespace(ctx, c.admin, "w")
 	if _, err := c.admin.CoreV1().Services("w").Create(ctx, harness.ClusterIPService("w", "s", "10.96.0.88", httpPort), metav1.CreateOptions{}); err != nil {
@@ -147,6 +151,7 @@ func TestExpiredWatchRelistsWithoutDroppingRules(t *testing.T) {
 			}
 		}
 	}()
+	before := len(daemonLog(t, c))
 	for i := 0; i < 3; i++ {
 		relay.expire <- struct{}{}
 		time.Sleep(time.Second)
@@ -158,9 +163,45 @@ func TestExpiredWatchRelistsWithoutDroppingRules(t *testing.T) {
 	if n := failures.Load(); n > 0 {
 		t.Errorf("%d requests failed while watches expired", n)
 	}
+	time.Sleep(2 * time.Second) // past the relists and the syncs they would cause
+	if n := partialSyncedServices(daemonLog(t, c)[before:]); n != 0 {
+		t.Errorf("the relists made partial syncs recompute %d Services; the objects were the ones the store held", n)
+	}
 	if _, err := c.admin.DiscoveryV1().EndpointSlices("w").Update(ctx, harness.Slice("w", "s", "s-1", []harness.PortSpec{httpPort}, harness.PodIP(1), harness.PodIP(2)), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	d := eventually(t, "change after the expiries", 10*time.Second, servedBy(request, "ep1", "ep2"))
+	if n := partialSyncedServices(daemonLog(t, c)[before:]); n != 1 {
+		t.Errorf("partial syncs after the expiries recomputed %d Services in all, want 1 (the change)", n)
+	}
 	t.Logf("%d watches expired with 410 Gone; no request failed; a later change applied after %v", relay.expired.Load(), d)
+}
+
+var syncedRulesRE = regexp.MustCompile(`"Synced rules" full=(true|false) .*services=(\d+)`)
+
+// daemonLog returns the daemon's log so far; it must show a full sync
+// (the daemon runs with --v 2).
+func daemonLog(t *testing.T, c *daemonCluster) []byte {
+	t.Helper()
+	log, err := os.ReadFile(filepath.Join(c.api.Dir, "nftproxy.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`"Synced rules" full=true`).Match(log) {
+		t.Fatalf("no full sync in the daemon's log (--v 2)")
+	}
+	return log
+}
+
+// partialSyncedServices adds up the Services that the partial syncs in
+// log recomputed.
+func partialSyncedServices(log []byte) int {
+	n := 0
+	for _, m := range syncedRulesRE.FindAllSubmatch(log, -1) {
+		if string(m[1]) == "false" {
+			k, _ := strconv.Atoi(string(m[2]))
+			n += k
+		}
+	}
+	return n
 }
