@@ -63,7 +63,7 @@ type heldSlice struct {
 }
 
 // NewStore returns an empty Store. It keeps each EndpointSlice as a Slice
-// (about 64 bytes an endpoint) and nothing of the object, so that a caller
+// (40 bytes an endpoint) and nothing of the object, so that a caller
 // can drop the objects it stored; an informer that caches Slices shares
 // them with it.
 func NewStore() *Store {
