@@ -63,9 +63,9 @@ type heldSlice struct {
 }
 
 // NewStore returns an empty Store. It keeps each EndpointSlice as a Slice
-// (40 bytes an endpoint) and nothing of the object, so that a caller
-// can drop the objects it stored; an informer that caches Slices shares
-// them with it.
+// (40 bytes an endpoint) and each Service as a Service, nothing of the
+// objects, so that a caller can drop the objects it stored; an informer
+// that caches these compact forms shares them with it.
 func NewStore() *Store {
 	return &Store{
 		services:   map[types.NamespacedName]*Service{},
