@@ -9,7 +9,8 @@ import (
 )
 
 // Trimmer keeps, of each object, only what the model reads, so that the
-// informers' cache of a large cluster, or the objects of a file, stay small: kube-proxy drops
+// informers' cache of a large cluster (the compact Slice and Service, see
+// Transform), or the objects of a file, stay small: kube-proxy drops
 // managed fields; nftproxy also drops annotations (but the change trigger
 // time), owner references, endpoints' target references, hostnames and
 // deprecated topology, every address of an endpoint but the first (the only
