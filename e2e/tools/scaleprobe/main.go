@@ -188,7 +188,7 @@ func main() {
 	}
 	rep, err := probe(*n, *endpoints, *chunk, *tableShards, *nsPath, *nftOut, *iptOut, *watch, shards, *extra, profiles{inuse: *inuse, peak: *peak, change: *changeProf})
 	if err == nil && *memProfile != "" {
-		err = writeHeapProfile(*memProfile)
+		err = writeProfile(*memProfile, "allocs")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "scaleprobe:", err)
@@ -200,14 +200,16 @@ func main() {
 	}
 }
 
-func writeHeapProfile(path string) error {
+// writeProfile writes the named runtime/pprof profile ("heap", "allocs")
+// to path.
+func writeProfile(path, profile string) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
 	}
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+	if err := pprof.Lookup(profile).WriteTo(f, 0); err != nil {
 		f.Close()
-		return fmt.Errorf("heap profile: %w", err)
+		return fmt.Errorf("%s profile: %w", profile, err)
 	}
 	return f.Close()
 }
@@ -288,12 +290,7 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 	}
 	if prof.inuse != "" {
 		runtime.GC()
-		f, err := os.Create(prof.inuse)
-		if err == nil {
-			err = pprof.Lookup("heap").WriteTo(f, 0)
-			f.Close()
-		}
-		if err != nil {
+		if err := writeProfile(prof.inuse, "heap"); err != nil {
 			return nil, fmt.Errorf("in-use profile: %w", err)
 		}
 	}

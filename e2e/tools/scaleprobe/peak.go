@@ -2,9 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"runtime/metrics"
-	"runtime/pprof"
 	"time"
 )
 
@@ -45,23 +43,11 @@ func (p *peakProfiler) run() {
 			continue
 		}
 		highest = live
-		if err := p.write(); err != nil {
+		if err := writeProfile(p.path, "heap"); err != nil {
 			p.done <- err
 			return
 		}
 	}
-}
-
-func (p *peakProfiler) write() error {
-	f, err := os.Create(p.path)
-	if err != nil {
-		return err
-	}
-	err = pprof.Lookup("heap").WriteTo(f, 0)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // Stop stops p and returns the first error it met writing the profile.
