@@ -268,26 +268,12 @@ func (e *Engine) DeleteEndpointSlice(namespace, name string) {
 // nothing, so a relist after a lost watch syncs only what really changed.
 func (e *Engine) Replace(services []*model.Service, slices []*model.Slice) {
 	e.mu.Lock()
-	keep := map[types.NamespacedName]bool{}
-	for _, svc := range services {
-		keep[svc.Key()] = true
-	}
-	changed := false
-	for _, nn := range e.p.Store.ServiceNames() {
-		if !keep[nn] {
-			e.p.Store.DeleteService(nn)
-			changed = true
-		}
-	}
-	for _, svc := range services {
-		changed = e.p.Store.SetParsedService(svc) || changed
-	}
-	slicesChanged, problems := e.p.Store.ReplaceSlices(slices)
+	changed, problems := e.p.Store.Replace(services, slices)
 	e.mu.Unlock()
 	for _, p := range problems {
 		e.problem(p)
 	}
-	if changed || slicesChanged {
+	if changed {
 		e.changed(true)
 	}
 }

@@ -9,11 +9,11 @@ import (
 )
 
 // snapshot is what one sync reads of the store: the service ports of each
-// Service the sync looks at, with their endpoints. Store.State parses the
-// Service and merges its EndpointSlices' endpoints, so each read is kept for every consumer of the sync: the endpoint counts of the
-// large cluster mode, the planner and its claims, and, through the
-// Syncer's OnRead, what follows the sync (health check node ports,
-// conntrack, metrics). A read's problems are reported once, when it is
+// Service the sync looks at, with their endpoints. Store.State merges the
+// Service's EndpointSlices' endpoints, so each read is kept for every
+// consumer of the sync: the endpoint counts of the large cluster mode, the
+// planner and its claims, and, through the Syncer's OnRead, what follows
+// the sync (health check node ports, conntrack, metrics). A read's problems are reported once, when it is
 // read.
 //
 // A partial sync keeps what it reads until the sync ends: every family and

@@ -24,9 +24,9 @@ type Store struct {
 	// slices maps a Service to its slices (most Services have one or two:
 	// a list costs less than a map per Service).
 	slices map[types.NamespacedName][]*heldSlice
-	// names shares the node and zone names of the endpoints that
-	// SetEndpointSlice parses.
-	names map[string]*string
+	// trim parses what SetEndpointSlice is given, sharing node and zone
+	// names.
+	trim *Trimmer
 	// sliceOwner maps a slice (namespace/name) to the Service in slices
 	// that holds it, so that replacing one slice costs O(1).
 	sliceOwner map[types.NamespacedName]types.NamespacedName
@@ -70,7 +70,7 @@ func NewStore() *Store {
 	return &Store{
 		services:   map[types.NamespacedName]*Service{},
 		slices:     map[types.NamespacedName][]*heldSlice{},
-		names:      map[string]*string{},
+		trim:       NewTrimmer(),
 		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
 		changed:    map[types.NamespacedName]changeKind{},
 		triggers:   map[types.NamespacedName][]Trigger{},
@@ -119,21 +119,7 @@ func (s *Store) DeleteService(nn types.NamespacedName) {
 
 // SetEndpointSlice adds or replaces an EndpointSlice (see SetSlice).
 func (s *Store) SetEndpointSlice(slice *discovery.EndpointSlice) (bool, *Problem) {
-	return s.SetSlice(parseSlice(slice, s.intern))
-}
-
-// intern returns the store's copy of a node or zone name (nil for nil).
-func (s *Store) intern(name *string) *string {
-	if name == nil {
-		return nil
-	}
-	if p, ok := s.names[*name]; ok {
-		return p
-	}
-	p := new(string)
-	*p = *name
-	s.names[*name] = p
-	return p
+	return s.SetSlice(s.trim.Slice(slice))
 }
 
 // SetSlice adds or replaces an EndpointSlice and reports whether that
@@ -325,16 +311,27 @@ func sortNames(names []types.NamespacedName) {
 	})
 }
 
-// ReplaceSlices makes slices the store's EndpointSlices: those it does not
-// list are deleted, the others set. A slice held already in the same
-// version changes nothing, so a relist marks only the Services whose
-// slices really changed. It reports whether anything changed.
-func (s *Store) ReplaceSlices(slices []*Slice) (bool, []Problem) {
-	listed := make(map[types.NamespacedName]bool, len(slices))
+// Replace makes services and slices the store's objects: those it does
+// not list are deleted, the others set. An object held already in the same
+// version changes nothing, so a relist marks only the Services that really
+// changed. It reports whether anything changed, and the slices' problems.
+func (s *Store) Replace(services []*Service, slices []*Slice) (bool, []Problem) {
 	changed := false
+	listedServices := make(map[types.NamespacedName]bool, len(services))
+	for _, svc := range services {
+		listedServices[svc.Key()] = true
+		changed = s.SetParsedService(svc) || changed
+	}
+	for nn := range s.services {
+		if !listedServices[nn] {
+			s.DeleteService(nn)
+			changed = true
+		}
+	}
+	listedSlices := make(map[types.NamespacedName]bool, len(slices))
 	var problems []Problem
 	for _, sl := range slices {
-		listed[sl.Key()] = true
+		listedSlices[sl.Key()] = true
 		c, p := s.SetSlice(sl)
 		changed = changed || c
 		if p != nil {
@@ -342,7 +339,7 @@ func (s *Store) ReplaceSlices(slices []*Slice) (bool, []Problem) {
 		}
 	}
 	for key := range s.sliceOwner {
-		if !listed[key] {
+		if !listedSlices[key] {
 			s.deleteSliceNamed(key)
 			changed = true
 		}

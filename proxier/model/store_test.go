@@ -67,26 +67,28 @@ func TestStoreIgnoresAnObjectItHolds(t *testing.T) {
 }
 
 // TestReplaceMarksOnlyWhatChanged: a relist that returns what the store
-// holds marks nothing; a slice it no longer lists is deleted and a new
-// version set, each marking its Service.
+// holds marks nothing; a slice or Service it no longer lists is deleted
+// and a new version set, each marking its Service.
 func TestReplaceMarksOnlyWhatChanged(t *testing.T) {
 	s := NewStore()
-	s.SetService(service(nil))
+	svc := service(nil)
+	svc.ResourceVersion = "5"
+	svcs := []*Service{ParseService(svc)}
 	a := versioned(slice("a", "p80", 8080, epSpec{ip: "10.0.0.1"}), "1")
 	b := versioned(slice("b", "p80", 8080, epSpec{ip: "10.0.0.2"}), "2")
 	other := versioned(slice("c", "p80", 8080, epSpec{ip: "10.0.0.3"}), "3")
 	other.Labels[discovery.LabelServiceName] = "svc2"
-	if changed, problems := s.ReplaceSlices(ParseSlices([]*discovery.EndpointSlice{a, b, other})); !changed || len(problems) != 0 {
+	if changed, problems := s.Replace(svcs, ParseSlices([]*discovery.EndpointSlice{a, b, other})); !changed || len(problems) != 0 {
 		t.Fatalf("first replace: changed %v, problems %v", changed, problems)
 	}
 	s.TakeChanged()
-	if changed, _ := s.ReplaceSlices(ParseSlices([]*discovery.EndpointSlice{a, b, other})); changed {
+	if changed, _ := s.Replace(svcs, ParseSlices([]*discovery.EndpointSlice{a, b, other})); changed {
 		t.Errorf("replace with the same versions changed something")
 	}
 	if got := s.TakeChanged(); len(got) != 0 {
 		t.Errorf("changed after the same list: %v", got)
 	}
-	if changed, _ := s.ReplaceSlices(ParseSlices([]*discovery.EndpointSlice{a, other})); !changed {
+	if changed, _ := s.Replace(svcs, ParseSlices([]*discovery.EndpointSlice{a, other})); !changed {
 		t.Errorf("replace without slice b changed nothing")
 	}
 	svc2 := types.NamespacedName{Namespace: "ns1", Name: "svc2"}
@@ -95,5 +97,14 @@ func TestReplaceMarksOnlyWhatChanged(t *testing.T) {
 	}
 	if states, _ := s.State(svc1); endpointList(states[0].Endpoints) != "10.0.0.1:8080" {
 		t.Errorf("svc1's endpoints after b was dropped: %s", endpointList(states[0].Endpoints))
+	}
+	if changed, _ := s.Replace(nil, ParseSlices([]*discovery.EndpointSlice{a, other})); !changed {
+		t.Errorf("replace without the Service changed nothing")
+	}
+	if got := s.TakeChanged(); len(got) != 1 || got[0] != svc1 {
+		t.Errorf("changed after the Service was dropped = %v, want only %v", got, svc1)
+	}
+	if states, _ := s.State(svc1); states != nil {
+		t.Errorf("the dropped Service still has state: %+v", states)
 	}
 }
