@@ -30,6 +30,11 @@ type Dataplane interface {
 	// whole table never exist at once. It may be called from several
 	// goroutines at once.
 	ReadCompact(ctx context.Context, f Family, finish func(chain string, rules []Rule) []Rule) (*TableState, error)
+	// ReadTable is ReadCompact of one of the family's tables: table 0 is
+	// the main table (its shards not read), i the shard ShardTable(i). It
+	// returns nil and no error when that table does not exist. It is the
+	// read of the rolling check, which compares one table at a time.
+	ReadTable(ctx context.Context, f Family, table int, finish func(chain string, rules []Rule) []Rule) (*TableState, error)
 	// DeleteTable removes the family's table and everything in it. A
 	// missing table is not an error.
 	DeleteTable(ctx context.Context, f Family) error

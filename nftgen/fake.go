@@ -472,6 +472,26 @@ func (f *Fake) ReadCompact(_ context.Context, fam Family, finish func(chain stri
 	return st, nil
 }
 
+// ReadTable implements Dataplane: ReadCompact of one table.
+func (f *Fake) ReadTable(_ context.Context, fam Family, table int, finish func(chain string, rules []Rule) []Rule) (*TableState, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var st *TableState
+	if table == 0 {
+		st = f.tables[fam].state(fam)
+	} else if sh := f.shards[fam][ShardTable(table)]; sh != nil {
+		st = sh.state(fam)
+		st.Name = ShardTable(table)
+	}
+	if st == nil {
+		return nil, nil
+	}
+	for _, c := range st.Chains {
+		c.Rules = finish(c.Name, c.Rules)
+	}
+	return st, nil
+}
+
 // DeleteTable implements Dataplane: the main table and every shard.
 func (f *Fake) DeleteTable(_ context.Context, fam Family) error {
 	f.mu.Lock()

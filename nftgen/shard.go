@@ -120,12 +120,16 @@ func ShardIndex(name string) (int, bool) {
 // ServiceKey): 0 in the single layout, else 1..Shards by a hash of the
 // Service's namespace and name, so that every port of a Service, and with
 // it every entry point, shares one shard.
-func (l TableLayout) ShardOf(key string) int {
+func (l TableLayout) ShardOf(key string) int { return l.ShardOfService(serviceOfKey(key)) }
+
+// ShardOfService returns the table index of the Service called
+// namespacedName ("namespace/name"): the table of all its fragments.
+func (l TableLayout) ShardOfService(namespacedName string) int {
 	if !l.Sharded() {
 		return 0
 	}
 	h := fnv.New32a()
-	h.Write([]byte(serviceOfKey(key)))
+	h.Write([]byte(namespacedName))
 	return int(h.Sum32()%uint32(l.Shards)) + 1
 }
 

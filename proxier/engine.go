@@ -95,6 +95,8 @@ type Engine struct {
 	needFull string
 	// lastFull is when the last full sync succeeded.
 	lastFull time.Time
+	// check is where the rolling check of sharded tables stands.
+	check tableCheck
 	// synced is true once a sync succeeded.
 	synced bool
 
@@ -167,6 +169,12 @@ func (e *Engine) Sync(ctx context.Context, reason runner.Reason) (SyncResult, er
 		e.needFull = ""
 		if res.Full {
 			e.lastFull = e.clock.Now()
+			e.check = tableCheck{start: e.lastFull}
+		} else if e.checkDue() {
+			// After the sync: the change it carried is in the kernel
+			// before the table is read. An error is logged; the table
+			// is read again at the next sync.
+			_, _ = e.checkNextTable(ctx)
 		}
 		if !e.synced {
 			e.synced = true

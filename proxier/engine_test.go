@@ -62,13 +62,21 @@ type engineFixture struct {
 // newEngineFixture returns an engine on a Fake with a fake clock and two
 // Services, a and b, not yet synced. edit may change the configuration.
 func newEngineFixture(t *testing.T, edit func(*EngineConfig)) *engineFixture {
+	return newEngineFixtureOf(t, func(cfg *Config) {
+		if edit != nil {
+			edit(&cfg.Engine)
+		}
+	})
+}
+
+// newEngineFixtureOf is newEngineFixture with the whole configuration to
+// edit.
+func newEngineFixtureOf(t *testing.T, edit func(*Config)) *engineFixture {
 	f := &engineFixture{fake: nftgen.NewFake(), clock: clocktesting.NewFakeClock(time.Unix(1e9, 0)), health: &recordingHealth{}, m: metrics.New()}
 	cfg := Config{Families: []nftgen.Config{{Family: nftgen.FamilyIPv4}}, Node: svcmodel.Node{Name: "n"}, Metrics: f.m,
 		Engine: EngineConfig{MinSyncPeriod: time.Second, SyncPeriod: 30 * time.Second, Clock: f.clock, Health: f.health,
 			FirstSynced: func() { f.firstSynced++ }}}
-	if edit != nil {
-		edit(&cfg.Engine)
-	}
+	edit(&cfg)
 	var err error
 	if f.e, err = New(cfg, f.fake); err != nil {
 		t.Fatal(err)
@@ -171,10 +179,14 @@ func TestEngineRewritesTheTableHourly(t *testing.T) {
 	if got := f.fake.Dump(nftgen.FamilyIPv4); got != want {
 		t.Errorf("the hourly full sync did not repair the table:\n%s", got)
 	}
-	// A requested sync right after is partial again.
-	f.clock.Step(2 * FullSyncPeriod)
+	// A requested sync right after is partial again; once the hour has
+	// passed a requested one is full too, as kube-proxy's, so that a
+	// steady stream of changes does not put it off.
 	f.sync(t, runner.Requested)
 	f.expectSyncs(t, "requested sync", 2, 2)
+	f.clock.Step(FullSyncPeriod)
+	f.sync(t, runner.Requested)
+	f.expectSyncs(t, "requested sync an hour later", 3, 2)
 }
 
 func TestEnginePeriodicSyncRepairsChangedMapElements(t *testing.T) {

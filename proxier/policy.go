@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"slices"
+	"time"
 
 	"k8s.io/klog/v2"
 
@@ -19,6 +20,9 @@ const (
 	fullMapsChanged   = "map elements changed"
 	fullTableChanged  = "table changed"
 	fullUnseenCommits = "unseen commits"
+	// fullTableCheck: the rolling check found a table that differs from
+	// what nftproxy applied (see checkDue).
+	fullTableCheck = "table check"
 	// fullLargeCluster is a family's own reason: its endpoint count
 	// crossed kube-proxy's large cluster threshold.
 	fullLargeCluster = "large cluster mode changed"
@@ -46,14 +50,20 @@ func familyFullReason(syncReason string, known bool, largeFlipped func() bool) s
 
 // fullSyncReason decides whether this sync rewrites the whole table and
 // says why, or returns "" for a sync of what changed only. With
-// familyFullReason it is the one place that decides. A full sync happens
+// familyFullReason and checkDue it is the one place that decides. A full
+// sync happens
 //   - when the syncer does not know a table (the first sync, or the last
 //     one of that family failed);
-//   - when an event asked for one (drift seen by the watch, new
-//     generators);
-//   - on a periodic sync, when the last full one is FullSyncPeriod old, or
-//     when the kernel's map elements differ from what was applied (drift
-//     the watch cannot attribute to nftproxy's table).
+//   - when an event asked for one (drift seen by the watch or by the
+//     rolling check, new generators);
+//   - with the single table, at any sync once the last full one is
+//     FullSyncPeriod old, as kube-proxy does (so a steady stream of
+//     changes does not put it off); sharded tables are instead checked
+//     one at a time over that period (checkDue), since rewriting them all
+//     would hold every change up for a read of the whole ruleset (tens
+//     of seconds at 100,000 Services);
+//   - on a periodic sync, when the kernel's map elements differ from what
+//     was applied (drift the watch cannot attribute to nftproxy's table).
 //
 // Called with mu held.
 func (e *Engine) fullSyncReason(ctx context.Context, reason runner.Reason) string {
@@ -62,10 +72,10 @@ func (e *Engine) fullSyncReason(ctx context.Context, reason runner.Reason) strin
 		return fullUnknown
 	case e.needFull != "":
 		return e.needFull
+	case !e.rolling() && e.clock.Since(e.lastFull) >= FullSyncPeriod:
+		return fullHourly
 	case reason != runner.Periodic:
 		return ""
-	case e.clock.Since(e.lastFull) >= FullSyncPeriod:
-		return fullHourly
 	case e.mapsChanged(ctx):
 		klog.FromContext(ctx).Info("Map elements in the kernel differ from the last sync; rewriting the table")
 		e.countRepair(fullMapsChanged)
@@ -171,4 +181,40 @@ func nodePortAddresses(gens []*nftgen.Generator) []netip.Addr {
 		out = append(out, g.Config().NodePortAddresses...)
 	}
 	return out
+}
+
+// rolling reports whether the periodic check of the tables rolls over
+// them one at a time (some family is sharded) instead of rewriting them
+// all every FullSyncPeriod. Called with mu held.
+func (e *Engine) rolling() bool {
+	for _, f := range e.p.Syncer.Families() {
+		if e.p.Syncer.Sharded(f) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkDue decides whether this sync is followed by the rolling check of
+// the next table: each round checks every table (of every family) once,
+// evenly spread over FullSyncPeriod, the k-th one due at the round's
+// start plus (k+1)/tables of it. At any sync, not only a periodic one, so
+// that a steady stream of changes does not put it off; each step reads
+// one table, so no change waits for more than that. Called with mu held.
+func (e *Engine) checkDue() bool {
+	if !e.rolling() {
+		return false
+	}
+	step := FullSyncPeriod / time.Duration(e.tables())
+	return !e.clock.Now().Before(e.check.start.Add(time.Duration(e.check.next+1) * step))
+}
+
+// tables is the rolling check's round: the largest number of tables of
+// any family. Called with mu held.
+func (e *Engine) tables() int {
+	n := 1
+	for _, f := range e.p.Syncer.Families() {
+		n = max(n, e.p.Syncer.Tables(f))
+	}
+	return n
 }

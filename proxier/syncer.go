@@ -26,8 +26,10 @@ type Syncer struct {
 	generators []*nftgen.Generator
 	dp         nftgen.Dataplane
 	families   map[nftgen.Family]*familyState
-	// retry holds Services that lost a conflict; they are recomputed on
-	// every sync until they win (e.g. after the other Service is deleted).
+	// retry holds Services the next sync recomputes whatever changed:
+	// those that lost a conflict, on every sync until they win (e.g.
+	// after the other Service is deleted), and those of a table the
+	// rolling check read (CheckTable).
 	retry map[types.NamespacedName]bool
 	// OnProblem is called for each object, or part of one, that cannot be
 	// programmed. It may be nil.

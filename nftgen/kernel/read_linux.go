@@ -94,6 +94,22 @@ func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(
 	return main, nil
 }
 
+// ReadTable implements nftgen.Dataplane: ReadCompact of table alone.
+func (n *Netlink) ReadTable(ctx context.Context, f nftgen.Family, table int, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	roots := layoutChains(f)
+	if table > 0 {
+		roots = shardLayoutChains(f)
+	}
+	st, err := n.readTable(f, nftgen.ShardTable(table), roots, finish)
+	if st != nil && table > 0 {
+		st.Name = nftgen.ShardTable(table)
+	}
+	return st, err
+}
+
 // readTable reads the family's table called name, whose chains are reached
 // from roots; nil and no error when it does not exist.
 func (n *Netlink) readTable(f nftgen.Family, name string, roots []string, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {

@@ -1,0 +1,107 @@
+package proxier
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/runner"
+)
+
+// TestEngineChecksShardedTablesInTurn: with shard tables, the hourly full
+// sync gives way to a check of one table at a time, spread over the hour
+// and run after requested syncs as well as periodic ones: a round with no
+// drift rewrites nothing, each step has the next sync recompute that
+// table's Services, and a table tampered with in a way neither the watch
+// nor the element counts see is found by its own step and repaired by a
+// full sync, which starts a new round.
+func TestEngineChecksShardedTablesInTurn(t *testing.T) {
+	f := newEngineFixtureOf(t, func(cfg *Config) { cfg.TableShards = 3 })
+	for i := range 10 {
+		name := fmt.Sprintf("s%d", i)
+		f.e.SetService(svc(name, fmt.Sprintf("10.96.1.%d", i+1)))
+		f.e.SetEndpointSlice(slice(name, fmt.Sprintf("10.0.1.%d", i+1)))
+	}
+	f.sync(t, runner.Requested)
+	f.expectSyncs(t, "cold sync", 1, 0)
+	want := f.fake.Dump(nftgen.FamilyIPv4)
+	const tables = 4
+	step := FullSyncPeriod / tables
+	layout := nftgen.TableLayout{Shards: 3}
+	inTable := map[int]int{}
+	for _, nn := range f.e.p.Store.ServiceNames() {
+		inTable[layout.ShardOfService(nn.String())]++
+	}
+
+	// A round with nothing changed: one table a step, after requested
+	// syncs; the sync after a step recomputes that table's Services and
+	// writes nothing.
+	f.clock.Step(step - time.Second)
+	f.sync(t, runner.Requested)
+	if f.e.check.next != 0 {
+		t.Fatalf("a table was checked before its step was due")
+	}
+	partial := uint64(1)
+	for table := range tables {
+		if table > 0 {
+			f.clock.Step(step)
+		} else {
+			f.clock.Step(time.Second)
+		}
+		f.sync(t, runner.Requested)
+		partial++
+		if next := f.e.check.next; next != (table+1)%tables {
+			t.Fatalf("after the step of table %d the next table is %d", table, next)
+		}
+		res, err := f.e.Sync(context.Background(), runner.Requested)
+		if err != nil {
+			t.Fatal(err)
+		}
+		partial++
+		if table > 0 && res.Services != inTable[table] {
+			t.Errorf("the sync after the check of table %d recomputed %d Services, want its %d", table, res.Services, inTable[table])
+		}
+		if res.Ops != 0 {
+			t.Errorf("the sync after the check of table %d sent %d operations to an untouched table", table, res.Ops)
+		}
+	}
+	f.expectSyncs(t, "a round over the hour", 1, partial)
+
+	// A Service chain of one shard emptied behind nftproxy's back: found
+	// when that shard's turn comes, and not before.
+	key := ""
+	for k := range f.e.p.Syncer.families[nftgen.FamilyIPv4].applied.Services {
+		if key == "" || k < key {
+			key = k
+		}
+	}
+	tampered := layout.ShardOf(key)
+	chain := f.e.p.Syncer.families[nftgen.FamilyIPv4].applied.Services[key].Chains[0].Name
+	tx := &nftgen.Transaction{Family: nftgen.FamilyIPv4, Ops: []nftgen.Op{{Kind: nftgen.OpFlushChain, Name: chain, Table: nftgen.ShardTable(tampered)}}}
+	if err := f.fake.Apply(context.Background(), tx); err != nil {
+		t.Fatal(err)
+	}
+	for table := range tampered + 1 {
+		f.clock.Step(step)
+		f.sync(t, runner.Periodic)
+		partial++
+		if table < tampered {
+			f.expectSyncs(t, fmt.Sprintf("after the check of untampered table %d", table), 1, partial)
+		}
+	}
+	if n := testutil.ToFloat64(f.m.DriftRepairs.WithLabelValues(fullTableCheck)); n != 1 {
+		t.Fatalf("drift repairs by the table check = %v, want 1", n)
+	}
+	f.sync(t, runner.Requested)
+	f.expectSyncs(t, "the sync after the check found the tampering", 2, partial)
+	if got := f.fake.Dump(nftgen.FamilyIPv4); got != want {
+		t.Errorf("the full sync did not repair the tables:\n%s", got)
+	}
+	if f.e.check.next != 0 {
+		t.Errorf("the full sync did not start a new round: next table %d", f.e.check.next)
+	}
+}
