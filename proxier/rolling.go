@@ -61,6 +61,9 @@ func (e *Engine) checkNextTable(ctx context.Context) (TableCheck, error) {
 		}
 	}
 	res.Duration = time.Since(start)
+	if m := e.p.Metrics; m != nil {
+		m.TableCheckDuration.Observe(res.Duration.Seconds())
+	}
 	if res.Drift == "" {
 		e.check.next++
 		if e.check.next >= e.tables() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/runner"
@@ -70,6 +71,13 @@ func TestEngineChecksShardedTablesInTurn(t *testing.T) {
 		}
 	}
 	f.expectSyncs(t, "a round over the hour", 1, partial)
+	if n := testutil.CollectAndCount(f.m.TableCheckDuration); n != 1 {
+		t.Errorf("the table check duration is %d series, want 1", n)
+	}
+	var m dto.Metric
+	if err := f.m.TableCheckDuration.Write(&m); err != nil || m.GetHistogram().GetSampleCount() != tables {
+		t.Errorf("the table check duration counts %d steps (%v), want %d", m.GetHistogram().GetSampleCount(), err, tables)
+	}
 
 	// A Service chain of one shard emptied behind nftproxy's back: found
 	// when that shard's turn comes, and not before.

@@ -58,6 +58,9 @@ type Metrics struct {
 	// HealthCheckPortsFailed is 1 while some health check node port
 	// cannot be opened (another program holds it), else 0.
 	HealthCheckPortsFailed prometheus.Gauge
+	// TableCheckDuration times the steps of the rolling check of sharded
+	// tables: each reads and compares one table with changes held up.
+	TableCheckDuration prometheus.Histogram
 }
 
 // Reasons of RefusedDestinations.
@@ -131,11 +134,13 @@ func New() *Metrics {
 			Help: "How long the next repair of a change another process made waits (0: at once); it grows while the same change keeps coming back"}),
 		HealthCheckPortsFailed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "health_check_node_ports_failed",
 			Help: "1 while some health check node port cannot be opened (retried at every sync), else 0"}),
+		TableCheckDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "nftproxy", Name: "table_check_duration_seconds",
+			Help: "Steps of the periodic check of sharded tables, one table read and compared each, during which changes wait", Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}),
 	}
 	m.Registry.MustRegister(m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming, m.LastSyncTimestamp, m.LastQueuedTimestamp,
 		m.RulesTotal, m.RulesLast, m.SyncFailures, m.NoLocalEndpoints, m.EndpointChanges, m.EndpointPending, m.ServiceChanges,
 		m.ServicePending, m.HealthzTotal, m.LivezTotal, m.RestoreFailures, m.PartialRestoreFailures, m.ConntrackSyncDuration, m.ConntrackDeleted, m.SyncOperations, m.TableObjects, m.DriftRepairs,
-		m.RefusedDestinations, m.ForeignCommits, m.DriftBackoff, m.HealthCheckPortsFailed)
+		m.RefusedDestinations, m.ForeignCommits, m.DriftBackoff, m.HealthCheckPortsFailed, m.TableCheckDuration)
 	for _, reason := range []string{RefusedConflict, RefusedNodeAddress} {
 		m.RefusedDestinations.WithLabelValues(reason)
 	}

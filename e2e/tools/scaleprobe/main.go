@@ -18,12 +18,14 @@ import (
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/nftproxy/nftproxy/compat"
 	"github.com/nftproxy/nftproxy/e2e/harness"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/kernel"
 	"github.com/nftproxy/nftproxy/proxier"
+	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/model"
 	"github.com/nftproxy/nftproxy/proxier/runner"
 )
@@ -90,6 +92,8 @@ type Report struct {
 	// TableShards is the number of shard tables nftproxy programmed (0:
 	// the single table).
 	TableShards int `json:"table_shards"`
+	// Check is the periodic check of the loaded tables (-check).
+	Check *CheckReport `json:"check,omitempty"`
 }
 
 // profiles names the files of the profiles taken during the probe (none
@@ -154,6 +158,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole probe to this file")
 	memProfile := flag.String("memprofile", "", "write a heap profile (allocations) to this file at the end")
 	watch := flag.Bool("watch", false, "run the drift monitor during the syncs, as the daemon does")
+	check := flag.Bool("check", false, "also measure the periodic check of the tables: the rolling check's steps, the full sync it replaces, and changes made while its steps run")
 	inuse := flag.String("inuseprofile", "", "write a heap profile (in use) to this file right after the cold sync")
 	peak := flag.String("peakprofile", "", "write a heap profile (in use) to this file at the live heap's peak during the cold sync")
 	changeProf := flag.String("changeprofile", "", "write a CPU profile of the repeated one-Service changes only to this file")
@@ -186,7 +191,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rep, err := probe(*n, *endpoints, *chunk, *tableShards, *nsPath, *nftOut, *iptOut, *watch, shards, *extra, profiles{inuse: *inuse, peak: *peak, change: *changeProf})
+	rep, err := probe(*n, *endpoints, *chunk, *tableShards, *nsPath, *nftOut, *iptOut, *watch, *check, shards, *extra, profiles{inuse: *inuse, peak: *peak, change: *changeProf})
 	if err == nil && *memProfile != "" {
 		err = writeProfile(*memProfile, "allocs")
 	}
@@ -214,7 +219,7 @@ func writeProfile(path, profile string) error {
 	return f.Close()
 }
 
-func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, watch bool, shards []int, extraTables int, prof profiles) (*Report, error) {
+func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, watch, check bool, shards []int, extraTables int, prof profiles) (*Report, error) {
 	dp, f, err := kernel.NewNetlinkInNamespace(nsPath)
 	if err != nil {
 		return nil, err
@@ -251,7 +256,11 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 		}
 	}
 	// As the daemon builds its engine, with what it needs here.
-	engine, err := proxier.New(proxier.Config{Families: []nftgen.Config{family}, Store: store, ChunkOps: chunk, TableShards: tableShards}, dp)
+	// The engine's clock is the probe's to move (the periodic check, see
+	// measureChecks).
+	clk, m := clocktesting.NewFakeClock(time.Now()), metrics.New()
+	engine, err := proxier.New(proxier.Config{Families: []nftgen.Config{family}, Store: store, ChunkOps: chunk, TableShards: tableShards,
+		Metrics: m, Engine: proxier.EngineConfig{Clock: clk}}, dp)
 	if err != nil {
 		return nil, err
 	}
@@ -348,6 +357,13 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 		return nil, fmt.Errorf("getrusage: %w", err)
 	}
 	rep.PeakRSSMiB = float64(ru.Maxrss) / 1024
+	// After the RSS is taken: the full sync it compares with holds the
+	// live tables' digests beside the model.
+	if check {
+		if rep.Check, err = measureChecks(ctx, engine, clk, m, n, endpoints); err != nil {
+			return nil, err
+		}
+	}
 	// The shard tables are written through google/nftables after the RSS
 	// is taken: they are the bench's, not nftproxy's.
 	if rep.Shards, err = shardFloors(int(f.Fd()), n, endpoints, shards); err != nil {
