@@ -257,6 +257,7 @@ type probeCheck struct {
 	RoundSeconds        float64 `json:"round_seconds"`
 	RecomputeMaxSeconds float64 `json:"recompute_max_seconds"`
 	FullSeconds         float64 `json:"full_seconds"`
+	ElementCountSeconds float64 `json:"element_count_seconds"`
 	Changes             int
 	ChangeMedianSeconds float64 `json:"change_median_seconds"`
 	ChangeMaxSeconds    float64 `json:"change_max_seconds"`

@@ -141,6 +141,7 @@ func TestLargeScale(t *testing.T) {
 		fmt.Sprintf("| periodic check, one table a step (%d tables): main table / shard median / slowest shard, the engine's lock held | %.0f / %.0f / %.0f ms | | | |", chk.Tables, 1000*chk.MainSeconds, 1000*chk.ShardMedianSeconds, 1000*chk.ShardMaxSeconds),
 		fmt.Sprintf("| the same, every step of a round / the slowest sync after a step (its Services recomputed) | %.2f s / %.0f ms | | | |", chk.RoundSeconds, 1000*chk.RecomputeMaxSeconds),
 		fmt.Sprintf("| the hourly full sync of every live table that it replaces, the lock held throughout | %.2f s | | | |", chk.FullSeconds),
+		fmt.Sprintf("| the count of every map's elements, which periodic syncs of sharded tables no longer take while the drift watch runs | %.0f ms | | | |", 1000*chk.ElementCountSeconds),
 		fmt.Sprintf("| one Service change while the steps run back to back (%d changes): median / slowest, to programmed | %.0f / %.0f ms | | | |", chk.Changes, 1000*chk.ChangeMedianSeconds, 1000*chk.ChangeMaxSeconds),
 		row("`nftproxy save`", save),
 		row("full resync of the live table (`nftproxy sync --objects`, JSON)", resync),

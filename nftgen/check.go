@@ -28,16 +28,18 @@ func (a *Applied) CheckTable(t int, live *TableState, digests *LiveDigests, shar
 		top, maps = shardTop, shardMaps
 	}
 	r := NewReconciler(live, digests, top, maps)
+	// Only what the table holds is made of each summary: at 100,000
+	// Services the whole of every one was most of a step's time.
 	for key, sum := range a.Services {
-		f := sum.fragment()
 		switch {
 		case !a.Layout.Sharded():
-			r.Add(f, sum)
+			r.Add(sum.fragment(), sum)
 		case t == 0:
-			main, _ := splitFragment(f)
-			r.Add(main, nil)
+			if main := sum.mainElements(); main != nil {
+				r.Add(main, nil)
+			}
 		case a.Layout.ShardOf(key) == t:
-			_, shard := splitFragment(f)
+			_, shard := splitFragment(sum.fragment())
 			r.Add(shard, sum)
 		}
 	}
@@ -65,6 +67,23 @@ func (s *FragmentSummary) fragment() *Fragment {
 		f.Chains[i] = &Chain{Name: c.Name}
 	}
 	for _, e := range s.Elements {
+		f.Elements[e.Map] = append(f.Elements[e.Map], e.MapElement)
+	}
+	return f
+}
+
+// mainElements returns the fragment of s's elements that a sharded layout
+// keeps in the main table (those of maps that are not IsShardMap), nil
+// when it has none.
+func (s *FragmentSummary) mainElements() *Fragment {
+	var f *Fragment
+	for _, e := range s.Elements {
+		if IsShardMap(e.Map) {
+			continue
+		}
+		if f == nil {
+			f = &Fragment{Elements: map[string][]MapElement{}}
+		}
 		f.Elements[e.Map] = append(f.Elements[e.Map], e.MapElement)
 	}
 	return f

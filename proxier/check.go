@@ -41,7 +41,7 @@ func (s *Syncer) CheckTable(ctx context.Context, f nftgen.Family, t int) (string
 	if t == 0 && fs.layout.Sharded() {
 		return drift, nil // its Services are recomputed with their shards
 	}
-	for _, nn := range s.store.ServiceNames() {
+	for nn := range s.store.EachServiceName() {
 		if fs.layout.ShardOfService(nn.String()) == t {
 			s.retry[nn] = true
 		}

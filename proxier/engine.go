@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -97,6 +98,8 @@ type Engine struct {
 	lastFull time.Time
 	// check is where the rolling check of sharded tables stands.
 	check tableCheck
+	// watching is true while the drift watch runs (Run's repairDrift).
+	watching atomic.Bool
 	// synced is true once a sync succeeded.
 	synced bool
 
@@ -134,7 +137,11 @@ func (e *Engine) Run(ctx context.Context) {
 	if changes, err := e.dp.Watch(ctx); err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot watch nftables for drift; relying on the periodic resync")
 	} else {
-		go e.repairDrift(ctx, changes)
+		e.watching.Store(true)
+		go func() {
+			defer e.watching.Store(false)
+			e.repairDrift(ctx, changes)
+		}()
 	}
 	e.started()
 	e.runner.Loop(ctx)

@@ -113,3 +113,36 @@ func TestEngineChecksShardedTablesInTurn(t *testing.T) {
 		t.Errorf("the full sync did not start a new round: next table %d", f.e.check.next)
 	}
 }
+
+// TestShardedPeriodicSyncsLeaveTheElementsToTheWatch: with shard tables
+// and the drift watch running, a periodic sync does not count every
+// table's map elements (the watch reports element changes, the rolling
+// check compares them within the hour); without the watch it still does.
+func TestShardedPeriodicSyncsLeaveTheElementsToTheWatch(t *testing.T) {
+	for _, watching := range []bool{true, false} {
+		f := newEngineFixtureOf(t, func(cfg *Config) { cfg.TableShards = 3 })
+		f.e.watching.Store(watching)
+		f.sync(t, runner.Requested)
+		var del *nftgen.Transaction
+		for i := 1; i <= 3 && del == nil; i++ {
+			st, err := f.fake.ReadTable(context.Background(), nftgen.FamilyIPv4, i, func(_ string, r []nftgen.Rule) []nftgen.Rule { return r })
+			if err != nil || st == nil {
+				t.Fatalf("shard %d: %v", i, err)
+			}
+			if m := st.Map(nftgen.MapServiceIPs); m != nil && len(m.Elements) > 0 {
+				del = &nftgen.Transaction{Family: nftgen.FamilyIPv4, Ops: []nftgen.Op{{Kind: nftgen.OpDeleteElement, Name: nftgen.MapServiceIPs, Element: &m.Elements[0], Table: nftgen.ShardTable(i)}}}
+			}
+		}
+		if del == nil {
+			t.Fatal("no dispatch element in any shard")
+		}
+		if err := f.fake.Apply(context.Background(), del); err != nil {
+			t.Fatal(err)
+		}
+		f.sync(t, runner.Periodic)
+		full, _ := f.syncs(t)
+		if n := testutil.ToFloat64(f.m.DriftRepairs.WithLabelValues(fullMapsChanged)); (n == 1) == watching || (full == 2) == watching {
+			t.Errorf("watching=%v: the periodic sync counted the elements %v times and made %d full syncs", watching, n, full)
+		}
+	}
+}

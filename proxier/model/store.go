@@ -1,6 +1,8 @@
 package model
 
 import (
+	"iter"
+	"maps"
 	"slices"
 	"sort"
 	"time"
@@ -271,6 +273,10 @@ func (s *Store) ServiceNames() []types.NamespacedName {
 	sortNames(out)
 	return out
 }
+
+// EachServiceName yields the name of every Service, in no order: for a
+// pass that does not need ServiceNames' sorted copy.
+func (s *Store) EachServiceName() iter.Seq[types.NamespacedName] { return maps.Keys(s.services) }
 
 // State computes the service ports of one Service with their endpoints. A
 // deleted or skipped Service yields nothing.

@@ -360,7 +360,7 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 	// After the RSS is taken: the full sync it compares with holds the
 	// live tables' digests beside the model.
 	if check {
-		if rep.Check, err = measureChecks(ctx, engine, clk, m, n, endpoints); err != nil {
+		if rep.Check, err = measureChecks(ctx, engine, dp, clk, m, n, endpoints); err != nil {
 			return nil, err
 		}
 	}
