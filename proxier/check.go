@@ -38,8 +38,17 @@ func (s *Syncer) CheckTable(ctx context.Context, f nftgen.Family, t int) (string
 		return "", fmt.Errorf("read %s table %s: %w", f, nftgen.ShardTable(t), err)
 	}
 	drift := fs.applied.CheckTable(t, live, digests, fs.gen.ShardTop(), fs.gen.ShardMaps())
-	if t == 0 && fs.layout.Sharded() {
+	switch {
+	case t == 0 && fs.layout.Sharded():
 		return drift, nil // its Services are recomputed with their shards
+	case !fs.layout.Sharded():
+		// A single table beside another family's shards: its own
+		// Services, not every one the store holds (the set is shared by
+		// the families).
+		for nn := range fs.keys {
+			s.retry[nn] = true
+		}
+		return drift, nil
 	}
 	for nn := range s.store.EachServiceName() {
 		if fs.layout.ShardOfService(nn.String()) == t {
