@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"slices"
 
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
@@ -200,29 +201,18 @@ func (s *Syncer) chooseLayout(fs *familyState) nftgen.TableLayout {
 }
 
 // planFull returns the transactions that install the whole ruleset over
-// whatever the table holds, and what to record once they are applied.
-func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error, err error) {
+// what the tables hold (now, as observe read them), and what to record
+// once they are applied. It reads nothing from the kernel.
+func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot, now observed) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error, err error) {
 	fam := fs.gen.Family()
 	top := &nftgen.Ruleset{Top: fs.gen.Top()}
 	layout := s.chooseLayout(fs)
-	// The table as it is: read once, it tells whether the table is live
-	// and what differs. Only the top level's rules are kept whole; the
-	// other chains are kept as digests of their rules, compared with the
-	// desired ones as they are generated (planLive). Only if it cannot be
-	// read are its objects listed by name instead, and a live one
-	// rewritten.
-	applied := nftgen.NewApplied(fam, nil, nil)
-	// The shared chains of every table are read whole.
-	digests := applied.LiveDigests(append(top.ChainNames(), (&nftgen.Ruleset{Top: fs.gen.ShardTop()}).ChainNames()...))
-	now, err := s.observe(ctx, fs, snap, digests)
-	if err != nil {
-		return nil, false, nil, err
-	}
+	applied, digests := now.applied, now.digests
 	live, inv, rs, keys, owners := now.live, now.inv, now.rs, now.keys, now.owners
 	if !inv.Hooked(top) {
 		// Nothing hooked up yet (none, or one whose streamed sync did not
 		// finish): build it anew in chunks.
-		return s.planAnew(ctx, fs, snap, applied, layout, inv != nil)
+		return s.planAnew(ctx, fs, snap, applied, layout, inv)
 	}
 	if live != nil {
 		// A live table is patched where it differs from the desired
@@ -255,27 +245,51 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot) 
 	return txs, false, func() error { return r.commit(fs) }, nil
 }
 
-// planAnew returns the streamed cold sync of fs's tables, after deleting
-// what an unfinished one left (unfinished).
-func (s *Syncer) planAnew(ctx context.Context, fs *familyState, snap *snapshot, applied *nftgen.Applied, layout nftgen.TableLayout, unfinished bool) (iter.Seq[*nftgen.Transaction], bool, func() error, error) {
-	if unfinished {
-		if err := s.dp.DeleteTable(ctx, fs.gen.Family()); err != nil {
-			return nil, false, nil, fmt.Errorf("delete the unfinished %s table: %w", fs.gen.Family(), err)
-		}
-	}
+// planAnew returns the streamed cold sync of fs's tables; when tables
+// exist that nothing hooks up (unfinished, the inventory of what an
+// interrupted streamed sync left), the stream's first transaction
+// deletes them.
+func (s *Syncer) planAnew(ctx context.Context, fs *familyState, snap *snapshot, applied *nftgen.Applied, layout nftgen.TableLayout, unfinished *nftgen.Inventory) (iter.Seq[*nftgen.Transaction], bool, func() error, error) {
 	chunk := s.ChunkOps
 	if chunk <= 0 {
 		chunk = nftgen.ChunkOps
 	}
 	txs, r := s.planCold(ctx, fs, snap, applied, layout, chunk)
+	if unfinished != nil {
+		txs = withFirst(deleteTables(fs.gen.Family(), unfinished), txs)
+	}
 	return txs, true, func() error { return r.commit(fs) }, nil
+}
+
+// deleteTables returns the transaction that deletes the family's main
+// table and the shard tables inv lists.
+func deleteTables(fam nftgen.Family, inv *nftgen.Inventory) *nftgen.Transaction {
+	tx := &nftgen.Transaction{Family: fam, Ops: []nftgen.Op{{Kind: nftgen.OpDeleteTable}}}
+	for _, name := range slices.Sorted(maps.Keys(inv.Shards)) {
+		tx.Ops = append(tx.Ops, nftgen.Op{Kind: nftgen.OpDeleteTable, Table: name})
+	}
+	return tx
+}
+
+// withFirst returns the transactions of rest after first.
+func withFirst(first *nftgen.Transaction, rest iter.Seq[*nftgen.Transaction]) iter.Seq[*nftgen.Transaction] {
+	return func(yield func(*nftgen.Transaction) bool) {
+		if !yield(first) {
+			return
+		}
+		rest(yield)
+	}
 }
 
 // observed is what a full sync read of a family's tables: the tables as
 // they are (live, nil when they could not be read) and their inventory;
 // when they could not be read, the desired ruleset is already computed
-// (rs, keys, owners), as listing them by name needed it.
+// (rs, keys, owners), as listing them by name needed it. applied is the
+// empty record the full sync fills, and digests what the read kept of the
+// chains outside the top levels, keyed like applied's.
 type observed struct {
+	applied *nftgen.Applied
+	digests *nftgen.LiveDigests
 	live   *nftgen.TableState
 	inv    *nftgen.Inventory
 	rs     *nftgen.Ruleset
@@ -287,8 +301,14 @@ type observed struct {
 // and the others as digests, and learns from them who held each
 // destination when the syncer does not know (a restart, a failed sync).
 // Only if they cannot be read are their objects listed by name instead.
-func (s *Syncer) observe(ctx context.Context, fs *familyState, snap *snapshot, digests *nftgen.LiveDigests) (observed, error) {
+func (s *Syncer) observe(ctx context.Context, fs *familyState, snap *snapshot) (observed, error) {
 	fam := fs.gen.Family()
+	// Only the top levels' rules are kept whole (every table's shared
+	// chains); the other chains as digests of their rules, compared with
+	// the desired ones as they are generated (planLive).
+	applied := nftgen.NewApplied(fam, nil, nil)
+	top := append((&nftgen.Ruleset{Top: fs.gen.Top()}).ChainNames(), (&nftgen.Ruleset{Top: fs.gen.ShardTop()}).ChainNames()...)
+	digests := applied.LiveDigests(top)
 	live, err := s.dp.ReadCompact(ctx, fam, digests.Finish)
 	fs.inc = nil
 	if fs.owners != nil {
@@ -301,10 +321,10 @@ func (s *Syncer) observe(ctx context.Context, fs *familyState, snap *snapshot, d
 			klog.FromContext(ctx).Info("The table holds chains that no rule reaches; at this size they are not listed (the kernel's listing takes minutes): those nftproxy programs are emptied and refilled, the others stay in place",
 				"family", fam, "chains", live.Unreached)
 		}
-		return observed{live: live, inv: live.Inventory()}, nil
+		return observed{applied: applied, digests: digests, live: live, inv: live.Inventory()}, nil
 	}
 	klog.FromContext(ctx).Error(err, "Reading the table failed; listing it to rewrite it", "family", fam)
-	var o observed
+	o := observed{applied: applied, digests: digests}
 	if o.rs, o.keys, o.owners, err = s.desired(ctx, fs, snap); err != nil {
 		return o, err
 	}

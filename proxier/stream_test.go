@@ -13,12 +13,17 @@ import (
 // TestStreamedColdSyncStopsCleanlyAndRecovers: a cold sync of many
 // Services goes in chunks; when one chunk fails, or the context ends
 // between two, the table stays unhooked (no base chain), and the next sync
-// deletes it and builds it again, equal to a fresh one.
+// deletes it and builds it again, equal to a fresh one; with shard
+// tables too (the deletion is the first transaction of the new stream).
 func TestStreamedColdSyncStopsCleanlyAndRecovers(t *testing.T) {
-	for _, how := range []string{"chunk rejected", "context cancelled"} {
+	for _, how := range []string{"chunk rejected", "context cancelled", "chunk rejected, 4 shards"} {
 		t.Run(how, func(t *testing.T) {
 			f := newFixture(t)
 			f.syncer.ChunkOps = 200
+			sharded := strings.HasSuffix(how, "shards")
+			if sharded {
+				f.syncer.TableShards = 4
+			}
 			for i := range 100 {
 				name := fmt.Sprintf("s%d", i)
 				f.store.SetService(svc(name, fmt.Sprintf("10.96.1.%d", i+1)))
@@ -52,6 +57,15 @@ func TestStreamedColdSyncStopsCleanlyAndRecovers(t *testing.T) {
 			res, err := f.syncer.Sync(context.Background(), "")
 			if err != nil || !res.Full {
 				t.Fatalf("recovery: %+v, %v", res, err)
+			}
+			if sharded {
+				if got := f.fake.ShardTables(nftgen.FamilyIPv4); len(got) != 4 {
+					t.Errorf("shard tables after the recovery: %v", got)
+				}
+				if got, want := compatOf(f.fake), f.freshCompat(t); got != want {
+					t.Errorf("recovered tables differ from a fresh single table:\n%s\nwant\n%s", got, want)
+				}
+				return
 			}
 			if got, want := f.fake.Dump(nftgen.FamilyIPv4), f.fresh(t); got != want {
 				t.Errorf("recovered table differs from a fresh one")

@@ -228,7 +228,13 @@ func (s *Syncer) planFamily(ctx context.Context, fs *familyState, snap *snapshot
 	res.Full = true
 	res.Changed = s.store.ServiceNames()
 	res.Services = len(res.Changed)
-	return s.planFull(ctx, fs, snap)
+	// The one read of the kernel a full sync makes; what follows plans
+	// from it without touching the kernel again.
+	now, err := s.observe(ctx, fs, snap)
+	if err != nil {
+		return nil, false, nil, err
+	}
+	return s.planFull(ctx, fs, snap, now)
 }
 
 // apply sends txs in order, then records them with commit, and returns the
