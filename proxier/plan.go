@@ -290,11 +290,11 @@ func withFirst(first *nftgen.Transaction, rest iter.Seq[*nftgen.Transaction]) it
 type observed struct {
 	applied *nftgen.Applied
 	digests *nftgen.LiveDigests
-	live   *nftgen.TableState
-	inv    *nftgen.Inventory
-	rs     *nftgen.Ruleset
-	keys   map[types.NamespacedName][]string
-	owners map[destination]claim
+	live    *nftgen.TableState
+	inv     *nftgen.Inventory
+	rs      *nftgen.Ruleset
+	keys    map[types.NamespacedName][]string
+	owners  map[destination]claim
 }
 
 // observe reads the family's tables once, keeping the shared chains whole
