@@ -245,22 +245,7 @@ type probeReport struct {
 	Shards                    []probeShard
 	PeakRSSMiB                float64 `json:"peak_rss_mib"`
 	TableShards               int     `json:"table_shards"`
-	Check                     *probeCheck
-}
-
-// probeCheck is scaleprobe's measurement of the periodic check (-check).
-type probeCheck struct {
-	Tables              int
-	MainSeconds         float64 `json:"main_seconds"`
-	ShardMedianSeconds  float64 `json:"shard_median_seconds"`
-	ShardMaxSeconds     float64 `json:"shard_max_seconds"`
-	RoundSeconds        float64 `json:"round_seconds"`
-	RecomputeMaxSeconds float64 `json:"recompute_max_seconds"`
-	FullSeconds         float64 `json:"full_seconds"`
-	ElementCountSeconds float64 `json:"element_count_seconds"`
-	Changes             int
-	ChangeMedianSeconds float64 `json:"change_median_seconds"`
-	ChangeMaxSeconds    float64 `json:"change_max_seconds"`
+	Check                     *harness.CheckReport
 }
 
 // probeShard is scaleprobe's measurement of a table beside nftproxy's

@@ -40,6 +40,15 @@ func shardedPorts(ipv6 bool) []svcmodel.ServicePortState {
 	return ports
 }
 
+// shardedGenerator returns the feature generator of family f and
+// shardedPorts for it.
+func shardedGenerator(t *testing.T, f nftgen.Family) (*nftgen.Generator, []svcmodel.ServicePortState) {
+	if f == nftgen.FamilyIPv6 {
+		return testGenerator6(t), shardedPorts(true)
+	}
+	return featureGenerator(t), shardedPorts(false)
+}
+
 // TestShardedLayoutReadsAsTheSingleTable programs the same Services in the
 // single table and spread over eight shard tables, in two namespaces: the
 // compat view read back from the kernel is the same text, before and after
@@ -51,11 +60,7 @@ func TestShardedLayoutReadsAsTheSingleTable(t *testing.T) {
 	ctx := context.Background()
 	layout := nftgen.TableLayout{Shards: 8}
 	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
-		g := featureGenerator(t)
-		if fam == nftgen.FamilyIPv6 {
-			g = testGenerator6(t)
-		}
-		ports := shardedPorts(fam == nftgen.FamilyIPv6)
+		g, ports := shardedGenerator(t, fam)
 		rs := g.Ruleset(ports)
 		_, single := kernelNetlink(t, "nfp-sh1")
 		_, sharded := kernelNetlink(t, "nfp-sh8")
@@ -240,11 +245,8 @@ func TestReadTableChecksEachTableOnItsOwn(t *testing.T) {
 	ctx := context.Background()
 	layout := nftgen.TableLayout{Shards: 4}
 	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
-		g := featureGenerator(t)
-		if fam == nftgen.FamilyIPv6 {
-			g = testGenerator6(t)
-		}
-		rs := g.Ruleset(shardedPorts(fam == nftgen.FamilyIPv6))
+		g, ports := shardedGenerator(t, fam)
+		rs := g.Ruleset(ports)
 		_, dp := kernelNetlink(t, "nfp-chk")
 		parts := nftgen.SplitRuleset(rs, layout, g.ShardTop(), g.ShardMaps())
 		if err := dp.Apply(ctx, nftgen.PlanFullSharded(parts, nil, nil)); err != nil {

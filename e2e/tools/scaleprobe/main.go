@@ -93,7 +93,7 @@ type Report struct {
 	// the single table).
 	TableShards int `json:"table_shards"`
 	// Check is the periodic check of the loaded tables (-check).
-	Check *CheckReport `json:"check,omitempty"`
+	Check *harness.CheckReport `json:"check,omitempty"`
 }
 
 // profiles names the files of the profiles taken during the probe (none
