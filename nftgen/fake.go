@@ -455,19 +455,12 @@ func (f *Fake) Read(_ context.Context, fam Family) (*TableState, error) { return
 func (f *Fake) ReadCompact(_ context.Context, fam Family, finish func(chain string, rules []Rule) []Rule) (*TableState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	st := f.tables[fam].state(fam)
+	st := f.readState(fam, TableName, finish)
 	if st == nil {
 		return nil, nil
 	}
 	for _, name := range slices.Sorted(maps.Keys(f.shards[fam])) {
-		sh := f.shards[fam][name].state(fam)
-		sh.Name = name
-		st.Shards = append(st.Shards, sh)
-	}
-	for _, s := range append([]*TableState{st}, st.Shards...) {
-		for _, c := range s.Chains {
-			c.Rules = finish(c.Name, c.Rules)
-		}
+		st.Shards = append(st.Shards, f.readState(fam, name, finish))
 	}
 	return st, nil
 }
@@ -476,20 +469,28 @@ func (f *Fake) ReadCompact(_ context.Context, fam Family, finish func(chain stri
 func (f *Fake) ReadTable(_ context.Context, fam Family, table int, finish func(chain string, rules []Rule) []Rule) (*TableState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	var st *TableState
-	if table == 0 {
-		st = f.tables[fam].state(fam)
-	} else if sh := f.shards[fam][ShardTable(table)]; sh != nil {
-		st = sh.state(fam)
-		st.Name = ShardTable(table)
+	return f.readState(fam, ShardTable(table), finish), nil
+}
+
+// readState returns the state of the family's main table or the shard
+// table called name, its chains' rules given to finish; nil when it does
+// not exist. Called with mu held.
+func (f *Fake) readState(fam Family, name string, finish func(chain string, rules []Rule) []Rule) *TableState {
+	t := f.tables[fam]
+	if name != TableName {
+		t = f.shards[fam][name]
 	}
+	st := t.state(fam)
 	if st == nil {
-		return nil, nil
+		return nil
+	}
+	if name != TableName {
+		st.Name = name
 	}
 	for _, c := range st.Chains {
 		c.Rules = finish(c.Name, c.Rules)
 	}
-	return st, nil
+	return st
 }
 
 // DeleteTable implements Dataplane: the main table and every shard.

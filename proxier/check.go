@@ -31,8 +31,7 @@ func (s *Syncer) CheckTable(ctx context.Context, f nftgen.Family, t int) (string
 	if fs == nil || fs.applied == nil || t >= s.Tables(f) {
 		return "", nil
 	}
-	keep := append((&nftgen.Ruleset{Top: fs.applied.Top}).ChainNames(), (&nftgen.Ruleset{Top: fs.gen.ShardTop()}).ChainNames()...)
-	digests := fs.applied.LiveDigests(keep)
+	digests := fs.liveDigests(fs.applied)
 	live, err := s.dp.ReadTable(ctx, f, t, digests.Finish)
 	if err != nil {
 		return "", fmt.Errorf("read %s table %s: %w", f, nftgen.ShardTable(t), err)

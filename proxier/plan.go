@@ -281,6 +281,14 @@ func withFirst(first *nftgen.Transaction, rest iter.Seq[*nftgen.Transaction]) it
 	}
 }
 
+// liveDigests returns what a read of the family's tables keeps, keyed
+// like a's digests: the rules of every table's shared chains (the top
+// levels') whole, and of the other chains digests, compared with the
+// desired or applied ones as they come.
+func (fs *familyState) liveDigests(a *nftgen.Applied) *nftgen.LiveDigests {
+	return a.LiveDigests(append((&nftgen.Ruleset{Top: fs.gen.Top()}).ChainNames(), (&nftgen.Ruleset{Top: fs.gen.ShardTop()}).ChainNames()...))
+}
+
 // observed is what a full sync read of a family's tables: the tables as
 // they are (live, nil when they could not be read) and their inventory;
 // when they could not be read, the desired ruleset is already computed
@@ -303,12 +311,8 @@ type observed struct {
 // Only if they cannot be read are their objects listed by name instead.
 func (s *Syncer) observe(ctx context.Context, fs *familyState, snap *snapshot) (observed, error) {
 	fam := fs.gen.Family()
-	// Only the top levels' rules are kept whole (every table's shared
-	// chains); the other chains as digests of their rules, compared with
-	// the desired ones as they are generated (planLive).
 	applied := nftgen.NewApplied(fam, nil, nil)
-	top := append((&nftgen.Ruleset{Top: fs.gen.Top()}).ChainNames(), (&nftgen.Ruleset{Top: fs.gen.ShardTop()}).ChainNames()...)
-	digests := applied.LiveDigests(top)
+	digests := fs.liveDigests(applied)
 	live, err := s.dp.ReadCompact(ctx, fam, digests.Finish)
 	fs.inc = nil
 	if fs.owners != nil {

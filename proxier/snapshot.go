@@ -13,8 +13,8 @@ import (
 // Service's EndpointSlices' endpoints, so each read is kept for every
 // consumer of the sync: the endpoint counts of the large cluster mode, the
 // planner and its claims, and, through the Syncer's OnRead, what follows
-// the sync (health check node ports, conntrack, metrics). A read's problems are reported once, when it is
-// read.
+// the sync (health check node ports, conntrack, metrics). A read's
+// problems are reported once, when it is read.
 //
 // A partial sync keeps what it reads until the sync ends: every family and
 // the proxier look at the same few Services. A full sync's pass over every

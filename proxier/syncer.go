@@ -168,8 +168,11 @@ func (s *Syncer) Sync(ctx context.Context, reason string) (SyncResult, error) {
 	start := time.Now()
 	logger := klog.FromContext(ctx)
 	changed := s.store.TakeChanged()
+	// retry is a set: each of its names is looked for among the store's
+	// only (a checked table adds a shard's Services to it).
+	taken := len(changed)
 	for nn := range s.retry {
-		if !slices.Contains(changed, nn) {
+		if !slices.Contains(changed[:taken], nn) {
 			changed = append(changed, nn)
 		}
 	}

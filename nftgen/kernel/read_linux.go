@@ -76,14 +76,13 @@ func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	main, err := n.readTable(f, nftgen.TableName, layoutChains(f), finish)
+	main, err := n.readNamed(f, nftgen.TableName, finish)
 	if main == nil || err != nil {
 		return main, err
 	}
 	err = n.eachShard(ctx, f, func(name string) error {
-		st, err := n.readTable(f, name, shardLayoutChains(f), finish)
+		st, err := n.readNamed(f, name, finish)
 		if st != nil {
-			st.Name = name
 			main.Shards = append(main.Shards, st)
 		}
 		return err
@@ -99,13 +98,19 @@ func (n *Netlink) ReadTable(ctx context.Context, f nftgen.Family, table int, fin
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	return n.readNamed(f, nftgen.ShardTable(table), finish)
+}
+
+// readNamed reads the family's main table or the shard table called name
+// from the chains its layout always has; a shard's state carries its name.
+func (n *Netlink) readNamed(f nftgen.Family, name string, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {
 	roots := layoutChains(f)
-	if table > 0 {
+	if nftgen.IsShardTable(name) {
 		roots = shardLayoutChains(f)
 	}
-	st, err := n.readTable(f, nftgen.ShardTable(table), roots, finish)
-	if st != nil && table > 0 {
-		st.Name = nftgen.ShardTable(table)
+	st, err := n.readTable(f, name, roots, finish)
+	if st != nil && nftgen.IsShardTable(name) {
+		st.Name = name
 	}
 	return st, err
 }
