@@ -19,22 +19,28 @@ const parallelChains = 4096
 
 // chainsInParallel renders chains as chains does, on b.workers goroutines
 // (GOMAXPROCS when 0).
-func (b *builder) chainsInParallel(chains []*nftgen.Chain) {
+func (b *builder) chainsInParallel(chains []*nftgen.Chain, at []int) {
 	n := b.workers
 	if n == 0 {
 		n = runtime.GOMAXPROCS(0)
 	}
 	if n < 2 || len(chains) < parallelChains {
-		b.chains(chains)
+		b.chains(chains, at)
 		return
 	}
 	parts := make([]*builder, n)
 	var wg sync.WaitGroup
 	for i := range parts {
-		run := chains[len(chains)*i/n : len(chains)*(i+1)/n]
+		lo, hi := len(chains)*i/n, len(chains)*(i+1)/n
+		run, runAt := chains[lo:hi], at
 		part := b.fork(len(run))
+		if at != nil {
+			runAt = at[lo:hi]
+		} else {
+			part.offset = lo
+		}
 		parts[i] = part
-		wg.Go(func() { part.chains(run) })
+		wg.Go(func() { part.chains(run, runAt) })
 	}
 	wg.Wait()
 	for _, part := range parts {
@@ -62,6 +68,7 @@ func (b *builder) join(part *builder) {
 			t.Rules[c] = append(t.Rules[c], rules...)
 		}
 		t.Notes = append(t.Notes, from.Notes...)
+		t.noteAt = append(t.noteAt, from.noteAt...)
 		b.emptyChains[name] = append(b.emptyChains[name], part.emptyChains[name]...)
 	}
 	for at, lines := range part.origins {

@@ -15,6 +15,22 @@ import (
 // nftproxy's among them (each a note, whose order the text keeps).
 func largeState(t *testing.T, n int) *nftgen.TableState {
 	t.Helper()
+	g, ports := largePorts(t, n)
+	st := g.Ruleset(ports).State()
+	var chains []*nftgen.Chain
+	for i, c := range st.Chains {
+		chains = append(chains, c)
+		if i%1000 == 0 {
+			chains = append(chains, &nftgen.Chain{Name: fmt.Sprintf("stray-%d", i)})
+		}
+	}
+	st.Chains = chains
+	return st
+}
+
+// largePorts are the n Service ports of largeState and their generator.
+func largePorts(t *testing.T, n int) (*nftgen.Generator, []svcmodel.ServicePortState) {
+	t.Helper()
 	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, LocalhostNodePorts: true,
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Node: svcmodel.Node{Name: "node-a"}})
 	if err != nil {
@@ -34,16 +50,7 @@ func largeState(t *testing.T, n int) *nftgen.TableState {
 			ports[i].NodePort = uint16(30000 + i%2000)
 		}
 	}
-	st := g.Ruleset(ports).State()
-	var chains []*nftgen.Chain
-	for i, c := range st.Chains {
-		chains = append(chains, c)
-		if i%1000 == 0 {
-			chains = append(chains, &nftgen.Chain{Name: fmt.Sprintf("stray-%d", i)})
-		}
-	}
-	st.Chains = chains
-	return st
+	return g, ports
 }
 
 // TestParallelBuildMatchesOneBuilder: a table large enough to be rendered

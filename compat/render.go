@@ -35,6 +35,11 @@ type Table struct {
 	// Notes are things the view cannot express as rules (unknown
 	// expressions or objects); they are printed as comments.
 	Notes []string
+	// noteAt is, for each note, the place in the table's state of the
+	// chain being rendered when it was made (-1 before any chain), so
+	// that a view rendered out of the state's order (Stream) can put its
+	// notes back in that order.
+	noteAt []int
 }
 
 // RuleCount returns the number of -A lines of the table.
@@ -131,6 +136,9 @@ type builder struct {
 	// counted holds, per map, the rule that counts packets to its keys:
 	// each of the map's rules gets a counted copy (see countedCopy).
 	counted map[string]nftgen.Rule
+	// at is the place of the chain being rendered (see Table.noteAt);
+	// offset that of the first chain given to chains without places.
+	at, offset int
 }
 
 // probability is the package's probability, memoized: a large table
@@ -148,7 +156,9 @@ func (b *builder) probability(remaining int) string {
 }
 
 func (b *builder) note(table, format string, args ...any) {
-	b.tables[table].Notes = append(b.tables[table].Notes, fmt.Sprintf(format, args...))
+	t := b.tables[table]
+	t.Notes = append(t.Notes, fmt.Sprintf(format, args...))
+	t.noteAt = append(t.noteAt, b.at)
 }
 
 func (b *builder) add(table string, r *iptRule) {
@@ -161,7 +171,15 @@ func (b *builder) add(table string, r *iptRule) {
 }
 
 func (b *builder) build() {
+	b.top()
+	b.chainsInParallel(b.st.Chains, nil)
+}
+
+// top renders what comes before the regular chains: notes about the whole
+// table and the rules of the built-in chains.
+func (b *builder) top() {
 	b.emptyChains = map[string][]string{}
+	b.at = -1
 	for _, u := range b.st.Unknown {
 		b.note("nat", "object nftproxy does not know: %s", u)
 	}
@@ -205,12 +223,17 @@ func (b *builder) build() {
 		b.origin = l.at
 		b.baseRule("filter", "OUTPUT", l.r)
 	}
-	b.chainsInParallel(b.st.Chains)
 }
 
-// chains renders the regular chains of the table.
-func (b *builder) chains(chains []*nftgen.Chain) {
-	for _, c := range chains {
+// chains renders the regular chains of the table; at, when not nil, holds
+// the place of each in the table's state (else they are the state's
+// chains in order from b.offset).
+func (b *builder) chains(chains []*nftgen.Chain, at []int) {
+	for k, c := range chains {
+		b.at = b.offset + k
+		if at != nil {
+			b.at = at[k]
+		}
 		// What a counting rule counts is its own chain's map rule.
 		b.counted = nil
 		role, ok := nftgen.RoleOf(c.Name)

@@ -35,6 +35,13 @@ type Dataplane interface {
 	// returns nil and no error when that table does not exist. It is the
 	// read of the rolling check, which compares one table at a time.
 	ReadTable(ctx context.Context, f Family, table int, finish func(chain string, rules []Rule) []Rule) (*TableState, error)
+	// ReadLeaving is Read for a view printed a chain at a time: the
+	// Services' chains (IsServiceChain) are listed in the result's Unread,
+	// not in Chains, and the ChainRules returned reads their rules when
+	// asked. An endpoint chain that jumps to a chain outside the layout
+	// all the same hides that chain: it is counted as Unreached in a table
+	// too large to list.
+	ReadLeaving(ctx context.Context, f Family) (*TableState, ChainRules, error)
 	// DeleteTable removes the family's table and everything in it. A
 	// missing table is not an error.
 	DeleteTable(ctx context.Context, f Family) error

@@ -23,6 +23,7 @@ func (s *TableState) Merged() *TableState {
 	out := *s
 	out.Shards = nil
 	out.Chains = slices.Clone(s.Chains)
+	out.Unread = slices.Clone(s.Unread)
 	out.Maps = make([]MapState, len(s.Maps))
 	for i, m := range s.Maps {
 		out.Maps[i] = MapState{Spec: m.Spec, Elements: slices.Clone(m.Elements)}
@@ -58,6 +59,7 @@ func (s *TableState) addShard(sh *TableState) {
 			s.Maps = append(s.Maps, m)
 		}
 	}
+	s.Unread = append(s.Unread, sh.Unread...)
 	s.Sets = append(s.Sets, sh.Sets...)
 	s.SetNames = append(s.SetNames, sh.SetNames...)
 	maps.Copy(s.Members, sh.Members)

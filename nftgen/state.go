@@ -42,6 +42,9 @@ type TableState struct {
 	// folds them in. Name is a shard's table name.
 	Shards []*TableState
 	Name   string
+	// Unread are the chains a leaving read (Dataplane.ReadLeaving) found
+	// but did not read the rules of; they are not in Chains.
+	Unread []ChainRef
 }
 
 // SetMember is one address in a dynamic set and the time it has left.

@@ -62,13 +62,37 @@ func liveTables(ctx context.Context, netns string, fam nftgen.Family) ([]*compat
 		return nil, err
 	}
 	if st == nil {
-		where := "this network namespace"
-		if netns != "" {
-			where = netns
-		}
-		fmt.Fprintf(os.Stderr, "nftproxy: there is no table %s %s in %s: nftproxy has not programmed it\n", fam, nftgen.TableName, where)
+		noTable(netns, fam)
 	}
 	return compat.Build(st), nil
+}
+
+// noTable says on stderr that the family has no table of nftproxy's.
+func noTable(netns string, fam nftgen.Family) {
+	where := "this network namespace"
+	if netns != "" {
+		where = netns
+	}
+	fmt.Fprintf(os.Stderr, "nftproxy: there is no table %s %s in %s: nftproxy has not programmed it\n", fam, nftgen.TableName, where)
+}
+
+// streamLive writes the compat view of the family's live table to out,
+// each chain as it is rendered: at 100,000 Services the whole view is
+// gigabytes of decoded rules and text.
+func streamLive(ctx context.Context, out io.Writer, netns string, fam nftgen.Family, opts compat.Options) error {
+	dp, done, err := dataplane(&options{netns: netns})
+	if err != nil {
+		return err
+	}
+	defer done()
+	st, rest, err := dp.ReadLeaving(ctx, fam)
+	if err != nil {
+		return fmt.Errorf("read table %s %s: %w", fam, nftgen.TableName, err)
+	}
+	if st == nil {
+		noTable(netns, fam)
+	}
+	return compat.Stream(ctx, out, st, rest, opts)
 }
 
 func renderOptions(f *compatFlags, header string) compat.Options {
@@ -88,11 +112,7 @@ func runSave(ctx context.Context, args []string, out io.Writer) error {
 	if len(rest) > 0 {
 		return usageError{fmt.Errorf("save: unexpected argument %q", rest[0])}
 	}
-	tables, err := liveTables(ctx, f.netns, f.family())
-	if err != nil {
-		return err
-	}
-	return compat.Write(out, tables, renderOptions(f, fmt.Sprintf("nftproxy save (compat view of table %s %s)", f.family(), nftgen.TableName)))
+	return streamLive(ctx, out, f.netns, f.family(), renderOptions(f, fmt.Sprintf("nftproxy save (compat view of table %s %s)", f.family(), nftgen.TableName)))
 }
 
 // differentError makes diff exit with 1.

@@ -57,7 +57,9 @@ func metricsMux(m *metrics.Metrics, dp nftgen.Dataplane, nsPath, proxyMode strin
 		if f := r.URL.Query().Get("family"); f == "ip6" || f == "IPv6" {
 			fam = nftgen.FamilyIPv6
 		}
-		st, err := dp.Read(r.Context(), fam)
+		// Each chain is rendered as it is written: the whole view of a
+		// large table is gigabytes.
+		st, rest, err := dp.ReadLeaving(r.Context(), fam)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusInternalServerError)
 			return
@@ -67,7 +69,7 @@ func metricsMux(m *metrics.Metrics, dp nftgen.Dataplane, nsPath, proxyMode strin
 			opts.Tables = []string{t}
 		}
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		_ = compat.Write(w, compat.Build(st), opts)
+		_ = compat.Stream(r.Context(), w, st, rest, opts)
 	}))
 	mux.HandleFunc("/explain", expensive.wrap(explainHandler(dp, nsPath)))
 	return mux

@@ -71,23 +71,17 @@ func (n *Netlink) ForeignTable(ctx context.Context, family nftables.TableFamily,
 	if t == nil || err != nil {
 		return nil, err
 	}
-	found, names, rules, complete, err := discoverChains(n, t, roots, nil, others, foreignRule, nil)
+	walk := chainWalk[ForeignRule]{decode: foreignRule}
+	l, err := discoverChains(n, t, roots, nil, others, walk)
 	if err != nil {
 		return nil, fmt.Errorf("read table %s: %w", table, err)
 	}
-	if !complete {
-		n.fullListings.Add(1)
-		if found, err = n.tableChains(t); err != nil {
-			return nil, fmt.Errorf("list chains of table %s: %w", table, err)
-		}
-		names = names[:0]
-		for _, ch := range found {
-			names = append(names, ch.Name)
-		}
-		if rules, err = allRules(n, t, names, foreignRule, nil); err != nil {
-			return nil, fmt.Errorf("list rules of table %s: %w", table, err)
+	if !l.complete {
+		if l, err = listAll(n, t, walk); err != nil {
+			return nil, fmt.Errorf("list table %s: %w", table, err)
 		}
 	}
+	found, names, rules := l.found, l.names, l.rules
 	base := map[string]bool{}
 	for _, ch := range found {
 		base[ch.Name] = ch.Hooknum != nil

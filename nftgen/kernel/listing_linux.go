@@ -120,21 +120,30 @@ func (n *Netlink) tableChains(table *nftables.Table) ([]*nftables.Chain, error) 
 // chainRules dumps the rules of the named chains of table, one dump per
 // chain, and gives each rule of chains[i] to each(i, r) as it arrives (r
 // and what it points to are only valid during the call), then calls
-// end(i), if not nil, once the chain's last rule was given. each and end
-// are called from several goroutines, never at once for one chain. The kernel
-// finds a chain named in a rule dump through its hash, so one dump per
-// chain costs what the chain holds; a dump of the whole table restarts its
-// walk over every rule for each 32 KB buffer, which is quadratic (26 s
-// against 8.5 s at 3,000 Services).
-func (n *Netlink) chainRules(table *nftables.Table, chains []string, each func(i int, r *parsedRule) error, end func(i int)) error {
+// end(i), if not nil, once the chain's last rule was given; a dump that
+// fails with an error for which skip (if not nil) is true gives no rules.
+// each and end are called from several goroutines, never at once for one
+// chain. The kernel finds a chain named in a rule dump through its hash,
+// so one dump per chain costs what the chain holds; a dump of the whole
+// table restarts its walk over every rule for each 32 KB buffer, which is
+// quadratic (26 s against 8.5 s at 3,000 Services).
+func (n *Netlink) chainRules(table *nftables.Table, chains []string, skip func(error) bool, each func(i int, r *parsedRule) error, end func(i int)) error {
+	return n.dumpRules(table.Family, len(chains), func(i int) (string, string) { return table.Name, chains[i] }, skip, each, end)
+}
+
+// dumpRules is chainRules of count chains, chain i named by target, each
+// in a table of its own (of one family): the chains of many tables share
+// the sockets and buffers of one run of dumps.
+func (n *Netlink) dumpRules(family nftables.TableFamily, count int, target func(i int) (table, chain string), skip func(error) bool, each func(i int, r *parsedRule) error, end func(i int)) error {
 	body := func(i int, dst []byte) []byte {
-		return appendString(appendString(dst, unix.NFTA_RULE_TABLE, table.Name), unix.NFTA_RULE_CHAIN, chains[i])
+		table, chain := target(i)
+		return appendString(appendString(dst, unix.NFTA_RULE_TABLE, table), unix.NFTA_RULE_CHAIN, chain)
 	}
 	newRule := netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_NEWRULE)
 	// Each rule is parsed into a parsedRule taken from scratch and given
 	// back after each: a listing parses millions of rules.
 	scratch := sync.Pool{New: func() any { return new(parsedRule) }}
-	err := n.requestEach(unix.NFT_MSG_GETRULE, netlink.Request|netlink.Dump, table.Family, len(chains), body, nil, nil, func(i int, h netlink.Header, data []byte) error {
+	err := n.requestEach(unix.NFT_MSG_GETRULE, netlink.Request|netlink.Dump, family, count, body, skip, nil, func(i int, h netlink.Header, data []byte) error {
 		if h.Type == netlink.Done && end != nil {
 			end(i)
 		}
@@ -144,7 +153,8 @@ func (n *Netlink) chainRules(table *nftables.Table, chains []string, each func(i
 		r := scratch.Get().(*parsedRule)
 		defer scratch.Put(r)
 		if err := parseRuleMsg(data, r); err != nil {
-			return fmt.Errorf("decode rule of %s: %w", chains[i], err)
+			_, chain := target(i)
+			return fmt.Errorf("decode rule of %s: %w", chain, err)
 		}
 		return each(i, r)
 	})
@@ -198,43 +208,70 @@ func chainRequests(table *nftables.Table, names []string) [][]netlink.Attribute 
 	return requests
 }
 
+// chainWalk says what a listing does with each chain it reads: decode
+// decodes each rule as it arrives, finish (if not nil) replaces a chain's
+// rules once they are all read, and leaf (if not nil) names the chains a
+// listing finds but does not read (see nftgen.IsLeafChain).
+type chainWalk[R any] struct {
+	decode func(*parsedRule) R
+	finish chainFinisher[R]
+	leaf   func(chain string) bool
+}
+
+// listing is what discoverChains found: found are the layout's chains
+// that exist, as the kernel describes them, names every chain read, those
+// first, with rules[i] those of names[i]; unread are the leaf chains found
+// and not read.
+type listing[R any] struct {
+	found  []*nftables.Chain
+	names  []string
+	rules  [][]R
+	unread []string
+	// complete is false when the table holds a chain the listing did not
+	// find (see discoverChains).
+	complete bool
+}
+
 // discoverChains finds the chains of table and their rules without a
 // chain dump, which the kernel restarts for every 32 KB buffer (quadratic:
 // minutes at 300,000 chains). It looks up the chains of nftproxy's layout
 // by name (they may be missing, and some are base chains), then follows
 // targets (the verdict maps' chains) and every jump and goto, dumping each
-// chain's rules. A chain that a live rule or element jumps to exists and
-// is a regular chain (the kernel refuses a jump to a missing chain or to a
-// base chain, and a chain in use cannot be deleted), so those are not
-// looked up: that halves the requests. found are the layout's chains that
-// exist, as the kernel describes them, and names every chain found, those
-// first. Each rule is decoded by decode as it arrives; rules[i] are those
-// of names[i], or what finish (if not nil) returned for them once the
-// chain was read. The read is not atomic: a
-// commit between two requests shows half (as any listing does). The
-// table's use count (its chains, sets and named objects; others counts the
-// sets and objects) tells whether this found every chain; complete is false
-// when it did not, for example when another process added a chain that
-// nothing jumps to.
-func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []string, others int, decode func(*parsedRule) R, finish chainFinisher[R]) (found []*nftables.Chain, names []string, rules [][]R, complete bool, err error) {
-	if found, err = n.chainsByName(table, layout); err != nil {
-		return nil, nil, nil, false, err
+// chain's rules (but a leaf's). A chain that a live rule or element jumps
+// to exists and is a regular chain (the kernel refuses a jump to a missing
+// chain or to a base chain, and a chain in use cannot be deleted), so
+// those are not looked up: that halves the requests. The read is not
+// atomic: a commit between two requests shows half (as any listing does).
+// The table's use count (its chains, sets and named objects; others counts
+// the sets and objects) tells whether this found every chain; the listing
+// is not complete when it did not, for example when another process added
+// a chain that nothing jumps to.
+func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []string, others int, walk chainWalk[R]) (*listing[R], error) {
+	found, err := n.chainsByName(table, layout)
+	if err != nil {
+		return nil, err
 	}
+	l := &listing[R]{found: found}
 	seen := map[string]bool{}
 	var frontier []string
 	for _, name := range layout {
 		seen[name] = true
 	}
 	for _, ch := range found {
-		names = append(names, ch.Name)
+		l.names = append(l.names, ch.Name)
 		frontier = append(frontier, ch.Name)
 	}
 	// add queues a jump target: an existing regular chain.
 	add := func(name string) {
-		if name != "" && !seen[name] {
+		switch {
+		case name == "" || seen[name]:
+		case walk.leaf != nil && walk.leaf(name):
+			seen[name] = true
+			l.unread = append(l.unread, name)
+		default:
 			seen[name] = true
 			frontier = append(frontier, name)
-			names = append(names, name)
+			l.names = append(l.names, name)
 		}
 	}
 	for _, name := range targets {
@@ -243,20 +280,20 @@ func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []
 	for len(frontier) > 0 {
 		level := frontier
 		frontier = nil
-		start := len(rules)
-		rules = append(rules, make([][]R, len(level))...)
+		start := len(l.rules)
+		l.rules = append(l.rules, make([][]R, len(level))...)
 		jumps := make([][]string, len(level))
-		err := n.chainRules(table, level, func(i int, r *parsedRule) error {
+		err := n.chainRules(table, level, nil, func(i int, r *parsedRule) error {
 			for _, x := range r.exprs {
 				if v, ok := x.e.(*expr.Verdict); ok && v.Chain != "" {
 					jumps[i] = append(jumps[i], v.Chain)
 				}
 			}
-			rules[start+i] = append(rules[start+i], decode(r))
+			l.rules[start+i] = append(l.rules[start+i], walk.decode(r))
 			return nil
-		}, finish.end(level, rules[start:]))
+		}, walk.finish.end(level, l.rules[start:]))
 		if err != nil {
-			return nil, nil, nil, false, err
+			return nil, err
 		}
 		for _, js := range jumps {
 			for _, j := range js {
@@ -264,7 +301,28 @@ func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []
 			}
 		}
 	}
-	return found, names, rules, uint32(len(names)+others) == table.Use, nil
+	l.complete = uint32(len(l.names)+len(l.unread)+others) == table.Use
+	return l, nil
+}
+
+// listAll lists every chain of table in one dump and reads the rules of
+// all but the leaves, for a table discoverChains did not find whole.
+func listAll[R any](n *Netlink, table *nftables.Table, walk chainWalk[R]) (*listing[R], error) {
+	n.fullListings.Add(1)
+	found, err := n.tableChains(table)
+	if err != nil {
+		return nil, err
+	}
+	l := &listing[R]{found: found, complete: true}
+	for _, ch := range found {
+		if ch.Hooknum == nil && walk.leaf != nil && walk.leaf(ch.Name) {
+			l.unread = append(l.unread, ch.Name)
+		} else {
+			l.names = append(l.names, ch.Name)
+		}
+	}
+	l.rules, err = allRules(n, table, l.names, walk.decode, walk.finish)
+	return l, err
 }
 
 // allRules dumps the rules of every chain of table named in names,
@@ -272,7 +330,7 @@ func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []
 // not nil) returned for them.
 func allRules[R any](n *Netlink, table *nftables.Table, names []string, decode func(*parsedRule) R, finish chainFinisher[R]) ([][]R, error) {
 	rules := make([][]R, len(names))
-	err := n.chainRules(table, names, func(i int, r *parsedRule) error {
+	err := n.chainRules(table, names, nil, func(i int, r *parsedRule) error {
 		rules[i] = append(rules[i], decode(r))
 		return nil
 	}, finish.end(names, rules))

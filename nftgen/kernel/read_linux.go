@@ -5,6 +5,7 @@ package kernel
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -73,24 +74,53 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 // shard tables of a sharded layout read each on its own into the main
 // table's state's Shards.
 func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	st, _, err := n.readAll(ctx, f, readOptions{finish: finish})
+	return st, err
+}
+
+// ReadLeaving implements nftgen.Dataplane: Read with the Services' chains
+// left unread, and a ChainRules that reads them, decoded as the rest, one
+// dump a chain. The endpoint chains are not dumped at all; the other
+// Service chains are dumped to find what they jump to, and let go.
+func (n *Netlink) ReadLeaving(ctx context.Context, f nftgen.Family) (*nftgen.TableState, nftgen.ChainRules, error) {
+	// Every table's unread chains go to one list as they are found: at
+	// 100,000 Services there are 1.1 million, and a list per table merged
+	// after would hold them twice.
+	var unread []nftgen.ChainRef
+	st, tables, err := n.readAll(ctx, f, readOptions{unread: &unread})
+	if st == nil || err != nil {
+		return nil, nil, err
 	}
-	main, err := n.readNamed(f, nftgen.TableName, finish)
-	if main == nil || err != nil {
-		return main, err
-	}
-	err = n.eachShard(ctx, f, func(name string) error {
-		st, err := n.readNamed(f, name, finish)
-		if st != nil {
-			main.Shards = append(main.Shards, st)
+	merged := st.Merged()
+	merged.Unread = unread
+	return merged, n.unreadRules(f, tables), nil
+}
+
+// unreadRules returns the ChainRules of a leaving read of tables (by
+// name, all of family f): the chains asked for at once share one run of
+// dumps, whatever their tables.
+func (n *Netlink) unreadRules(f nftgen.Family, tables map[string]*tableRules) nftgen.ChainRules {
+	return func(ctx context.Context, chains []nftgen.ChainRef) ([][]nftgen.Rule, error) {
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
-		return err
-	})
-	if err != nil {
-		return nil, err
+		out := make([][]nftgen.Rule, len(chains))
+		target := func(i int) (string, string) { return chains[i].Table, chains[i].Chain }
+		// A chain deleted since the first read has no rules.
+		gone := func(err error) bool { return errors.Is(err, unix.ENOENT) }
+		err := n.dumpRules(tableFamily(f), len(chains), target, gone, func(i int, r *parsedRule) error {
+			t := tables[chains[i].Table]
+			if t == nil {
+				return fmt.Errorf("chain %s of table %s, which the read did not find", chains[i].Chain, chains[i].Table)
+			}
+			out[i] = append(out[i], t.decode(r))
+			return nil
+		}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("read %d chains: %w", len(chains), err)
+		}
+		return out, nil
 	}
-	return main, nil
 }
 
 // ReadTable implements nftgen.Dataplane: ReadCompact of table alone.
@@ -98,46 +128,95 @@ func (n *Netlink) ReadTable(ctx context.Context, f nftgen.Family, table int, fin
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return n.readNamed(f, nftgen.ShardTable(table), finish)
+	st, _, err := n.readNamed(f, nftgen.ShardTable(table), readOptions{finish: finish})
+	return st, err
+}
+
+// readOptions say what a read keeps of each chain: finish as in
+// chainWalk; unread, when not nil, makes the read leave the Services'
+// chains unread and collects them (ReadLeaving).
+type readOptions struct {
+	finish func(chain string, rules []nftgen.Rule) []nftgen.Rule
+	unread *[]nftgen.ChainRef
+}
+
+// walk returns the chain walk of a read of these options with decode.
+func (o readOptions) walk(decode func(*parsedRule) nftgen.Rule) chainWalk[nftgen.Rule] {
+	if o.unread == nil {
+		return chainWalk[nftgen.Rule]{decode: decode, finish: o.finish}
+	}
+	drop := func(chain string, rules []nftgen.Rule) []nftgen.Rule {
+		if nftgen.IsServiceChain(chain) {
+			return nil
+		}
+		return rules
+	}
+	return chainWalk[nftgen.Rule]{decode: decode, finish: drop, leaf: nftgen.IsLeafChain}
+}
+
+// readAll reads the family's main table and its shard tables, each on its
+// own into the main table's state's Shards; tables are what reading more
+// of each table's chains needs, by table name.
+func (n *Netlink) readAll(ctx context.Context, f nftgen.Family, opts readOptions) (*nftgen.TableState, map[string]*tableRules, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	main, more, err := n.readNamed(f, nftgen.TableName, opts)
+	if main == nil || err != nil {
+		return main, nil, err
+	}
+	tables := map[string]*tableRules{nftgen.TableName: more}
+	err = n.eachShard(ctx, f, func(name string) error {
+		st, more, err := n.readNamed(f, name, opts)
+		if st != nil {
+			main.Shards = append(main.Shards, st)
+			tables[name] = more
+		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return main, tables, nil
 }
 
 // readNamed reads the family's main table or the shard table called name
 // from the chains its layout always has; a shard's state carries its name.
-func (n *Netlink) readNamed(f nftgen.Family, name string, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {
+func (n *Netlink) readNamed(f nftgen.Family, name string, opts readOptions) (*nftgen.TableState, *tableRules, error) {
 	roots := layoutChains(f)
 	if nftgen.IsShardTable(name) {
 		roots = shardLayoutChains(f)
 	}
-	st, err := n.readTable(f, name, roots, finish)
+	st, more, err := n.readTable(f, name, roots, opts)
 	if st != nil && nftgen.IsShardTable(name) {
 		st.Name = name
 	}
-	return st, err
+	return st, more, err
 }
 
 // readTable reads the family's table called name, whose chains are reached
 // from roots; nil and no error when it does not exist.
-func (n *Netlink) readTable(f nftgen.Family, name string, roots []string, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {
+func (n *Netlink) readTable(f nftgen.Family, name string, roots []string, opts readOptions) (*nftgen.TableState, *tableRules, error) {
 	// One socket for the whole read: it dumps every set and every chain
 	// separately, which is hundreds of thousands of dumps at 30,000
 	// Services.
 	c, err := NewConn(n.connOptions()...)
 	if err != nil {
-		return nil, fmt.Errorf("open netlink: %w", err)
+		return nil, nil, fmt.Errorf("open netlink: %w", err)
 	}
 	defer c.CloseLasting()
 	table, err := findNamedTable(c, f, name)
 	if table == nil || err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	st := &nftgen.TableState{Family: f, Members: map[string][]nftgen.SetMember{}, Dormant: table.Flags&nftables.TableFlagDormant != 0}
 	sets, err := c.GetSets(table)
 	if err != nil {
-		return nil, fmt.Errorf("list sets of %s %s: %w", f, name, err)
+		return nil, nil, fmt.Errorf("list sets of %s %s: %w", f, name, err)
 	}
 	elements, err := n.setElements(sets)
 	if err != nil {
-		return nil, fmt.Errorf("list elements of %s %s: %w", f, name, err)
+		return nil, nil, fmt.Errorf("list elements of %s %s: %w", f, name, err)
 	}
 	anon := decodeSets(st, sets, elements)
 	var targets []string
@@ -160,33 +239,53 @@ func (n *Netlink) readTable(f nftgen.Family, name string, roots []string, finish
 	// The table's use count counts its named objects (the counters) too.
 	objs, err := c.GetObjects(table)
 	if err != nil {
-		return nil, fmt.Errorf("list objects of %s %s: %w", f, name, err)
+		return nil, nil, fmt.Errorf("list objects of %s %s: %w", f, name, err)
 	}
-	found, names, rules, complete, err := discoverChains(n, table, roots, targets, len(sets)+len(objs), decode, finish)
+	walk := opts.walk(decode)
+	l, err := discoverChains(n, table, roots, targets, len(sets)+len(objs), walk)
 	if err != nil {
-		return nil, fmt.Errorf("list chains of %s %s: %w", f, name, err)
+		return nil, nil, fmt.Errorf("list chains of %s %s: %w", f, name, err)
 	}
 	switch {
-	case complete:
-	case !n.listable(len(names)):
+	case l.complete:
+	case !n.listable(len(l.names) + len(l.unread)):
 		// Something nothing jumps to, in a table too large to list.
-		st.Unreached = max(1, int(table.Use)-len(names)-len(sets)-len(objs))
+		st.Unreached = max(1, int(table.Use)-len(l.names)-len(l.unread)-len(sets)-len(objs))
 	default:
 		// Something nothing jumps to: list every chain after all.
-		n.fullListings.Add(1)
-		if found, err = n.tableChains(table); err != nil {
-			return nil, fmt.Errorf("list chains of %s %s: %w", f, name, err)
-		}
-		names = names[:0]
-		for _, ch := range found {
-			names = append(names, ch.Name)
-		}
-		if rules, err = allRules(n, table, names, decode, finish); err != nil {
-			return nil, fmt.Errorf("list rules of %s %s: %w", f, name, err)
+		if l, err = listAll(n, table, walk); err != nil {
+			return nil, nil, fmt.Errorf("list table %s %s: %w", f, name, err)
 		}
 	}
-	st.Chains = chainStates(found, names, rules)
-	return st, nil
+	st.Chains = chainStates(l.found, l.names, l.rules)
+	if opts.unread != nil {
+		leaveUnread(st, name, l.unread, opts.unread)
+	}
+	return st, &tableRules{decode: decode}, nil
+}
+
+// leaveUnread moves the Service chains of st, the table called name, to
+// unread, after them the leaves the read did not dump.
+func leaveUnread(st *nftgen.TableState, name string, leaves []string, unread *[]nftgen.ChainRef) {
+	kept := st.Chains[:0]
+	for _, c := range st.Chains {
+		if c.Base == nil && nftgen.IsServiceChain(c.Name) {
+			*unread = append(*unread, nftgen.ChainRef{Table: name, Chain: c.Name})
+		} else {
+			kept = append(kept, c)
+		}
+	}
+	clear(st.Chains[len(kept):])
+	st.Chains = kept
+	for _, c := range leaves {
+		*unread = append(*unread, nftgen.ChainRef{Table: name, Chain: c})
+	}
+}
+
+// tableRules decodes the rules of the chains a leaving read left unread
+// as that read decoded those of the table's other chains.
+type tableRules struct {
+	decode func(*parsedRule) nftgen.Rule
 }
 
 // chainStates returns the chains called names with their rules, base

@@ -75,7 +75,7 @@ func TestShardedLayoutReadsAsTheSingleTable(t *testing.T) {
 		if err != nil || len(names) != layout.Shards {
 			t.Fatalf("%s: shard tables %v (%v), want %d", fam, names, err, layout.Shards)
 		}
-		main, err := sharded.readTable(fam, nftgen.TableName, layoutChains(fam), nil)
+		main, _, err := sharded.readTable(fam, nftgen.TableName, layoutChains(fam), readOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
