@@ -6,8 +6,8 @@ import (
 )
 
 // GCPercent is the garbage collector's target that nftproxy runs with
-// when it programs the kernel (the daemon, sync), unless the environment
-// sets GOGC: a collection whenever the
+// when it programs the kernel (the daemon, sync) or streams a large view
+// (save), unless the environment sets GOGC: a collection whenever the
 // heap has grown by half of what was live after the last one, instead of
 // Go's default of doubling. A full sync builds the whole desired ruleset
 // and then streams it to the kernel, leaving a lot of short-lived garbage

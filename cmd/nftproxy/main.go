@@ -60,13 +60,15 @@ func run(args []string) int {
 		fmt.Print(commandsUsage)
 		return 0
 	}
+	if cmd == "" || cmd == "sync" || cmd == "save" {
+		// The commands that program the kernel, and save, which streams
+		// a table of any size chain by chain (at 100,000 Services: 235
+		// instead of 275-310 MiB, 3-5% slower). diff, render and explain
+		// hold what they read whole, and are faster with Go's default.
+		proxier.SetGCPercent()
+	}
 	if cmd == "save" || cmd == "diff" {
 		return runReader(cmd, args)
-	}
-	if cmd == "" || cmd == "sync" {
-		// The commands that program the kernel (save, diff, render and
-		// explain only read, and are faster with Go's default).
-		proxier.SetGCPercent()
 	}
 	// A bad command line or configuration exits 2 from nftproxy's own
 	// commands and 1 from the daemon, as kube-proxy exits on every error.

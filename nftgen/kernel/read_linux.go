@@ -85,8 +85,13 @@ func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(
 func (n *Netlink) ReadLeaving(ctx context.Context, f nftgen.Family) (*nftgen.TableState, nftgen.ChainRules, error) {
 	// Every table's unread chains go to one list as they are found: at
 	// 100,000 Services there are 1.1 million, and a list per table merged
-	// after would hold them twice.
-	var unread []nftgen.ChainRef
+	// after would hold them twice. It is as long as the tables' objects at
+	// most, and made that long at once: growing it would hold it 1.5 times.
+	objects, err := n.tableObjects(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	unread := make([]nftgen.ChainRef, 0, objects)
 	st, tables, err := n.readAll(ctx, f, readOptions{unread: &unread})
 	if st == nil || err != nil {
 		return nil, nil, err
@@ -94,6 +99,25 @@ func (n *Netlink) ReadLeaving(ctx context.Context, f nftgen.Family) (*nftgen.Tab
 	merged := st.Merged()
 	merged.Unread = unread
 	return merged, n.unreadRules(f, tables), nil
+}
+
+// tableObjects returns how many objects (chains, sets, named objects) the
+// family's main and shard tables hold together, by their use counts.
+func (n *Netlink) tableObjects(f nftgen.Family) (int, error) {
+	objects := 0
+	err := n.withConn(func(c *nftables.Conn) error {
+		tables, err := c.ListTablesOfFamily(tableFamily(f))
+		if err != nil {
+			return fmt.Errorf("list %s tables: %w", f, err)
+		}
+		for _, t := range tables {
+			if t.Name == nftgen.TableName || nftgen.IsShardTable(t.Name) {
+				objects += int(t.Use)
+			}
+		}
+		return nil
+	})
+	return objects, err
 }
 
 // unreadRules returns the ChainRules of a leaving read of tables (by
