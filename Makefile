@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: cluster-deps cluster-binaries cluster cluster-down cluster-swap conformance-binaries conformance
+.PHONY: cluster-deps cluster-binaries cluster cluster-down cluster-swap cluster-disruption conformance-binaries conformance
 .PHONY: all build test unit fuzz fuzz-short differential e2e-binaries deps bench plots demo image image-docker clean
 
 all: build
@@ -82,6 +82,13 @@ cluster-down:
 # cluster of `make cluster` (writes e2e/results/cluster/cluster-swap.md).
 cluster-swap: image
 	e2e/cluster/swap.sh
+
+# Disruption under traffic on the cluster of `make cluster`, kube-proxy and
+# nftproxy in turn: the proxy's pod deleted, the API server down for 60 s,
+# a node's daemons killed, a node failed whole (writes
+# e2e/results/cluster/cluster-disruption.md).
+cluster-disruption: image
+	e2e/cluster/disruption.sh
 
 # Kubernetes' own e2e suite, built from the module (a long cold build).
 conformance-binaries: cluster-binaries

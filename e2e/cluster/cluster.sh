@@ -12,6 +12,11 @@
 #   cluster.sh swap-in   swap kube-proxy's DaemonSet to nftproxy, as docs/operating.md says
 #   cluster.sh kubectl ARGS...   kubectl against it
 #   cluster.sh node N CMD...     run CMD in node N's namespaces
+#   cluster.sh apiserver stop|start      kill kube-apiserver (SIGKILL) / start it again
+#   cluster.sh daemons N stop|start      kill node N's kubelet and containerd / start them again
+#   cluster.sh proxy-kill N      kill node N's proxy process (kube-proxy or nftproxy)
+#   cluster.sh power N off|on    node N fails whole (every process of it killed,
+#                                its link down) / comes back
 #
 # Global settings kubelet writes are confined to the node's mount namespace:
 # a regular file bind-mounted over each /proc/sys key (see confine_sysctls).
@@ -173,6 +178,25 @@ start() {
 	echo $! >"$d/$name.pid"
 }
 
+# apiserver_start starts kube-apiserver (again) and waits until it is ready.
+apiserver_start() {
+	start "$dir/cp" kube-apiserver cp "$bin/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
+		--bind-address 0.0.0.0 --advertise-address "$cp_ip" --secure-port 6443 \
+		--tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" --client-ca-file "$dir/pki/ca.crt" \
+		--service-cluster-ip-range "$service_cidr" --service-node-port-range 30000-32767 \
+		--service-account-issuer https://kubernetes.default.svc.cluster.local \
+		--service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
+		--token-auth-file "$dir/pki/tokens.csv" --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+		--allow-privileged=true --kubelet-preferred-address-types InternalIP --profiling=false
+	local t
+	for t in $(seq 1 180); do
+		kubectl get --raw /readyz >/dev/null 2>&1 && return 0
+		sleep 1
+	done
+	tail -20 "$dir/cp/kube-apiserver.log" >&2
+	return 1
+}
+
 control_plane() {
 	local c=$dir/cp
 	ip netns add "$cp_ns"
@@ -184,23 +208,7 @@ control_plane() {
 	start "$c" etcd cp "$bin/etcd" --name cp --data-dir "$c/etcd" --listen-client-urls http://127.0.0.1:2379 \
 		--advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
 		--initial-advertise-peer-urls http://127.0.0.1:2380 --initial-cluster cp=http://127.0.0.1:2380 --unsafe-no-fsync --log-level error
-	start "$c" kube-apiserver cp "$bin/kube-apiserver" --etcd-servers http://127.0.0.1:2379 \
-		--bind-address 0.0.0.0 --advertise-address "$cp_ip" --secure-port 6443 \
-		--tls-cert-file "$dir/pki/apiserver.crt" --tls-private-key-file "$dir/pki/apiserver.key" --client-ca-file "$dir/pki/ca.crt" \
-		--service-cluster-ip-range "$service_cidr" --service-node-port-range 30000-32767 \
-		--service-account-issuer https://kubernetes.default.svc.cluster.local \
-		--service-account-key-file "$dir/pki/sa.pub" --service-account-signing-key-file "$dir/pki/sa.key" \
-		--token-auth-file "$dir/pki/tokens.csv" --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
-		--allow-privileged=true --kubelet-preferred-address-types InternalIP --profiling=false
-	local t
-	for t in $(seq 1 180); do
-		kubectl get --raw /readyz >/dev/null 2>&1 && break
-		sleep 1
-	done
-	kubectl get --raw /readyz >/dev/null || {
-		tail -20 "$c/kube-apiserver.log" >&2
-		return 1
-	}
+	apiserver_start
 	start "$c" kube-controller-manager cp "$bin/kube-controller-manager" --kubeconfig "$dir/pki/admin.kubeconfig" \
 		--service-account-private-key-file "$dir/pki/sa.key" --root-ca-file "$dir/pki/ca.crt" --use-service-account-credentials \
 		--cluster-cidr "$pod_cidr" --service-cluster-ip-range "$service_cidr" --allocate-node-cidrs=false \
@@ -219,6 +227,30 @@ confine_sysctls() {
 		cat "/proc/sys/$k" >"$n/sysctl/${k//\//.}"
 		in_node "$i" mount --bind "$n/sysctl/${k//\//.}" "/proc/sys/$k"
 	done
+}
+
+# containerd_start I starts node I's containerd (again) and waits until it
+# answers.
+containerd_start() {
+	local i=$1 n=$dir/node$1 t
+	start "$n" containerd "$i" containerd --config "$n/containerd.toml"
+	for t in $(seq 1 60); do
+		in_node "$i" ctr --address /run/containerd/containerd.sock version >/dev/null 2>&1 && return 0
+		sleep 1
+	done
+	return 1
+}
+
+# kubelet_start I starts node I's kubelet (again).
+kubelet_start() {
+	local i=$1 n=$dir/node$1
+	start "$n" kubelet "$i" "$bin/kubelet" --config "$n/kubelet.yaml" --kubeconfig "$dir/pki/node$i.kubeconfig" \
+		--hostname-override "${nodes[$((i - 1))]}" --node-ip "$(node_ip "$i")" --v 1
+}
+
+# stop_pid FILE kills the process whose pid FILE holds (SIGKILL: a crash).
+stop_pid() {
+	[ -e "$1" ] && kill -9 "$(cat "$1")" 2>/dev/null || true
 }
 
 node_up() {
@@ -308,18 +340,12 @@ node_up() {
 		localStorageCapacityIsolation: true
 	EOF
 	echo "nameserver 10.96.0.10" >"$n/resolv.conf"
-	start "$n" containerd "$i" containerd --config "$n/containerd.toml"
-	local t
-	for t in $(seq 1 60); do
-		in_node "$i" ctr --address /run/containerd/containerd.sock version >/dev/null 2>&1 && break
-		sleep 1
-	done
+	containerd_start "$i"
 	local img
 	for img in "$dir/images/"*.tar; do
 		in_node "$i" ctr --address /run/containerd/containerd.sock -n k8s.io images import "$img" >/dev/null
 	done
-	start "$n" kubelet "$i" "$bin/kubelet" --config "$n/kubelet.yaml" --kubeconfig "$dir/pki/node$i.kubeconfig" \
-		--hostname-override "$name" --node-ip "$ip" --v 1
+	kubelet_start "$i"
 	log "node $name: containerd and kubelet started ($ip, pods $(node_cidr "$i"))"
 }
 
@@ -390,6 +416,38 @@ swap_in() {
 	kubectl -n kube-system rollout status daemonset kube-proxy --timeout 300s
 }
 
+# proxy_pids I prints the pids of node I's proxy (kube-proxy or nftproxy,
+# host network: in the node's network namespace).
+proxy_pids() {
+	local p
+	for p in $(ip netns pids "${nodes[$(($1 - 1))]}" 2>/dev/null); do
+		case "$(cat "/proc/$p/comm" 2>/dev/null)" in kube-proxy | nftproxy) echo "$p" ;; esac
+	done
+}
+
+# power_off I fails node I whole: its kubelet and containerd, then every
+# process in its network namespace and cgroup subtree (shims, containers),
+# and its link to the others goes down.
+power_off() {
+	local i=$1 name=${nodes[$(($1 - 1))]} p f
+	stop_pid "$dir/node$i/kubelet.pid"
+	stop_pid "$dir/node$i/containerd.pid"
+	for p in $(ip netns pids "$name" 2>/dev/null); do kill -9 "$p" 2>/dev/null || true; done
+	for f in $(find /sys/fs/cgroup/pids/"$name" -name cgroup.procs 2>/dev/null); do
+		for p in $(cat "$f"); do kill -9 "$p" 2>/dev/null || true; done
+	done
+	in_cp ip link set "eth-$name" down
+}
+
+# power_on I brings node I back: its link, containerd and kubelet (which
+# starts its pods again).
+power_on() {
+	local i=$1 name=${nodes[$(($1 - 1))]}
+	in_cp ip link set "eth-$name" up
+	containerd_start "$i"
+	kubelet_start "$i"
+}
+
 case "${1:-}" in
 up)
 	trap 'rc=$?; if [ $rc != 0 ]; then log "up failed; tearing down"; down || true; fi' EXIT
@@ -408,8 +466,38 @@ node)
 	shift
 	in_node "$i" "$@"
 	;;
+apiserver)
+	case "${2:-}" in
+	stop) stop_pid "$dir/cp/kube-apiserver.pid" ;;
+	start) apiserver_start ;;
+	*) exit 2 ;;
+	esac
+	;;
+daemons)
+	case "${3:-}" in
+	stop)
+		stop_pid "$dir/node$2/kubelet.pid"
+		stop_pid "$dir/node$2/containerd.pid"
+		;;
+	start)
+		containerd_start "$2"
+		kubelet_start "$2"
+		;;
+	*) exit 2 ;;
+	esac
+	;;
+proxy-kill)
+	for p in $(proxy_pids "$2"); do kill -9 "$p"; done
+	;;
+power)
+	case "${3:-}" in
+	off) power_off "$2" ;;
+	on) power_on "$2" ;;
+	*) exit 2 ;;
+	esac
+	;;
 *)
-	echo "usage: cluster.sh up|down|swap-in|kubectl ARGS|node N CMD" >&2
+	echo "usage: cluster.sh up|down|swap-in|kubectl ARGS|node N CMD|apiserver stop|start|daemons N stop|start|proxy-kill N|power N off|on" >&2
 	exit 2
 	;;
 esac
