@@ -27,39 +27,15 @@ log() { echo "disruption: $*" >&2; }
 now() { date +%s.%N; }
 since() { printf %.1f "$(echo "$(now) - $1" | bc)"; }
 rows=()
+# shellcheck source=traffic.sh
+. "$root/e2e/cluster/traffic.sh"
 
 # deploy makes the Services and the clients afresh.
 deploy() {
 	k delete namespace "$ns" --wait=true --ignore-not-found >/dev/null
-	k apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Namespace
-metadata: {name: $ns}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: $ns}
-spec:
-  replicas: 4
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      topologySpreadConstraints:
-      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}
-      containers:
-      - name: web
-        image: registry.k8s.io/e2e-test-images/agnhost:2.66.1
-        args: [netexec, --http-port=8080]
-        readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: $ns}
-spec:
-  type: NodePort
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 8080, nodePort: 30090}]
+	{
+		web_objects "$ns" 30090
+		cat <<EOF
 ---
 apiVersion: v1
 kind: Service
@@ -70,37 +46,19 @@ spec:
   selector: {app: web}
   ports: [{port: 80, targetPort: 8080, nodePort: 30091}]
 EOF
+	} | k apply -f - >/dev/null
 	k -n "$ns" rollout status deployment web --timeout 180s >/dev/null
 	cip=$(k -n "$ns" get service web -o jsonpath='{.spec.clusterIP}')
 	local i
 	for i in 1 2; do
-		k apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: client$i, namespace: $ns}
-spec:
-  nodeName: npc-node$i
-  containers:
-  - name: dialloop
-    image: docker.io/npc/tools:dev
-    imagePullPolicy: Never
-    args: [-every, 10ms, "http://$cip/hostname", "http://192.168.77.1$i:30090/hostname", "http://192.168.77.1$i:30091/hostname"]
-EOF
+		client_pod "$ns" "$i" "http://$cip/hostname" "http://192.168.77.1$i:30090/hostname" "http://192.168.77.1$i:30091/hostname" | k apply -f - >/dev/null
 	done
 	k -n "$ns" wait --for=condition=Ready pod/client1 pod/client2 --timeout 120s >/dev/null
 	sleep 3
 }
 
 # counts CLIENTS... prints "ok failed" summed over the clients' targets.
-counts() {
-	local i ok=0 failed=0 line
-	for i in "$@"; do
-		line=$(k -n "$ns" logs "client$i" --tail=1 2>/dev/null) || continue
-		ok=$((ok + $(echo "$line" | grep -o '"ok":[0-9]*' | cut -d: -f2 | paste -sd+ | bc)))
-		failed=$((failed + $(echo "$line" | grep -o '"failed":[0-9]*' | cut -d: -f2 | paste -sd+ | bc)))
-	done
-	echo "$ok $failed"
-}
+counts() { traffic_counts "$ns" "$@"; }
 
 # destinations I prints the endpoints node I's rules DNAT Service web to,
 # one a line (the proxy's own view: iptables-save, or nftproxy's compat

@@ -19,69 +19,21 @@ settle=${SWAP_SETTLE:-20}
 k() { "$c" kubectl "$@"; }
 log() { echo "swap: $*" >&2; }
 fail=0
+# shellcheck source=traffic.sh
+. "$root/e2e/cluster/traffic.sh"
 
-k apply -f - >/dev/null <<'EOF'
-apiVersion: v1
-kind: Namespace
-metadata: {name: npc-swap}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web, namespace: npc-swap}
-spec:
-  replicas: 4
-  selector: {matchLabels: {app: web}}
-  template:
-    metadata: {labels: {app: web}}
-    spec:
-      topologySpreadConstraints:
-      - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: web}}}
-      containers:
-      - name: web
-        image: registry.k8s.io/e2e-test-images/agnhost:2.66.1
-        args: [netexec, --http-port=8080]
-        readinessProbe: {httpGet: {path: /healthz, port: 8080}, periodSeconds: 1}
----
-apiVersion: v1
-kind: Service
-metadata: {name: web, namespace: npc-swap}
-spec:
-  type: NodePort
-  selector: {app: web}
-  ports: [{port: 80, targetPort: 8080, nodePort: 30080}]
-EOF
+web_objects npc-swap 30080 | k apply -f - >/dev/null
 k -n npc-swap rollout status deployment web --timeout 180s >/dev/null
 cip=$(k -n npc-swap get service web -o jsonpath='{.spec.clusterIP}')
 log "Service web: cluster IP $cip, node port 30080, endpoints on $(k -n npc-swap get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{" "}{end}')"
 for i in 1 2; do
 	other=$((3 - i))
-	k apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Pod
-metadata: {name: client$i, namespace: npc-swap}
-spec:
-  nodeName: npc-node$i
-  containers:
-  - name: dialloop
-    image: docker.io/npc/tools:dev
-    imagePullPolicy: Never
-    args: [-every, 10ms, "http://$cip/hostname", "http://192.168.77.1$other:30080/hostname"]
-EOF
+	client_pod npc-swap "$i" "http://$cip/hostname" "http://192.168.77.1$other:30080/hostname" | k apply -f - >/dev/null
 done
 k -n npc-swap wait --for=condition=Ready pod/client1 pod/client2 --timeout 120s >/dev/null
 
 # stats prints "ok failed" summed over both clients and targets.
-stats() {
-	local i ok=0 failed=0 line o f
-	for i in 1 2; do
-		line=$(k -n npc-swap logs client$i --tail=1)
-		o=$(echo "$line" | grep -o '"ok":[0-9]*' | cut -d: -f2 | paste -sd+ | bc)
-		f=$(echo "$line" | grep -o '"failed":[0-9]*' | cut -d: -f2 | paste -sd+ | bc)
-		ok=$((ok + o))
-		failed=$((failed + f))
-	done
-	echo "$ok $failed"
-}
+stats() { traffic_counts npc-swap 1 2; }
 errors() {
 	local i
 	for i in 1 2; do k -n npc-swap logs client$i --tail=1 | grep -o '"lastErrors":\[[^]]*\]' || true; done
