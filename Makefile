@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: cluster-deps cluster-binaries cluster cluster-down cluster-swap cluster-disruption conformance-binaries conformance
+.PHONY: cluster-deps cluster-binaries cluster cluster-down cluster-swap cluster-disruption conformance-binaries conformance skiplist
 .PHONY: all build test unit fuzz fuzz-short differential e2e-binaries deps bench plots demo image image-docker clean
 
 all: build
@@ -93,6 +93,11 @@ cluster-disruption: image
 # Kubernetes' own e2e suite, built from the module (a long cold build).
 conformance-binaries: cluster-binaries
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) test -mod=mod -c -timeout $(TOOL_BUILD_TIMEOUT) -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/e2e.test k8s.io/kubernetes/test/e2e
+
+# Every [sig-network] spec that `make conformance` leaves out, with its
+# reason (e2e/cluster/skips.tsv), from the suite's own list: no cluster.
+skiplist: conformance-binaries
+	e2e/cluster/skiplist.sh
 
 # A fresh cluster, the suite with kube-proxy and with nftproxy, the table
 # e2e/results/cluster/conformance.md, and the cluster removed (the host check

@@ -8,9 +8,8 @@
 #                      includes its conformance-tagged Services tests)
 #   CONFORMANCE_RESULTS  the table (default e2e/results/cluster/conformance.md); each
 #                      run's summary goes beside it as <table>-<proxy>.log
-#   CONFORMANCE_SKIP   what a two-node cluster without a cloud, DNS add-on
-#                      or IPv6 cannot run (default below, each with its reason
-#                      in docs/real-cluster.md)
+#   CONFORMANCE_SKIP   what to leave out (default: the expressions of
+#                      skips.tsv, each with its reason)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 c=$root/e2e/cluster/cluster.sh
@@ -18,13 +17,10 @@ bin=$root/e2e/.cache/bin
 dir=${CLUSTER_DIR:-$root/e2e/.cache/cluster}
 out=${CONFORMANCE_RESULTS:-$root/e2e/results/cluster/conformance.md}
 focus=${CONFORMANCE_FOCUS:-'\[sig-network\]'}
-# [Serial], [Disruptive]: restart or break nodes and components;
-# [Feature:...], [Alpha], [Beta]: gates and setups this cluster lacks;
-# [Slow]: over 5 minutes each; LoadBalancer: no cloud provider;
-# DNS, ExternalName and hostname lookups: no DNS add-on; IPv6, dual-stack:
-# the cluster is IPv4 only; Networking-IPv4 "should be able to reach the
-# internet": the namespaces have no outside network by design.
-skip=${CONFORMANCE_SKIP:-'\[Serial\]|\[Disruptive\]|\[Feature:|\[Alpha\]|\[Beta\]|\[Slow\]|\[Flaky\]|LoadBalancer|[Ll]oad [Bb]alancer|DNS|ExternalName|externalname|IPv6|[Dd]ual[- ][Ss]tack|internet|ExternalIP'}
+# What a two-node cluster without a cloud or IPv6 leaves out, each
+# expression with its reason, is e2e/cluster/skips.tsv (skiplist.sh names
+# the specs each leaves out).
+skip=${CONFORMANCE_SKIP:-$(grep -v '^#' "$root/e2e/cluster/skips.tsv" | grep . | cut -f1 | paste -sd'|')}
 k() { "$c" kubectl "$@"; }
 log() { echo "conformance: $*" >&2; }
 [ -x "$bin/e2e.test" ] || {
