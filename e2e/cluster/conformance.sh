@@ -65,7 +65,7 @@ mkdir -p "$(dirname "$out")"
 	echo
 	echo "Focus: \`$focus\`"
 	echo
-	echo "Skip: \`$skip\` (reasons in e2e/cluster/conformance.sh and docs/real-cluster.md)"
+	echo "Skip: \`$skip\` (reasons in e2e/cluster/skips.tsv)"
 	echo
 	(cd "$root" && go run ./e2e/cluster/junitcmp -a "$dir/e2e-kube-proxy/junit_01.xml" -b "$dir/e2e-nftproxy/junit_01.xml")
 } >"$out"

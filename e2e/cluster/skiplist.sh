@@ -42,8 +42,8 @@ mkdir -p "$(dirname "$out")"
 	echo
 	echo "Written by e2e/cluster/skiplist.sh on $(date -u +%Y-%m-%d) from e2e.test v1.37.2's own list (\`--list-tests\`): $total"
 	echo "[sig-network] specs, $run run by \`make conformance\`, $((total - run)) left out. Each is named with the first expression of"
-	echo "e2e/cluster/skips.tsv that leaves it out and that expression's reason; the reasons are not checked against the"
-	echo "cluster here (the DNS ones no longer hold: the cluster deploys CoreDNS)."
+	echo "e2e/cluster/skips.tsv that leaves it out and that expression's reason; the reasons are not checked spec by spec"
+	echo "against the cluster here."
 	echo
 	echo "| expression and reason | specs |"
 	echo "|---|---:|"
