@@ -19,7 +19,7 @@ const parallelChains = 4096
 
 // chainsInParallel renders chains as chains does, on b.workers goroutines
 // (GOMAXPROCS when 0).
-func (b *builder) chainsInParallel(chains []*nftgen.Chain, at []int) {
+func (b *builder) chainsInParallel(chains []*nftgen.Chain, at []int32) {
 	n := b.workers
 	if n == 0 {
 		n = runtime.GOMAXPROCS(0)

@@ -228,11 +228,11 @@ func (b *builder) top() {
 // chains renders the regular chains of the table; at, when not nil, holds
 // the place of each in the table's state (else they are the state's
 // chains in order from b.offset).
-func (b *builder) chains(chains []*nftgen.Chain, at []int) {
+func (b *builder) chains(chains []*nftgen.Chain, at []int32) {
 	for k, c := range chains {
 		b.at = b.offset + k
 		if at != nil {
-			b.at = at[k]
+			b.at = int(at[k])
 		}
 		// What a counting rule counts is its own chain's map rule.
 		b.counted = nil

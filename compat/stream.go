@@ -171,11 +171,7 @@ func (s *streamer) eachBatch(ctx context.Context, places []int32, size int, done
 		if r.err != nil {
 			return r.err
 		}
-		at := make([]int, len(r.batch))
-		for i, p := range r.batch {
-			at[i] = int(p)
-		}
-		s.b.chainsInParallel(r.chains, at)
+		s.b.chainsInParallel(r.chains, r.batch)
 		for table := range s.b.emptyChains {
 			s.b.emptyChains[table] = nil
 		}
@@ -201,18 +197,18 @@ func (s *streamer) chains(ctx context.Context, places []int32) ([]*nftgen.Chain,
 		refs = append(refs, st.Unread[int(p)-len(st.Chains)])
 		at = append(at, i)
 	}
-	if len(refs) == 0 || s.rest == nil {
-		for i, j := range at {
-			out[j] = &nftgen.Chain{Name: refs[i].Chain}
+	var rules [][]nftgen.Rule
+	if len(refs) > 0 && s.rest != nil {
+		var err error
+		if rules, err = s.rest(ctx, refs); err != nil {
+			return nil, err
 		}
-		return out, nil
-	}
-	rules, err := s.rest(ctx, refs)
-	if err != nil {
-		return nil, err
 	}
 	for i, j := range at {
-		out[j] = &nftgen.Chain{Name: refs[i].Chain, Rules: rules[i]}
+		out[j] = &nftgen.Chain{Name: refs[i].Chain}
+		if rules != nil {
+			out[j].Rules = rules[i]
+		}
 	}
 	return out, nil
 }

@@ -41,6 +41,24 @@ func IsServiceChain(name string) bool {
 // finds no other chain, so a leaving read does not.
 func IsLeafChain(name string) bool { return strings.HasPrefix(name, PrefixEndpoint) }
 
+// LeaveServiceChains moves the Service chains of s (the regular chains
+// IsServiceChain names) from Chains to the end of *unread, named with
+// table, and returns them, rules and all.
+func (s *TableState) LeaveServiceChains(table string, unread *[]ChainRef) []*Chain {
+	kept := s.Chains[:0:0]
+	var moved []*Chain
+	for _, c := range s.Chains {
+		if c.Base != nil || !IsServiceChain(c.Name) {
+			kept = append(kept, c)
+			continue
+		}
+		*unread = append(*unread, ChainRef{Table: table, Chain: c.Name})
+		moved = append(moved, c)
+	}
+	s.Chains = kept
+	return moved
+}
+
 // LeaveUnread moves the Service chains of st (and of its shards) from
 // Chains to Unread, in their order, and returns a ChainRules that gives
 // their rules back. The Fake's ReadLeaving is this; tests use it to build
@@ -52,17 +70,9 @@ func LeaveUnread(st *TableState) ChainRules {
 		if table == "" {
 			table = TableName
 		}
-		kept := s.Chains[:0:0]
-		for _, c := range s.Chains {
-			if c.Base != nil || !IsServiceChain(c.Name) {
-				kept = append(kept, c)
-				continue
-			}
-			ref := ChainRef{Table: table, Chain: c.Name}
-			s.Unread = append(s.Unread, ref)
-			held[ref] = c.Rules
+		for _, c := range s.LeaveServiceChains(table, &s.Unread) {
+			held[ChainRef{Table: table, Chain: c.Name}] = c.Rules
 		}
-		s.Chains = kept
 	}
 	return func(ctx context.Context, chains []ChainRef) ([][]Rule, error) {
 		if err := ctx.Err(); err != nil {
