@@ -177,7 +177,6 @@ node_failed() {
 node_back() {
 	"$c" power 2 on
 	k wait --for=condition=Ready node/npc-node2 --timeout 300s >/dev/null
-	k -n "$ns" delete pod client2 --wait=true >/dev/null 2>&1 || true
 }
 
 run() {
