@@ -4,7 +4,7 @@ SHELL := /bin/bash
 GO ?= go
 BIN := bin
 
-.PHONY: cluster-deps cluster-binaries cluster cluster-down cluster-swap cluster-disruption conformance-binaries conformance skiplist
+.PHONY: cluster-deps cluster-binaries cluster cluster-down cluster-swap cluster-disruption cluster-soak conformance-binaries conformance skiplist
 .PHONY: all build test unit fuzz fuzz-short differential e2e-binaries deps bench plots demo image image-docker clean
 
 all: build
@@ -57,8 +57,10 @@ e2e-binaries: deps
 # node and control-plane programs beside e2e-binaries, built from
 # k8s.io/kubernetes v1.37.2, plus the e2e suite for `make conformance`.
 # Not part of `make test`: cold, about 25 minutes and 4 GB on 2 cores.
-CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static netcat-openbsd openssl curl wget bc conntrack
+CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static netcat-openbsd openssl curl wget bc conntrack jq bind9-dnsutils
+# Prometheus (Debian's, its service not started) comes with the test deps.
 cluster-deps:
+	@command -v prometheus >/dev/null || bash .ci/deps
 	@missing=""; for p in $(CLUSTER_DEBS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then echo "cluster-deps: apt-get install$$missing"; \
 	  DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
@@ -89,6 +91,14 @@ cluster-swap: image
 # e2e/results/cluster/cluster-disruption.md).
 cluster-disruption: image
 	e2e/cluster/disruption.sh
+
+# Churn soak on the cluster of `make cluster`, kube-proxy on node 1 and
+# nftproxy on node 2 in the same run: 500 Services, 25 Deployments rolling
+# for 30 minutes, a client on each node (writes
+# e2e/results/cluster/cluster-soak.{md,csv,png}; SOAK_MINUTES and the other
+# SOAK_ settings of e2e/cluster/soak.sh change it).
+cluster-soak: image
+	e2e/cluster/soak.sh
 
 # Kubernetes' own e2e suite, built from the module (a long cold build).
 conformance-binaries: cluster-binaries

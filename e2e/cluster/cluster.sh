@@ -6,6 +6,8 @@
 # own with its own containerd, kubelet, CNI (bridge + host-local, routes
 # between the nodes) and cgroup subtree. kube-proxy runs as kubeadm deploys
 # it (its ConfigMap, DaemonSet and RBAC, printed by kubeadm's own code).
+# A Prometheus in the control plane's namespace scrapes the proxy on both
+# nodes and evaluates the monitoring kit's alerts.
 #
 #   cluster.sh up        start it (records the host's state first)
 #   cluster.sh down      stop it, remove everything, check the host is unchanged
@@ -17,6 +19,9 @@
 #   cluster.sh proxy-kill N      kill node N's proxy process (kube-proxy or nftproxy)
 #   cluster.sh power N off|on    node N fails whole (every process of it killed,
 #                                its link down) / comes back
+#   cluster.sh prometheus stop|start             stop / start the cluster's Prometheus (its data kept)
+#   cluster.sh query PROMQL [TIME]               an instant query to the cluster's Prometheus
+#   cluster.sh query-range PROMQL START END STEP a range query to it
 #
 # Global settings kubelet writes are confined to the node's mount namespace:
 # a regular file bind-mounted over each /proc/sys key (see confine_sysctls).
@@ -349,19 +354,90 @@ node_up() {
 	log "node $name: containerd and kubelet started ($ip, pods $(node_cidr "$i"))"
 }
 
-# kube_proxy deploys kube-proxy from kubeadm's own objects, with
-# conntrack.maxPerCore 0 (the only change: its conntrack sizing is global).
+# kube_proxy deploys kube-proxy from kubeadm's own objects, with two
+# changes: conntrack.maxPerCore 0 (its conntrack sizing is global) and
+# metricsBindAddress 0.0.0.0:10249, which kube-prometheus asks of kubeadm
+# clusters so that Prometheus can scrape the proxy on each node.
 kube_proxy() {
 	"$bin/kubeadm-proxy" -pod-subnet "$pod_cidr" -control-plane-endpoint "$cp_ip:6443" >"$dir/kube-proxy-addon.yaml"
-	sed -i -E 's/^( +)maxPerCore: .*/\1maxPerCore: 0/' "$dir/kube-proxy-addon.yaml"
+	sed -i -E -e 's/^( +)maxPerCore: .*/\1maxPerCore: 0/' \
+		-e 's/^( +)metricsBindAddress: .*/\1metricsBindAddress: 0.0.0.0:10249/' "$dir/kube-proxy-addon.yaml"
 	grep -q 'maxPerCore: 0' "$dir/kube-proxy-addon.yaml"
+	grep -q 'metricsBindAddress: 0.0.0.0:10249' "$dir/kube-proxy-addon.yaml"
 	kubectl apply -f "$dir/kube-proxy-addon.yaml" >/dev/null
 	kubectl -n kube-system rollout status daemonset kube-proxy --timeout 300s
+}
+
+# prometheus_start starts Debian's Prometheus (the monitoring kit's tests
+# use the same) in the control plane's namespace, on $cp_ip:9090 there.
+# It scrapes the proxy on each node as kube-prometheus's kube-proxy
+# PodMonitor does (port 10249, job kube-proxy, instance the node's name;
+# the proxy runs in the host network, so its address is the node's: Debian
+# builds Prometheus without Kubernetes discovery) and evaluates the kit's
+# alerts (deploy/monitoring). It also scrapes each kubelet's cAdvisor for
+# the kube-system containers' CPU and memory (job kubelet, as
+# kube-prometheus names it): a container's CPU includes the programs its
+# proxy runs, iptables-restore among them. Scraped every 5 s, kept 2 days.
+prometheus_start() {
+	local p=$dir/prometheus t i
+	mkdir -p "$p"
+	(cd "$root" && go run ./e2e/tools/promrules) >"$p/rules.yaml"
+	{
+		cat <<-EOF
+			global: {scrape_interval: 5s, evaluation_interval: 5s}
+			rule_files: [rules.yaml]
+			scrape_configs:
+			  - job_name: kube-proxy
+			    static_configs:
+		EOF
+		for i in 1 2; do
+			echo "      - {targets: ['$(node_ip "$i"):10249'], labels: {instance: ${nodes[$((i - 1))]}}}"
+		done
+		cat <<-EOF
+			  - job_name: kubelet
+			    metrics_path: /metrics/cadvisor
+			    scheme: https
+			    tls_config: {insecure_skip_verify: true}
+			    metric_relabel_configs:
+			      - {source_labels: [__name__], regex: 'container_(cpu_usage_seconds_total|memory_working_set_bytes)', action: keep}
+			      - {source_labels: [namespace], regex: kube-system, action: keep}
+			    static_configs:
+		EOF
+		for i in 1 2; do
+			echo "      - {targets: ['$(node_ip "$i"):10250'], labels: {instance: ${nodes[$((i - 1))]}}}"
+		done
+	} >"$p/prometheus.yml"
+	start "$dir/cp" prometheus cp prometheus --config.file "$p/prometheus.yml" --storage.tsdb.path "$p/data" \
+		--storage.tsdb.retention.time 2d --web.listen-address "$cp_ip:9090"
+	for t in $(seq 1 60); do
+		in_cp curl -sf "http://$cp_ip:9090/-/ready" >/dev/null 2>&1 && return 0
+		sleep 1
+	done
+	tail -20 "$dir/cp/prometheus.log" >&2
+	return 1
+}
+
+# query PROMQL [TIME] prints Prometheus' JSON answer to an instant query
+# (at TIME, Unix seconds, if given).
+query() {
+	local args=(--data-urlencode "query=$1")
+	[ -z "${2:-}" ] || args+=(--data-urlencode "time=$2")
+	in_cp curl -sf "http://$cp_ip:9090/api/v1/query" "${args[@]}"
+}
+
+# query_range PROMQL START END STEP prints the JSON answer to a range query.
+query_range() {
+	in_cp curl -sf "http://$cp_ip:9090/api/v1/query_range" --data-urlencode "query=$1" \
+		--data-urlencode "start=$2" --data-urlencode "end=$3" --data-urlencode "step=$4"
 }
 
 up() {
 	[ ! -e "/run/netns/$cp_ns" ] || {
 		log "a cluster is up already (cluster.sh down first)"
+		return 1
+	}
+	command -v prometheus >/dev/null || {
+		log "prometheus missing: run make cluster-deps"
 		return 1
 	}
 	for b in etcd kube-apiserver kubectl kube-controller-manager kube-scheduler kubelet kube-proxy kubeadm-proxy agnhost coredns; do
@@ -399,6 +475,8 @@ up() {
 	kube_proxy
 	kubectl apply -f "$here/coredns.yaml" >/dev/null
 	kubectl -n kube-system rollout status deployment coredns --timeout 180s
+	prometheus_start
+	log "Prometheus at http://$cp_ip:9090 in namespace $cp_ns (cluster.sh query PROMQL)"
 	log "cluster up: $(kubectl get nodes --no-headers | awk '{print $1 "=" $2}' | tr '\n' ' ')"
 }
 
@@ -489,6 +567,21 @@ daemons)
 proxy-kill)
 	for p in $(proxy_pids "$2"); do kill -9 "$p"; done
 	;;
+prometheus)
+	case "${2:-}" in
+	stop) stop_pid "$dir/cp/prometheus.pid" ;;
+	start) prometheus_start ;;
+	*) exit 2 ;;
+	esac
+	;;
+query)
+	shift
+	query "$@"
+	;;
+query-range)
+	shift
+	query_range "$@"
+	;;
 power)
 	case "${3:-}" in
 	off) power_off "$2" ;;
@@ -497,7 +590,7 @@ power)
 	esac
 	;;
 *)
-	echo "usage: cluster.sh up|down|swap-in|kubectl ARGS|node N CMD|apiserver stop|start|daemons N stop|start|proxy-kill N|power N off|on" >&2
+	echo "usage: cluster.sh up|down|swap-in|kubectl ARGS|node N CMD|apiserver stop|start|daemons N stop|start|proxy-kill N|power N off|on|prometheus stop|start|query PROMQL [TIME]|query-range PROMQL START END STEP" >&2
 	exit 2
 	;;
 esac

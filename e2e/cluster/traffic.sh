@@ -39,7 +39,8 @@ EOF
 }
 
 # client_pod NS I URL... prints a pod client$I on node I that opens a new
-# connection to each URL every 10 ms (the tools image's dial loop).
+# connection to each URL every $dial_every (10 ms unless set; the tools
+# image's dial loop).
 client_pod() {
 	local ns=$1 i=$2 args="" u
 	shift 2
@@ -54,7 +55,7 @@ spec:
   - name: dialloop
     image: docker.io/npc/tools:dev
     imagePullPolicy: Never
-    args: [-every, 10ms$args]
+    args: [-every, ${dial_every:-10ms}$args]
 EOF
 }
 

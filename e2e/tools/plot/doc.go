@@ -8,4 +8,5 @@
 //
 //	plot -results results.csv -out results.png
 //	plot -churn churn.csv -out churn.png
+//	plot -soak cluster-soak.csv -out cluster-soak.png
 package main

@@ -37,7 +37,7 @@ func TestPlotResults(t *testing.T) {
 		t.Fatalf("readResults: %+v, %v", samples, err)
 	}
 	out := filepath.Join(dir, "results.png")
-	if err := run(in, "", out, ""); err != nil {
+	if err := run(inputs{results: in}, out, ""); err != nil {
 		t.Fatal(err)
 	}
 	checkPNG(t, out)
@@ -57,7 +57,29 @@ func TestPlotChurn(t *testing.T) {
 		t.Fatalf("readChurn: %+v, %v", series, err)
 	}
 	out := filepath.Join(dir, "churn.png")
-	if err := run("", in, out, "1000 Services, 20 updates/s"); err != nil {
+	if err := run(inputs{churn: in}, out, "1000 Services, 20 updates/s"); err != nil {
+		t.Fatal(err)
+	}
+	checkPNG(t, out)
+}
+
+func TestPlotSoak(t *testing.T) {
+	dir := t.TempDir()
+	in := filepath.Join(dir, "soak.csv")
+	text := "proxy,series,minutes,value\n" +
+		"kube-proxy,rss_mib,0,60\nkube-proxy,rss_mib,0.25,61\nnftproxy,rss_mib,0,40\nnftproxy,cpu_cores,0,0.02\n" +
+		"kube-proxy,cpu_cores,0,0.05\nkube-proxy,programming_p99_s,0.25,1.2\nnftproxy,programming_p99_s,0.25,0.4\n" +
+		"nftproxy,sync_p99_ms,0.25,30\nkube-proxy,sync_p99_ms,0.25,90\n"
+	if err := os.WriteFile(in, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runs, err := readSoak(in)
+	if err != nil || len(runs) != 2 || runs[0].proxy != "kube-proxy" || len(runs[0].points["rss_mib"]) != 2 ||
+		runs[1].points["sync_p99_ms"][0] != [2]float64{0.25, 30} {
+		t.Fatalf("readSoak: %+v, %v", runs, err)
+	}
+	out := filepath.Join(dir, "soak.png")
+	if err := run(inputs{soak: in}, out, "500 Services"); err != nil {
 		t.Fatal(err)
 	}
 	checkPNG(t, out)
@@ -69,14 +91,24 @@ func TestRejectsBadInput(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("daemon,series,minutes,value\nnftproxy,heap,0,1\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range []struct{ results, churn, out, want string }{
-		{"", "", "x.png", "one of"},
-		{bad, bad, "x.png", "one of"},
-		{"", bad, "x.png", "row 2"},
-		{bad, "", "x.png", "header"},
+	badSoak := filepath.Join(dir, "badsoak.csv")
+	if err := os.WriteFile(badSoak, []byte("proxy,series,minutes,value\nnftproxy,heap,0,1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		in        inputs
+		out, want string
+	}{
+		{inputs{}, "x.png", "one of"},
+		{inputs{results: bad, churn: bad}, "x.png", "one of"},
+		{inputs{churn: bad, soak: badSoak}, "x.png", "one of"},
+		{inputs{churn: bad}, "x.png", "row 2"},
+		{inputs{results: bad}, "x.png", "header"},
+		{inputs{soak: badSoak}, "x.png", "row 2"},
+		{inputs{soak: bad}, "x.png", "header"},
 	} {
-		if err := run(c.results, c.churn, filepath.Join(dir, c.out), ""); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("run(%q, %q): %v, want an error with %q", c.results, c.churn, err, c.want)
+		if err := run(c.in, filepath.Join(dir, c.out), ""); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("run(%+v): %v, want an error with %q", c.in, err, c.want)
 		}
 	}
 }

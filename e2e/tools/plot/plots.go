@@ -78,11 +78,20 @@ func xys(points [][2]float64) plotter.XYs {
 
 // writePanels writes left and right side by side as a PNG to path.
 func writePanels(path string, left, right *plot.Plot) error {
-	img := vgimg.New(vg.Points(1100), vg.Points(420))
-	tiles := draw.Tiles{Rows: 1, Cols: 2, PadX: vg.Points(20), PadTop: vg.Points(10), PadBottom: vg.Points(10), PadLeft: vg.Points(10), PadRight: vg.Points(10)}
-	canvases := plot.Align([][]*plot.Plot{{left, right}}, tiles, draw.New(img))
-	left.Draw(canvases[0][0])
-	right.Draw(canvases[0][1])
+	return writeGrid(path, [][]*plot.Plot{{left, right}})
+}
+
+// writeGrid writes rows of panels (each row as long as the first) as a PNG
+// to path, each panel 550 by 420 points.
+func writeGrid(path string, rows [][]*plot.Plot) error {
+	img := vgimg.New(vg.Points(550*float64(len(rows[0]))), vg.Points(420*float64(len(rows))))
+	tiles := draw.Tiles{Rows: len(rows), Cols: len(rows[0]), PadX: vg.Points(20), PadY: vg.Points(20), PadTop: vg.Points(10), PadBottom: vg.Points(10), PadLeft: vg.Points(10), PadRight: vg.Points(10)}
+	canvases := plot.Align(rows, tiles, draw.New(img))
+	for i, row := range rows {
+		for j, p := range row {
+			p.Draw(canvases[i][j])
+		}
+	}
 	f, err := os.Create(path)
 	if err != nil {
 		return err
