@@ -7,6 +7,8 @@
 #   pause       registry.k8s.io/pause:3.10.2 (build/pause/linux/pause.c, gcc -static)
 #   agnhost     registry.k8s.io/e2e-test-images/agnhost:2.66.1 (test/images/agnhost)
 #   busybox     registry.k8s.io/e2e-test-images/busybox:1.37.0-2 (Debian's busybox-static)
+#   glibc-dns-testing  registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1
+#               (busybox plus Debian's dig, nslookup, host, getent; CoreDNS)
 #   distroless-iptables  registry.k8s.io/build-image/distroless-iptables:v0.9.9
 #               (the busybox tree with Debian's conntrack: the suite reads
 #               the node's conntrack table through it)
@@ -81,6 +83,7 @@ install -D -m 0755 /bin/busybox "$r/bin/busybox"
 for a in $(/bin/busybox --list); do [ -e "$r/bin/$a" ] || ln -s busybox "$r/bin/$a"; done
 cp -a "$r" "$work/agnhost"
 cp -a "$r" "$work/distroless-iptables"
+cp -a "$r" "$work/glibc-dns-testing"
 pack "$r" registry.k8s.io/e2e-test-images/busybox:1.37.0-2 /bin/sh busybox.tar
 
 r=$work/distroless-iptables
@@ -105,6 +108,11 @@ ln -sf /bin/nc.openbsd "$r/usr/bin/nc"
 # the suite's service checks run ("wget -q -T 1 -O -").
 rm -f "$r/bin/wget"
 copy_exe "$r" /usr/bin/wget
+# dig, nslookup and host (bind-tools in upstream's image; the DNS specs'
+# musl prober runs dig in agnhost) and /coredns (the specs run it in an
+# agnhost pod as a custom name server).
+copy_exe "$r" /usr/bin/dig /usr/bin/nslookup /usr/bin/host
+install -D -m 0755 "$bin/coredns" "$r/coredns"
 mkdir -p "$r/etc/ssl/certs" "$r/uploads"
 # porter's TLS certificate and key, where agnhost's Dockerfile puts them
 # (the suite's proxy tests serve https through it).
@@ -113,6 +121,15 @@ install -m 0644 "$(go env GOMODCACHE)/k8s.io/kubernetes@v1.37.2/test/images/agnh
 # As upstream's, agnhost with no arguments pauses: the suite starts it so
 # (the HostPort test's host exec pod) and execs its commands in it.
 pack "$r" registry.k8s.io/e2e-test-images/agnhost:2.66.1 /agnhost agnhost.tar pause
+
+# glibc-dns-testing: the DNS specs' glibc prober. Upstream's is Debian with
+# dnsutils and /coredns; here the busybox tree with Debian's dig, nslookup,
+# host and getent (glibc, its own resolver) and dash as the shell.
+r=$work/glibc-dns-testing
+copy_exe "$r" /usr/bin/dig /usr/bin/nslookup /usr/bin/host /usr/bin/getent /bin/dash
+ln -sf dash "$r/bin/sh"
+install -D -m 0755 "$bin/coredns" "$r/coredns"
+pack "$r" registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1 /bin/sh glibc-dns-testing.tar
 
 # CoreDNS, the cluster's DNS add-on
 r=$work/coredns
