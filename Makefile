@@ -57,7 +57,7 @@ e2e-binaries: deps
 # node and control-plane programs beside e2e-binaries, built from
 # k8s.io/kubernetes v1.37.2, plus the e2e suite for `make conformance`.
 # Not part of `make test`: cold, about 25 minutes and 4 GB on 2 cores.
-CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static netcat-openbsd openssl curl wget bc conntrack jq bind9-dnsutils
+CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static netcat-openbsd openssl curl wget bc conntrack jq bind9-dnsutils iperf
 # Prometheus (Debian's, its service not started) comes with the test deps.
 cluster-deps:
 	@command -v prometheus >/dev/null || bash .ci/deps
@@ -73,9 +73,11 @@ cluster-binaries: e2e-binaries cluster-deps
 	cd e2e/coredns && timeout $(DOWNLOAD_TIMEOUT) $(GO) mod download && CGO_ENABLED=0 timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/coredns github.com/coredns/coredns
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/ginkgo github.com/onsi/ginkgo/v2/ginkgo
 
-# A cluster that stays up (cluster-down removes it and checks the host).
+# A cluster that stays up (cluster-down removes it and checks the host);
+# CLUSTER_STACK=dual makes it IPv4/IPv6 dual-stack.
+CLUSTER_STACK ?= ipv4
 cluster: cluster-binaries image
-	e2e/cluster/cluster.sh up
+	CLUSTER_STACK=$(CLUSTER_STACK) e2e/cluster/cluster.sh up
 
 cluster-down:
 	e2e/cluster/cluster.sh down
@@ -109,11 +111,13 @@ conformance-binaries: cluster-binaries
 skiplist: conformance-binaries
 	e2e/cluster/skiplist.sh
 
-# A fresh cluster, the suite with kube-proxy and with nftproxy, the table
-# e2e/results/cluster/conformance.md, and the cluster removed (the host check
-# included), even when a step fails.
+# A fresh dual-stack cluster (so that the IPv6 and dual-stack specs run
+# too; CONFORMANCE_STACK=ipv4 for an IPv4-only one), the suite with
+# kube-proxy and with nftproxy, the table e2e/results/cluster/conformance.md,
+# and the cluster removed (the host check included), even when a step fails.
+CONFORMANCE_STACK ?= dual
 conformance: conformance-binaries image
-	e2e/cluster/cluster.sh up
+	CLUSTER_STACK=$(CONFORMANCE_STACK) e2e/cluster/cluster.sh up
 	e2e/cluster/conformance.sh; rc=$$?; e2e/cluster/cluster.sh down || rc=1; exit $$rc
 
 # The whole suite: formatting, vet, unit tests and, as root, the kernel and

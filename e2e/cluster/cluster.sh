@@ -4,7 +4,9 @@
 # kube-scheduler) in the network namespace npc-cp and two nodes, npc-node1
 # and npc-node2, each in a network namespace and a mount namespace of its
 # own with its own containerd, kubelet, CNI (bridge + host-local, routes
-# between the nodes) and cgroup subtree. kube-proxy runs as kubeadm deploys
+# between the nodes) and cgroup subtree. IPv4 only, or IPv4/IPv6
+# dual-stack with CLUSTER_STACK=dual (both Service CIDRs, pod CIDRs of both
+# families, node addresses of both). kube-proxy runs as kubeadm deploys
 # it (its ConfigMap, DaemonSet and RBAC, printed by kubeadm's own code).
 # A Prometheus in the control plane's namespace scrapes the proxy on both
 # nodes and evaluates the monitoring kit's alerts.
@@ -36,14 +38,41 @@ dir=${CLUSTER_DIR:-$root/e2e/.cache/cluster}
 cp_ns=npc-cp
 cp_ip=192.168.77.1
 nodes=(npc-node1 npc-node2)
+# CLUSTER_STACK: ipv4 (the default) or dual, read by up, which records it
+# in $dir/stack for every later command.
+if [ "${1:-}" = up ]; then
+	stack=${CLUSTER_STACK:-ipv4}
+else
+	stack=$(cat "$dir/stack" 2>/dev/null || echo ipv4)
+fi
+case "$stack" in ipv4 | dual) ;; *)
+	echo "cluster: CLUSTER_STACK must be ipv4 or dual, not $stack" >&2
+	exit 2
+	;;
+esac
+cp_ip6=fd77::1
 service_cidr=10.96.0.0/12
 pod_cidr=10.244.0.0/16
+if [ "$stack" = dual ]; then
+	service_cidr=10.96.0.0/12,fd00:10:96::/112
+	pod_cidr=10.244.0.0/16,fd00:10:244::/56
+fi
 # The global keys kubelet's setupKernelTunables reads and writes.
 sysctl_keys=(vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops kernel/keys/root_maxkeys kernel/keys/root_maxbytes)
 
 log() { echo "cluster: $*" >&2; }
 node_ip() { echo "192.168.77.1$1"; }
+node_ip6() { echo "fd77::1$1"; }
 node_cidr() { echo "10.244.$1.0/24"; }
+node_cidr6() { echo "fd00:10:244:$1::/64"; }
+# node_ips I: node I's addresses, as kubelet's --node-ip takes them.
+node_ips() {
+	if [ "$stack" = dual ]; then echo "$(node_ip "$1"),$(node_ip6 "$1")"; else node_ip "$1"; fi
+}
+# node_cidrs I: node I's pod CIDRs as a JSON list.
+node_cidrs() {
+	if [ "$stack" = dual ]; then echo "[\"$(node_cidr "$1")\",\"$(node_cidr6 "$1")\"]"; else echo "[\"$(node_cidr "$1")\"]"; fi
+}
 in_cp() { ip netns exec "$cp_ns" "$@"; }
 # in_node I CMD: CMD in node I's network and mount namespaces.
 in_node() {
@@ -210,6 +239,10 @@ control_plane() {
 	in_cp ip addr add "$cp_ip/24" dev br0
 	in_cp ip link set br0 up
 	in_cp sysctl -qw net.ipv4.ip_forward=1
+	if [ "$stack" = dual ]; then
+		in_cp ip addr add "$cp_ip6/64" dev br0 nodad
+		in_cp sysctl -qw net.ipv6.conf.all.forwarding=1
+	fi
 	start "$c" etcd cp "$bin/etcd" --name cp --data-dir "$c/etcd" --listen-client-urls http://127.0.0.1:2379 \
 		--advertise-client-urls http://127.0.0.1:2379 --listen-peer-urls http://127.0.0.1:2380 \
 		--initial-advertise-peer-urls http://127.0.0.1:2380 --initial-cluster cp=http://127.0.0.1:2380 --unsafe-no-fsync --log-level error
@@ -250,7 +283,7 @@ containerd_start() {
 kubelet_start() {
 	local i=$1 n=$dir/node$1
 	start "$n" kubelet "$i" "$bin/kubelet" --config "$n/kubelet.yaml" --kubeconfig "$dir/pki/node$i.kubeconfig" \
-		--hostname-override "${nodes[$((i - 1))]}" --node-ip "$(node_ip "$i")" --v 1
+		--hostname-override "${nodes[$((i - 1))]}" --node-ip "$(node_ips "$i")" --v 1
 }
 
 # stop_pid FILE kills the process whose pid FILE holds (SIGKILL: a crash).
@@ -283,6 +316,12 @@ node_up() {
 	ip netns exec "$name" ip route add default via "$cp_ip"
 	ip netns exec "$name" sysctl -qw net.ipv4.ip_forward=1
 	in_cp ip route add "$(node_cidr "$i")" via "$ip"
+	if [ "$stack" = dual ]; then
+		ip netns exec "$name" ip addr add "$(node_ip6 "$i")/64" dev eth0 nodad
+		ip netns exec "$name" ip -6 route add default via "$cp_ip6"
+		ip netns exec "$name" sysctl -qw net.ipv6.conf.all.forwarding=1
+		in_cp ip -6 route add "$(node_cidr6 "$i")" via "$(node_ip6 "$i")"
+	fi
 	# The mount namespace, kept by a bind mount of its handle.
 	touch "$dir/ns/node$i.mnt"
 	unshare --mount="$dir/ns/node$i.mnt" --propagation private true
@@ -311,15 +350,22 @@ node_up() {
 		    bin_dir = "/usr/lib/cni"
 		    conf_dir = "$n/cni"
 	EOF
+	local ranges="[{\"subnet\": \"$(node_cidr "$i")\"}]" routes='{"dst": "0.0.0.0/0"}'
+	if [ "$stack" = dual ]; then
+		ranges="$ranges, [{\"subnet\": \"$(node_cidr6 "$i")\"}]"
+		routes="$routes, {\"dst\": \"::/0\"}"
+	fi
 	cat >"$n/cni/10-npc.conflist" <<-EOF
 		{"cniVersion": "0.4.0", "name": "npc", "plugins": [
 		  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-		   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$(node_cidr "$i")"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+		   "ipam": {"type": "host-local", "ranges": [$ranges], "routes": [$routes]}},
 		  {"type": "portmap", "capabilities": {"portMappings": true}}]}
 	EOF
 	local j
 	for j in 1 2; do
-		[ "$j" = "$i" ] || ip netns exec "$name" ip route add "$(node_cidr "$j")" via "$(node_ip "$j")"
+		[ "$j" = "$i" ] && continue
+		ip netns exec "$name" ip route add "$(node_cidr "$j")" via "$(node_ip "$j")"
+		[ "$stack" != dual ] || ip netns exec "$name" ip -6 route add "$(node_cidr6 "$j")" via "$(node_ip6 "$j")"
 	done
 	cat >"$n/kubelet.yaml" <<-EOF
 		apiVersion: kubelet.config.k8s.io/v1beta1
@@ -351,7 +397,7 @@ node_up() {
 		in_node "$i" ctr --address /run/containerd/containerd.sock -n k8s.io images import "$img" >/dev/null
 	done
 	kubelet_start "$i"
-	log "node $name: containerd and kubelet started ($ip, pods $(node_cidr "$i"))"
+	log "node $name: containerd and kubelet started ($(node_ips "$i"), pods $(node_cidrs "$i"))"
 }
 
 # kube_proxy deploys kube-proxy from kubeadm's own objects, with two
@@ -448,6 +494,7 @@ up() {
 	done
 	rm -rf "$dir" "$dir.logs"
 	mkdir -p "$dir"
+	echo "$stack" >"$dir/stack"
 	host_state >"$dir/host-before.txt"
 	# kubeadm's kube-proxy DaemonSet mounts the host's /lib/modules; a
 	# machine without kernel modules has none, and containerd would create
@@ -469,7 +516,7 @@ up() {
 		sleep 1
 	done
 	for i in 1 2; do
-		kubectl patch node "${nodes[$((i - 1))]}" --type merge -p "{\"spec\":{\"podCIDR\":\"$(node_cidr "$i")\",\"podCIDRs\":[\"$(node_cidr "$i")\"]}}" >/dev/null
+		kubectl patch node "${nodes[$((i - 1))]}" --type merge -p "{\"spec\":{\"podCIDR\":\"$(node_cidr "$i")\",\"podCIDRs\":$(node_cidrs "$i")}}" >/dev/null
 	done
 	kubectl wait --for=condition=Ready node --all --timeout 180s
 	kube_proxy
@@ -477,7 +524,7 @@ up() {
 	kubectl -n kube-system rollout status deployment coredns --timeout 180s
 	prometheus_start
 	log "Prometheus at http://$cp_ip:9090 in namespace $cp_ns (cluster.sh query PROMQL)"
-	log "cluster up: $(kubectl get nodes --no-headers | awk '{print $1 "=" $2}' | tr '\n' ' ')"
+	log "cluster up ($stack): $(kubectl get nodes --no-headers | awk '{print $1 "=" $2}' | tr '\n' ' ')"
 }
 
 # swap_in follows docs/operating.md's swap: nftproxy's image (make image), imported

@@ -3,13 +3,17 @@
 # running cluster (cluster.sh up), once with kube-proxy (as kubeadm
 # deploys it) and once with nftproxy swapped in, then the side-by-side
 # table in e2e/results/cluster/conformance.md. Rolls back to kube-proxy at the end.
+# Each run has two passes: the specs that may share the cluster, three at
+# a time, then the [Serial] and [Disruptive] ones, one at a time.
 #
 #   CONFORMANCE_FOCUS  the tests (default: every sig-network test, which
 #                      includes its conformance-tagged Services tests)
 #   CONFORMANCE_RESULTS  the table (default e2e/results/cluster/conformance.md); each
 #                      run's summary goes beside it as <table>-<proxy>.log
 #   CONFORMANCE_SKIP   what to leave out (default: the expressions of
-#                      skips.tsv, each with its reason)
+#                      skips.tsv that apply to the cluster's stack, each
+#                      with its reason)
+#   CONFORMANCE_PROCS  specs at once in the first pass (default 3)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 c=$root/e2e/cluster/cluster.sh
@@ -17,10 +21,11 @@ bin=$root/e2e/.cache/bin
 dir=${CLUSTER_DIR:-$root/e2e/.cache/cluster}
 out=${CONFORMANCE_RESULTS:-$root/e2e/results/cluster/conformance.md}
 focus=${CONFORMANCE_FOCUS:-'\[sig-network\]'}
-# What a two-node cluster without a cloud or IPv6 leaves out, each
-# expression with its reason, is e2e/cluster/skips.tsv (skiplist.sh names
-# the specs each leaves out).
-skip=${CONFORMANCE_SKIP:-$(grep -v '^#' "$root/e2e/cluster/skips.tsv" | grep . | cut -f1 | paste -sd'|')}
+stack=$(cat "$dir/stack" 2>/dev/null || echo ipv4)
+# What this cluster leaves out, each expression with its reason, is
+# e2e/cluster/skips.tsv (skiplist.sh names the specs each leaves out).
+skip=${CONFORMANCE_SKIP:-$(awk -F'\t' -v s="$stack" '!/^#/ && NF == 3 && ($2 == "all" || $2 == s) {print $1}' "$root/e2e/cluster/skips.tsv" | paste -sd'|')}
+alone='\[(Serial|Disruptive)\]'
 k() { "$c" kubectl "$@"; }
 log() { echo "conformance: $*" >&2; }
 [ -x "$bin/e2e.test" ] || {
@@ -28,18 +33,28 @@ log() { echo "conformance: $*" >&2; }
 	exit 1
 }
 
-run() { # run NAME: the suite, its JUnit report in $dir/e2e-NAME
-	local name=$1 start
-	mkdir -p "$dir/e2e-$name"
-	start=$(date +%s)
-	log "run with $name: focus '$focus'"
+# pass DIR PROCS FOCUS SKIP: one ginkgo pass, its JUnit report and log in DIR.
+pass() {
+	local d=$1 procs=$2 f=$3 s=$4
+	mkdir -p "$d"
 	# In the control plane's namespace, as a client of the API server.
-	ip netns exec npc-cp "$bin/ginkgo" --procs "${CONFORMANCE_PROCS:-3}" --timeout 3h --no-color --focus "$focus" --skip "$skip" \
-		--junit-report junit_01.xml --output-dir "$dir/e2e-$name" "$bin/e2e.test" -- --kubeconfig "$dir/pki/admin.kubeconfig" --provider skeleton \
+	ip netns exec npc-cp "$bin/ginkgo" --procs "$procs" --timeout 3h --no-color --focus "$f" --skip "$s" \
+		--junit-report junit_01.xml --output-dir "$d" "$bin/e2e.test" -- --kubeconfig "$dir/pki/admin.kubeconfig" --provider skeleton \
 		--kubectl-path "$bin/kubectl" --minStartupPods 0 --num-nodes 2 \
 		--disable-log-dump --e2e-verify-service-account=false \
-		>"$dir/e2e-$name/e2e.log" 2>&1 || true
-	log "run with $name: $(($(date +%s) - start)) s; $(grep -E '^(Ran|PASS|FAIL)' "$dir/e2e-$name/e2e.log" | tr '\n' ' ')"
+		>"$d/e2e.log" 2>&1 || true
+	log "$(basename "$d"): $(grep -E '^(Ran|PASS|FAIL)' "$d/e2e.log" | tr '\n' ' ')"
+}
+
+run() { # run NAME: both passes, their JUnit reports in $dir/e2e-NAME{,-serial}
+	local name=$1 start
+	start=$(date +%s)
+	log "run with $name ($stack cluster): focus '$focus'"
+	pass "$dir/e2e-$name" "${CONFORMANCE_PROCS:-3}" "$focus" "$skip|$alone"
+	# The specs that must run alone: those of the focus marked [Serial] or
+	# [Disruptive] (the suite puts these marks after the rest of the name).
+	pass "$dir/e2e-$name-serial" 1 "($focus).*$alone" "$skip"
+	log "run with $name: $(($(date +%s) - start)) s"
 	echo $(($(date +%s) - start)) >"$dir/e2e-$name/seconds"
 }
 
@@ -59,15 +74,17 @@ mkdir -p "$(dirname "$out")"
 	echo "# Kubernetes' e2e suite: kube-proxy and nftproxy side by side"
 	echo
 	echo "Written by \`make conformance\` (e2e/cluster/conformance.sh) on $(date -u +%Y-%m-%d): e2e.test v1.37.2 built from"
-	echo "k8s.io/kubernetes, on the two-node cluster of \`make cluster\`, first with kube-proxy v1.37.2 as kubeadm deploys it"
-	echo "(iptables mode), then with the DaemonSet's image swapped to nftproxy. Wall time: kube-proxy run"
+	echo "k8s.io/kubernetes, on the two-node cluster of \`make cluster\` ($stack: CLUSTER_STACK=$stack), first with kube-proxy"
+	echo "v1.37.2 as kubeadm deploys it (iptables mode), then with the DaemonSet's image swapped to nftproxy. Each run is"
+	echo "two passes: three specs at once, then the [Serial] and [Disruptive] specs one at a time. Wall time: kube-proxy run"
 	echo "$(cat "$dir/e2e-kube-proxy/seconds") s, nftproxy run $(cat "$dir/e2e-nftproxy/seconds") s."
 	echo
 	echo "Focus: \`$focus\`"
 	echo
-	echo "Skip: \`$skip\` (reasons in e2e/cluster/skips.tsv)"
+	echo "Skip: \`$skip\` (reasons in e2e/cluster/skips.tsv; e2e/results/cluster/skipped-specs.md names each spec)"
 	echo
-	(cd "$root" && go run ./e2e/cluster/junitcmp -a "$dir/e2e-kube-proxy/junit_01.xml" -b "$dir/e2e-nftproxy/junit_01.xml")
+	(cd "$root" && go run ./e2e/cluster/junitcmp -a "$dir/e2e-kube-proxy/junit_01.xml,$dir/e2e-kube-proxy-serial/junit_01.xml" \
+		-b "$dir/e2e-nftproxy/junit_01.xml,$dir/e2e-nftproxy-serial/junit_01.xml")
 } >"$out"
 # Of each run's log, the suite's summary and its first reachability failure
 # (the whole logs stay in $dir until cluster.sh down).
@@ -75,8 +92,11 @@ for name in kube-proxy nftproxy; do
 	{
 		sed -n '/^Summarizing/,$p' "$dir/e2e-$name/e2e.log"
 		echo
+		echo "Serial pass:"
+		sed -n '/^Summarizing/,$p' "$dir/e2e-$name-serial/e2e.log"
+		echo
 		echo "First reachability failure:"
-		grep -m1 -A10 "Service reachability failing" "$dir/e2e-$name/e2e.log" || echo none
+		cat "$dir/e2e-$name/e2e.log" "$dir/e2e-$name-serial/e2e.log" | grep -m1 -A10 "Service reachability failing" || echo none
 	} >"${out%.md}-$name.log"
 done
 head -5 "$out" | tail -1

@@ -112,6 +112,8 @@ copy_exe "$r" /usr/bin/wget
 # musl prober runs dig in agnhost) and /coredns (the specs run it in an
 # agnhost pod as a custom name server).
 copy_exe "$r" /usr/bin/dig /usr/bin/nslookup /usr/bin/host
+# iperf 2 (the suite's networking performance spec runs it in agnhost).
+copy_exe "$r" /usr/bin/iperf
 install -D -m 0755 "$bin/coredns" "$r/coredns"
 mkdir -p "$r/etc/ssl/certs" "$r/uploads"
 # porter's TLS certificate and key, where agnhost's Dockerfile puts them

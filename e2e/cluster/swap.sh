@@ -9,12 +9,18 @@
 #   kubectl -n kube-system rollout undo daemonset kube-proxy
 # after which kube-proxy's start deletes nftproxy's tables. It fails on any
 # failed connection, any difference or any nftproxy table left, and writes
-# the figures to e2e/results/cluster/cluster-swap.md.
+# the figures to e2e/results/cluster/cluster-swap.md. On a dual-stack
+# cluster (CLUSTER_STACK=dual) the Service is dual-stack and the clients dial
+# both families, the ip6tables view is compared too, and the figures go to
+# e2e/results/cluster/cluster-swap-dual.md.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 c=$root/e2e/cluster/cluster.sh
 dir=${CLUSTER_DIR:-$root/e2e/.cache/cluster}
-out=${SWAP_RESULTS:-$root/e2e/results/cluster/cluster-swap.md}
+stack=$(cat "$dir/stack" 2>/dev/null || echo ipv4)
+suffix=""
+[ "$stack" = ipv4 ] || suffix=-$stack
+out=${SWAP_RESULTS:-$root/e2e/results/cluster/cluster-swap$suffix.md}
 settle=${SWAP_SETTLE:-20}
 k() { "$c" kubectl "$@"; }
 log() { echo "swap: $*" >&2; }
@@ -23,12 +29,21 @@ fail=0
 . "$root/e2e/cluster/traffic.sh"
 
 web_objects npc-swap 30080 | k apply -f - >/dev/null
+[ "$stack" != dual ] || k -n npc-swap patch service web -p '{"spec":{"ipFamilyPolicy":"RequireDualStack","ipFamilies":["IPv4","IPv6"]}}' >/dev/null
 k -n npc-swap rollout status deployment web --timeout 180s >/dev/null
-cip=$(k -n npc-swap get service web -o jsonpath='{.spec.clusterIP}')
-log "Service web: cluster IP $cip, node port 30080, endpoints on $(k -n npc-swap get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{" "}{end}')"
+cips=$(k -n npc-swap get service web -o jsonpath='{.spec.clusterIPs[*]}')
+log "Service web: cluster IPs $cips, node port 30080, endpoints on $(k -n npc-swap get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{" "}{end}')"
+families=IPv4
+[ "$stack" != dual ] || families="IPv4 and IPv6 (each a cluster IP and a node address)"
 for i in 1 2; do
 	other=$((3 - i))
-	client_pod npc-swap "$i" "http://$cip/hostname" "http://192.168.77.1$other:30080/hostname" | k apply -f - >/dev/null
+	urls=()
+	for cip in $cips; do
+		case "$cip" in *:*) urls+=("http://[$cip]/hostname") ;; *) urls+=("http://$cip/hostname") ;; esac
+	done
+	urls+=("http://192.168.77.1$other:30080/hostname")
+	[ "$stack" != dual ] || urls+=("http://[fd77::1$other]:30080/hostname")
+	client_pod npc-swap "$i" "${urls[@]}" | k apply -f - >/dev/null
 done
 k -n npc-swap wait --for=condition=Ready pod/client1 pod/client2 --timeout 120s >/dev/null
 
@@ -44,6 +59,7 @@ log "traffic before the swap: $ok0 ok, $failed0 failed"
 
 for i in 1 2; do
 	"$c" node "$i" iptables-save >"$dir/node$i-pre-swap.save"
+	[ "$stack" != dual ] || "$c" node "$i" ip6tables-save >"$dir/node$i-pre-swap6.save"
 done
 
 # settled STEP BEFORE_OK BEFORE_FAILED: after a rollout, waits, logs the
@@ -67,6 +83,14 @@ ok1=$ok_now failed1=$failed_now
 for i in 1 2; do
 	k -n kube-system get pods -o wide | grep "npc-node$i" | grep -q kube-proxy
 	d=$("$c" node "$i" "$root/bin/nftproxy-linux-amd64" diff "$dir/node$i-pre-swap.save" 2>&1) && rc=0 || rc=$?
+	if [ "$stack" = dual ]; then
+		d6=$("$c" node "$i" "$root/bin/nftproxy-linux-amd64" diff -6 "$dir/node$i-pre-swap6.save" 2>&1) && rc6=0 || rc6=$?
+		log "node $i: nftproxy diff -6 of the pre-swap ip6tables-save: exit $rc6, $(grep -c '^[-+]' <<<"$d6" || true) differing lines"
+		[ "$rc" != 0 ] || rc=$rc6
+		d="$d
+IPv6: exit $rc6
+$d6"
+	fi
 	{
 		echo "exit $rc ($(grep -c explained <<<"$d" || true) explained differences)"
 		echo "$d"
@@ -109,7 +133,7 @@ Written by \`make cluster-swap\` (e2e/cluster/swap.sh) on $(date -u +%Y-%m-%d), 
 (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy built from source), containerd
 $(containerd --version | awk '{print $3}'), two nodes in network and mount namespaces of this machine. kube-proxy deployed from
 kubeadm's own objects (iptables mode, iptables-nft). A client pod on each node opened a new connection every
-10 ms to the ClusterIP Service (4 endpoints, 2 per node) and to its NodePort on the other node.
+10 ms to the ClusterIP Service (4 endpoints, 2 per node) and to its NodePort on the other node, over $families.
 
 | step | rollout (kubectl rollout status) | connections ok | failed |
 |---|---:|---:|---:|

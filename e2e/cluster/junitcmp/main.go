@@ -37,16 +37,29 @@ type result struct {
 	seconds       float64
 }
 
-func read(path string) (map[string]result, error) {
+// readAll reads a run's reports, comma-separated paths (the parallel pass
+// and the serial one); a test that one report ran and another left out
+// counts as ran.
+func readAll(paths string) (map[string]result, error) {
+	out := map[string]result{}
+	for _, p := range strings.Split(paths, ",") {
+		if err := read(p, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// read adds the test cases of the report at path to out.
+func read(path string, out map[string]result) error {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	var r report
 	if err := xml.Unmarshal(b, &r); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
-	out := map[string]result{}
 	for _, s := range r.Suites {
 		for _, c := range s.Cases {
 			if strings.HasPrefix(c.Name, "[SynchronizedBeforeSuite]") || strings.HasPrefix(c.Name, "[SynchronizedAfterSuite]") ||
@@ -62,10 +75,13 @@ func read(path string) (map[string]result, error) {
 			case c.Skipped != nil:
 				res.state, res.detail = "skipped", c.Skipped.Message
 			}
+			if old, ok := out[c.Name]; ok && res.state == "skipped" && old.state != "skipped" {
+				continue
+			}
 			out[c.Name] = res
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func oneLine(s string) string {
@@ -77,13 +93,13 @@ func oneLine(s string) string {
 }
 
 func main() {
-	a := flag.String("a", "", "the JUnit report of the run with kube-proxy")
-	b := flag.String("b", "", "the JUnit report of the run with nftproxy")
+	a := flag.String("a", "", "the JUnit reports of the run with kube-proxy, comma-separated")
+	b := flag.String("b", "", "the JUnit reports of the run with nftproxy, comma-separated")
 	flag.Parse()
-	ra, err := read(*a)
+	ra, err := readAll(*a)
 	if err == nil {
 		var rb map[string]result
-		if rb, err = read(*b); err == nil {
+		if rb, err = readAll(*b); err == nil {
 			write(ra, rb)
 			return
 		}
@@ -118,8 +134,14 @@ func write(ra, rb map[string]result) {
 	}
 	sort.Strings(ran)
 	sort.Strings(skipped)
-	fmt.Printf("%d tests ran. kube-proxy: %d passed, %d failed. nftproxy: %d passed, %d failed. %d skipped by the suite itself (listed below); %d left out by the focus and skip expressions.\n\n",
-		len(ran), count["a passed"], count["a failed"], count["b passed"], count["b failed"], len(skipped), filtered)
+	worse := 0
+	for _, n := range ran {
+		if ra[n].state == "passed" && rb[n].state != "passed" {
+			worse++
+		}
+	}
+	fmt.Printf("%d tests ran. kube-proxy: %d passed, %d failed. nftproxy: %d passed, %d failed. Passed with kube-proxy and not with nftproxy: %d. %d skipped by the suite itself (listed below); %d left out by the focus and skip expressions.\n\n",
+		len(ran), count["a passed"], count["a failed"], count["b passed"], count["b failed"], worse, len(skipped), filtered)
 	fmt.Println("| test | kube-proxy | nftproxy | seconds (kube-proxy / nftproxy) |")
 	fmt.Println("|---|---|---|---:|")
 	for _, n := range ran {
