@@ -25,7 +25,8 @@ stack=$(cat "$dir/stack" 2>/dev/null || echo ipv4)
 # What this cluster leaves out, each expression with its reason, is
 # e2e/cluster/skips.tsv (skiplist.sh names the specs each leaves out).
 skip=${CONFORMANCE_SKIP:-$(awk -F'\t' -v s="$stack" '!/^#/ && NF == 3 && ($2 == "all" || $2 == s) {print $1}' "$root/e2e/cluster/skips.tsv" | paste -sd'|')}
-alone='\[(Serial|Disruptive)\]'
+# The specs that must run alone carry the suite's Serial or Disruptive label.
+alone='Serial || Disruptive'
 k() { "$c" kubectl "$@"; }
 log() { echo "conformance: $*" >&2; }
 [ -x "$bin/e2e.test" ] || {
@@ -33,12 +34,13 @@ log() { echo "conformance: $*" >&2; }
 	exit 1
 }
 
-# pass DIR PROCS FOCUS SKIP: one ginkgo pass, its JUnit report and log in DIR.
+# pass DIR PROCS LABELS: one ginkgo pass over the focus, minus the skips,
+# of the specs whose labels LABELS selects; its JUnit report and log in DIR.
 pass() {
-	local d=$1 procs=$2 f=$3 s=$4
+	local d=$1 procs=$2 labels=$3
 	mkdir -p "$d"
 	# In the control plane's namespace, as a client of the API server.
-	ip netns exec npc-cp "$bin/ginkgo" --procs "$procs" --timeout 3h --no-color --focus "$f" --skip "$s" \
+	ip netns exec npc-cp "$bin/ginkgo" --procs "$procs" --timeout 3h --no-color --focus "$focus" --skip "$skip" --label-filter "$labels" \
 		--junit-report junit_01.xml --output-dir "$d" "$bin/e2e.test" -- --kubeconfig "$dir/pki/admin.kubeconfig" --provider skeleton \
 		--kubectl-path "$bin/kubectl" --minStartupPods 0 --num-nodes 2 \
 		--disable-log-dump --e2e-verify-service-account=false \
@@ -50,10 +52,8 @@ run() { # run NAME: both passes, their JUnit reports in $dir/e2e-NAME{,-serial}
 	local name=$1 start
 	start=$(date +%s)
 	log "run with $name ($stack cluster): focus '$focus'"
-	pass "$dir/e2e-$name" "${CONFORMANCE_PROCS:-3}" "$focus" "$skip|$alone"
-	# The specs that must run alone: those of the focus marked [Serial] or
-	# [Disruptive] (the suite puts these marks after the rest of the name).
-	pass "$dir/e2e-$name-serial" 1 "($focus).*$alone" "$skip"
+	pass "$dir/e2e-$name" "${CONFORMANCE_PROCS:-3}" "!($alone)"
+	pass "$dir/e2e-$name-serial" 1 "$alone"
 	log "run with $name: $(($(date +%s) - start)) s"
 	echo $(($(date +%s) - start)) >"$dir/e2e-$name/seconds"
 }

@@ -29,7 +29,7 @@ while IFS= read -r spec; do
 		case "$expr" in '#'* | '') continue ;; esac
 		[ "$where" = all ] || [ "$where" = "$stack" ] || continue
 		if grep -qE -- "$expr" <<<"$spec"; then
-			reason="\`$expr\`: $why"
+			reason="\`${expr//|/\\|}\`: ${why//|/\\|}"
 			break
 		fi
 	done <"$root/e2e/cluster/skips.tsv"
