@@ -108,10 +108,10 @@ ln -sf /bin/nc.openbsd "$r/usr/bin/nc"
 # the suite's service checks run ("wget -q -T 1 -O -").
 rm -f "$r/bin/wget"
 copy_exe "$r" /usr/bin/wget
-# dig, nslookup and host (bind-tools in upstream's image; the DNS specs'
-# musl prober runs dig in agnhost) and /coredns (the specs run it in an
+# dig, nslookup, host and getent (bind-tools and musl-utils in upstream's image; the DNS specs'
+# musl prober runs dig and getent in agnhost) and /coredns (the specs run it in an
 # agnhost pod as a custom name server).
-copy_exe "$r" /usr/bin/dig /usr/bin/nslookup /usr/bin/host
+copy_exe "$r" /usr/bin/dig /usr/bin/nslookup /usr/bin/host /usr/bin/getent
 # iperf 2 (the suite's networking performance spec runs it in agnhost).
 copy_exe "$r" /usr/bin/iperf
 install -D -m 0755 "$bin/coredns" "$r/coredns"
