@@ -24,6 +24,8 @@
 #   cluster.sh prometheus stop|start             stop / start the cluster's Prometheus (its data kept)
 #   cluster.sh query PROMQL [TIME]               an instant query to the cluster's Prometheus
 #   cluster.sh query-range PROMQL START END STEP a range query to it
+#   cluster.sh stack             the cluster's stack: ipv4 or dual
+#   cluster.sh node-ips N        node N's addresses, one a line (IPv4 first)
 #
 # Global settings kubelet writes are confined to the node's mount namespace:
 # a regular file bind-mounted over each /proc/sys key (see confine_sysctls).
@@ -636,8 +638,10 @@ power)
 	*) exit 2 ;;
 	esac
 	;;
+stack) echo "$stack" ;;
+node-ips) node_ips "$2" | tr , '\n' ;;
 *)
-	echo "usage: cluster.sh up|down|swap-in|kubectl ARGS|node N CMD|apiserver stop|start|daemons N stop|start|proxy-kill N|power N off|on|prometheus stop|start|query PROMQL [TIME]|query-range PROMQL START END STEP" >&2
+	echo "usage: cluster.sh up|down|swap-in|kubectl ARGS|node N CMD|apiserver stop|start|daemons N stop|start|proxy-kill N|power N off|on|prometheus stop|start|query PROMQL [TIME]|query-range PROMQL START END STEP|stack|node-ips N" >&2
 	exit 2
 	;;
 esac

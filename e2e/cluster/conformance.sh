@@ -21,7 +21,7 @@ bin=$root/e2e/.cache/bin
 dir=${CLUSTER_DIR:-$root/e2e/.cache/cluster}
 out=${CONFORMANCE_RESULTS:-$root/e2e/results/cluster/conformance.md}
 focus=${CONFORMANCE_FOCUS:-'\[sig-network\]'}
-stack=$(cat "$dir/stack" 2>/dev/null || echo ipv4)
+stack=$("$c" stack)
 # What this cluster leaves out, each expression with its reason, is
 # e2e/cluster/skips.tsv (skiplist.sh names the specs each leaves out).
 skip=${CONFORMANCE_SKIP:-$(awk -F'\t' -v s="$stack" '!/^#/ && NF == 3 && ($2 == "all" || $2 == s) {print $1}' "$root/e2e/cluster/skips.tsv" | paste -sd'|')}

@@ -17,7 +17,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 c=$root/e2e/cluster/cluster.sh
 dir=${CLUSTER_DIR:-$root/e2e/.cache/cluster}
-stack=$(cat "$dir/stack" 2>/dev/null || echo ipv4)
+stack=$("$c" stack)
 suffix=""
 [ "$stack" = ipv4 ] || suffix=-$stack
 out=${SWAP_RESULTS:-$root/e2e/results/cluster/cluster-swap$suffix.md}
@@ -33,16 +33,15 @@ web_objects npc-swap 30080 | k apply -f - >/dev/null
 k -n npc-swap rollout status deployment web --timeout 180s >/dev/null
 cips=$(k -n npc-swap get service web -o jsonpath='{.spec.clusterIPs[*]}')
 log "Service web: cluster IPs $cips, node port 30080, endpoints on $(k -n npc-swap get pods -o jsonpath='{range .items[*]}{.spec.nodeName}{" "}{end}')"
+# host_part ADDR: ADDR as a URL's host (an IPv6 address in brackets).
+host_part() { case "$1" in *:*) echo "[$1]" ;; *) echo "$1" ;; esac; }
 families=IPv4
 [ "$stack" != dual ] || families="IPv4 and IPv6 (each a cluster IP and a node address)"
 for i in 1 2; do
 	other=$((3 - i))
 	urls=()
-	for cip in $cips; do
-		case "$cip" in *:*) urls+=("http://[$cip]/hostname") ;; *) urls+=("http://$cip/hostname") ;; esac
-	done
-	urls+=("http://192.168.77.1$other:30080/hostname")
-	[ "$stack" != dual ] || urls+=("http://[fd77::1$other]:30080/hostname")
+	for a in $cips; do urls+=("http://$(host_part "$a")/hostname"); done
+	for a in $("$c" node-ips "$other"); do urls+=("http://$(host_part "$a"):30080/hostname"); done
 	client_pod npc-swap "$i" "${urls[@]}" | k apply -f - >/dev/null
 done
 k -n npc-swap wait --for=condition=Ready pod/client1 pod/client2 --timeout 120s >/dev/null

@@ -117,7 +117,7 @@ func write(ra, rb map[string]result) {
 		names[n] = true
 	}
 	var ran, skipped []string
-	filtered := 0
+	filtered, worse := 0, 0
 	count := map[string]int{}
 	for n := range names {
 		x, y := ra[n], rb[n]
@@ -126,6 +126,9 @@ func write(ra, rb map[string]result) {
 			ran = append(ran, n)
 			count["a "+x.state]++
 			count["b "+y.state]++
+			if x.state == "passed" && y.state != "passed" {
+				worse++
+			}
 		case x.detail == "" || strings.EqualFold(x.detail, "skipped"):
 			filtered++
 		default:
@@ -134,12 +137,6 @@ func write(ra, rb map[string]result) {
 	}
 	sort.Strings(ran)
 	sort.Strings(skipped)
-	worse := 0
-	for _, n := range ran {
-		if ra[n].state == "passed" && rb[n].state != "passed" {
-			worse++
-		}
-	}
 	fmt.Printf("%d tests ran. kube-proxy: %d passed, %d failed. nftproxy: %d passed, %d failed. Passed with kube-proxy and not with nftproxy: %d. %d skipped by the suite itself (listed below); %d left out by the focus and skip expressions.\n\n",
 		len(ran), count["a passed"], count["a failed"], count["b passed"], count["b failed"], worse, len(skipped), filtered)
 	fmt.Println("| test | kube-proxy | nftproxy | seconds (kube-proxy / nftproxy) |")
