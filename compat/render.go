@@ -372,99 +372,113 @@ func (b *builder) rule(table, chain string, r nftgen.Rule) {
 			return
 		}
 	}
-	out := &iptRule{chain: chain}
-	var proto string
-	var dport uint16
-	var late []string // matches kube-proxy puts after the comment
+	p := ruleParts{out: &iptRule{chain: chain}}
 	for _, s := range r.Stmts {
-		switch s := s.(type) {
-		case nftgen.MatchAddr:
-			p := prefixString(s.Prefix)
-			if s.Dir == nftgen.Saddr {
-				out.src, out.notSrc = p, s.Negate
-			} else {
-				out.dst, out.notDst = p, s.Negate
-			}
-		case nftgen.MatchIifname:
-			out.in, out.notIn = s.Name, s.Negate
-			if s.Prefix {
-				out.in += "+"
-			}
-		case nftgen.MatchProto:
-			proto = nftgen.ProtoName(s.Proto)
-		case nftgen.MatchDport:
-			dport = s.Port
-		case nftgen.MatchFibLocal:
-			typ := "--dst-type"
-			if s.Dir == nftgen.Saddr {
-				typ = "--src-type"
-			}
-			late = append(late, "-m addrtype "+typ+" LOCAL")
-		case nftgen.MatchCtState:
-			if s.None {
-				late = append(late, "-m conntrack ! --ctstate "+ctStates(s.Mask)+",DNAT")
-			} else {
-				late = append(late, "-m conntrack --ctstate "+ctStates(s.Mask))
-			}
-		case nftgen.MatchCtStatusDNAT:
-			// Folded into the conntrack match above ("! --ctstate ...,DNAT").
-		case nftgen.MatchMark:
-			neg := ""
-			if s.Zero {
-				neg = "! "
-			}
-			late = append(late, fmt.Sprintf("-m mark %s--mark %s/%s", neg, markString(s.Mask), markString(s.Mask)))
-		case nftgen.MatchRandom:
-			late = append(late, "-m statistic --mode random --probability "+b.probability(int(s.Mod)))
-		case nftgen.CounterRef:
-			late = append(late, nfacctMatch(s.Name))
-		case nftgen.MarkOr:
-			out.target = fmt.Sprintf("-j MARK --set-xmark %s/%s", markString(s.Bits), markString(s.Bits))
-		case nftgen.MarkXor:
-			out.target = fmt.Sprintf("-j MARK --set-xmark %s/0x0", markString(s.Bits))
-		case nftgen.Masquerade:
-			out.target = "-j MASQUERADE"
-			if s.FullyRandom {
-				out.target += " --random-fully"
-			}
-		case nftgen.DNAT:
-			if b.recorded {
-				late = append(late, b.recentSet(chain))
-			}
-			out.target = "-j DNAT --to-destination " + netip.AddrPortFrom(s.Addr, s.Port).String()
-		case nftgen.AffinityUpdate:
-			late = append(late, b.recentSet(chain))
-		case nftgen.AffinityCheck:
-			late = append(late, fmt.Sprintf("-m recent --rcheck --seconds %d --reap --name %s --mask %s --rsource", b.affinitySeconds(s.Set), s.Chain, b.fullMask()))
-			out.target = b.target(table, nftgen.Verdict{Kind: nftgen.VerdictJump, Chain: s.Chain})
-		case nftgen.Verdict:
-			out.target = b.target(table, s)
-		case nftgen.Reject:
-			out.target = "-j REJECT --reject-with " + b.rejectWith()
-		case nftgen.ProtoPortIn:
-			// nftproxy writes it only in the counting rule of a map
-			// (CountedMap, handled above).
-			b.note(table, "rule in %s matches the keys of @%s without counting them; kube-proxy writes no such rule", chain, s.Map)
-			return
-		case nftgen.Unknown:
-			b.note(table, "rule in %s with an expression nftproxy did not write: %s", chain, s.Desc)
-			return
-		default:
-			b.note(table, "rule in %s with statement %T", chain, s)
+		if !b.stmt(&p, table, chain, s) {
 			return
 		}
 	}
-	out.proto = proto
+	out := p.out
 	out.comment(r.Comment)
-	out.matches = append(out.matches, late...)
-	if proto != "" && (dport != 0 || strings.HasPrefix(out.target, "-j DNAT")) {
-		m := "-m " + proto
-		if dport != 0 {
-			m += fmt.Sprintf(" --dport %d", dport)
+	out.matches = append(out.matches, p.late...)
+	if out.proto != "" && (p.dport != 0 || strings.HasPrefix(out.target, "-j DNAT")) {
+		m := "-m " + out.proto
+		if p.dport != 0 {
+			m += fmt.Sprintf(" --dport %d", p.dport)
 		}
 		out.match(m)
 	}
 	b.add(table, out)
+}
+
+// ruleParts is one rule's iptables-save text while its statements are read.
+type ruleParts struct {
+	out   *iptRule
+	dport uint16
+	late  []string // matches kube-proxy puts after the comment
+}
+
+// stmt adds one statement to the rule's text. It is false when the rule
+// cannot be shown as kube-proxy's, which it has noted.
+func (b *builder) stmt(p *ruleParts, table, chain string, s nftgen.Stmt) bool {
+	out := p.out
+	switch s := s.(type) {
+	case nftgen.MatchAddr:
+		p := prefixString(s.Prefix)
+		if s.Dir == nftgen.Saddr {
+			out.src, out.notSrc = p, s.Negate
+		} else {
+			out.dst, out.notDst = p, s.Negate
+		}
+	case nftgen.MatchIifname:
+		out.in, out.notIn = s.Name, s.Negate
+		if s.Prefix {
+			out.in += "+"
+		}
+	case nftgen.MatchProto:
+		out.proto = nftgen.ProtoName(s.Proto)
+	case nftgen.MatchDport:
+		p.dport = s.Port
+	case nftgen.MatchFibLocal:
+		typ := "--dst-type"
+		if s.Dir == nftgen.Saddr {
+			typ = "--src-type"
+		}
+		p.late = append(p.late, "-m addrtype "+typ+" LOCAL")
+	case nftgen.MatchCtState:
+		if s.None {
+			p.late = append(p.late, "-m conntrack ! --ctstate "+ctStates(s.Mask)+",DNAT")
+		} else {
+			p.late = append(p.late, "-m conntrack --ctstate "+ctStates(s.Mask))
+		}
+	case nftgen.MatchCtStatusDNAT:
+		// Folded into the conntrack match above ("! --ctstate ...,DNAT").
+	case nftgen.MatchMark:
+		neg := ""
+		if s.Zero {
+			neg = "! "
+		}
+		p.late = append(p.late, fmt.Sprintf("-m mark %s--mark %s/%s", neg, markString(s.Mask), markString(s.Mask)))
+	case nftgen.MatchRandom:
+		p.late = append(p.late, "-m statistic --mode random --probability "+b.probability(int(s.Mod)))
+	case nftgen.CounterRef:
+		p.late = append(p.late, nfacctMatch(s.Name))
+	case nftgen.MarkOr:
+		out.target = fmt.Sprintf("-j MARK --set-xmark %s/%s", markString(s.Bits), markString(s.Bits))
+	case nftgen.MarkXor:
+		out.target = fmt.Sprintf("-j MARK --set-xmark %s/0x0", markString(s.Bits))
+	case nftgen.Masquerade:
+		out.target = "-j MASQUERADE"
+		if s.FullyRandom {
+			out.target += " --random-fully"
+		}
+	case nftgen.DNAT:
+		if b.recorded {
+			p.late = append(p.late, b.recentSet(chain))
+		}
+		out.target = "-j DNAT --to-destination " + netip.AddrPortFrom(s.Addr, s.Port).String()
+	case nftgen.AffinityUpdate:
+		p.late = append(p.late, b.recentSet(chain))
+	case nftgen.AffinityCheck:
+		p.late = append(p.late, fmt.Sprintf("-m recent --rcheck --seconds %d --reap --name %s --mask %s --rsource", b.affinitySeconds(s.Set), s.Chain, b.fullMask()))
+		out.target = b.target(table, nftgen.Verdict{Kind: nftgen.VerdictJump, Chain: s.Chain})
+	case nftgen.Verdict:
+		out.target = b.target(table, s)
+	case nftgen.Reject:
+		out.target = "-j REJECT --reject-with " + b.rejectWith()
+	case nftgen.ProtoPortIn:
+		// nftproxy writes it only in the counting rule of a map
+		// (CountedMap, handled by rule).
+		b.note(table, "rule in %s matches the keys of @%s without counting them; kube-proxy writes no such rule", chain, s.Map)
+		return false
+	case nftgen.Unknown:
+		b.note(table, "rule in %s with an expression nftproxy did not write: %s", chain, s.Desc)
+		return false
+	default:
+		b.note(table, "rule in %s with statement %T", chain, s)
+		return false
+	}
+	return true
 }
 
 // recentSet is the "-m recent --set" match of an endpoint chain's DNAT

@@ -124,15 +124,7 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 	case nftgen.MatchCtStatusDNAT:
 		return match(s.natted != st.Not)
 	case nftgen.MatchRandom:
-		if st.Mod == 0 {
-			return w.unknown(b, c, i, "numgen random mod 0")
-		}
-		miss := b.fork()
-		miss.matched = false
-		miss.s.prob *= float64(st.Mod-1) / float64(st.Mod)
-		b.s.prob /= float64(st.Mod)
-		b.chance = fmt.Sprintf("1/%d", st.Mod)
-		return []*branch{b, miss}
+		return w.random(b, c, i, st)
 	case nftgen.DispatchMap:
 		return w.lookup(b, st.Map, nftgen.MapKey{Addr: s.dst, Proto: s.proto, Port: s.dport})
 	case nftgen.ProtoPortMap:
@@ -145,65 +137,9 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 		key := nftgen.MapKey{Proto: s.proto, Port: s.dport}
 		return match(slices.ContainsFunc(m.Elements, func(e nftgen.MapElement) bool { return e.Key == key }))
 	case nftgen.NumgenVmap:
-		n := len(st.Targets)
-		if n == 0 {
-			return match(false)
-		}
-		var out []*branch
-		var rest *branch
-		walked := st.Targets
-		if !w.all && n > SummaryLimit {
-			walked = walked[:SummaryLimit]
-			rest = b.fork()
-			rest.s.prob *= float64(n-SummaryLimit) / float64(n)
-			rest.s.more = n - SummaryLimit
-			rest.chance = fmt.Sprintf("1/%d each", n)
-			rest.actions = append(rest.actions, fmt.Sprintf("goto one of %d more endpoint chains (not walked)", n-SummaryLimit))
-			rest.terminal = More
-		}
-		for k, target := range walked {
-			o := b.fork()
-			o.s.prob /= float64(n)
-			o.chance = fmt.Sprintf("1/%d", n)
-			o.element = compat.TargetKey(k)
-			if k < len(st.Comments) && st.Comments[k] != "" {
-				o.comment = st.Comments[k]
-			}
-			o.verdict = &nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: target}
-			out = append(out, o)
-		}
-		if rest != nil {
-			out = append(out, rest)
-		}
-		return out
+		return w.numgen(b, st)
 	case nftgen.AffinityCheck:
-		if w.st.Members != nil {
-			// Read from the kernel: the set says whether this client has
-			// an entry, so the walk does not branch.
-			for _, m := range w.st.Members[st.Set] {
-				if m.Addr.Unmap() == s.src && m.Endpoint == st.Endpoint {
-					s.affinity, s.affinityLeft = st.Set, m.Expires.Round(time.Second).String()
-					b.chance = fmt.Sprintf("client in @%s, %s left", st.Set, s.affinityLeft)
-					b.verdict = &nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: st.Chain}
-					return []*branch{b}
-				}
-			}
-			return match(false)
-		}
-		if s.affinity != "" {
-			return match(false)
-		}
-		if !w.all && w.affinityWalked >= SummaryLimit {
-			w.affinityNotWalked++
-			return match(false)
-		}
-		w.affinityWalked++
-		hit := b.fork()
-		hit.s.affinity = st.Set
-		hit.chance = "client in @" + st.Set
-		hit.verdict = &nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: st.Chain}
-		b.matched = false
-		return []*branch{b, hit}
+		return w.affinityCheck(b, st)
 	case nftgen.AffinityUpdate:
 		b.actions = append(b.actions, fmt.Sprintf("remember %s in @%s", s.src, st.Set))
 		return []*branch{b}
@@ -211,15 +147,7 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 		b.actions = append(b.actions, "count in "+st.Name)
 		return []*branch{b}
 	case nftgen.MarkOr:
-		s.mark |= st.Bits
-		b.actions = append(b.actions, fmt.Sprintf("set mark | 0x%x", st.Bits))
-		if n := len(s.callers); n > 0 {
-			caller := s.callers[n-1]
-			if cc := w.st.Chain(caller.Chain); cc != nil && caller.Rule-1 < len(cc.Rules) {
-				s.markReason = masqueradeReason(&caller, &cc.Rules[caller.Rule-1])
-			}
-		}
-		return []*branch{b}
+		return w.markOr(b, st)
 	case nftgen.MarkXor:
 		s.mark ^= st.Bits
 		b.actions = append(b.actions, fmt.Sprintf("set mark ^ 0x%x", st.Bits))
@@ -249,6 +177,109 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 		return w.unknown(b, c, i, "an expression nftproxy did not write: "+st.Desc)
 	}
 	return w.unknown(b, c, i, fmt.Sprintf("statement %T", st))
+}
+
+// random forks the branch at a numgen random match: one in Mod packets
+// matches, the rest fall through.
+func (w *walker) random(b *branch, c *nftgen.Chain, i int, st nftgen.MatchRandom) []*branch {
+	if st.Mod == 0 {
+		return w.unknown(b, c, i, "numgen random mod 0")
+	}
+	miss := b.fork()
+	miss.matched = false
+	miss.s.prob *= float64(st.Mod-1) / float64(st.Mod)
+	b.s.prob /= float64(st.Mod)
+	b.chance = fmt.Sprintf("1/%d", st.Mod)
+	return []*branch{b, miss}
+}
+
+// numgen forks the branch at a numgen vmap, once for each endpoint chain
+// (the first SummaryLimit unless the walk shows all, the rest as one branch).
+func (w *walker) numgen(b *branch, st nftgen.NumgenVmap) []*branch {
+	n := len(st.Targets)
+	if n == 0 {
+		return noMatch(b)
+	}
+	var out []*branch
+	var rest *branch
+	walked := st.Targets
+	if !w.all && n > SummaryLimit {
+		walked = walked[:SummaryLimit]
+		rest = b.fork()
+		rest.s.prob *= float64(n-SummaryLimit) / float64(n)
+		rest.s.more = n - SummaryLimit
+		rest.chance = fmt.Sprintf("1/%d each", n)
+		rest.actions = append(rest.actions, fmt.Sprintf("goto one of %d more endpoint chains (not walked)", n-SummaryLimit))
+		rest.terminal = More
+	}
+	for k, target := range walked {
+		o := b.fork()
+		o.s.prob /= float64(n)
+		o.chance = fmt.Sprintf("1/%d", n)
+		o.element = compat.TargetKey(k)
+		if k < len(st.Comments) && st.Comments[k] != "" {
+			o.comment = st.Comments[k]
+		}
+		o.verdict = &nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: target}
+		out = append(out, o)
+	}
+	if rest != nil {
+		out = append(out, rest)
+	}
+	return out
+}
+
+// affinityCheck follows a client's affinity entry: read from the kernel's
+// set when the walk has it, else forked into "in the set" and "not".
+func (w *walker) affinityCheck(b *branch, st nftgen.AffinityCheck) []*branch {
+	s := b.s
+	if w.st.Members != nil {
+		// Read from the kernel: the set says whether this client has
+		// an entry, so the walk does not branch.
+		for _, m := range w.st.Members[st.Set] {
+			if m.Addr.Unmap() == s.src && m.Endpoint == st.Endpoint {
+				s.affinity, s.affinityLeft = st.Set, m.Expires.Round(time.Second).String()
+				b.chance = fmt.Sprintf("client in @%s, %s left", st.Set, s.affinityLeft)
+				b.verdict = &nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: st.Chain}
+				return []*branch{b}
+			}
+		}
+		return noMatch(b)
+	}
+	if s.affinity != "" {
+		return noMatch(b)
+	}
+	if !w.all && w.affinityWalked >= SummaryLimit {
+		w.affinityNotWalked++
+		return noMatch(b)
+	}
+	w.affinityWalked++
+	hit := b.fork()
+	hit.s.affinity = st.Set
+	hit.chance = "client in @" + st.Set
+	hit.verdict = &nftgen.Verdict{Kind: nftgen.VerdictGoto, Chain: st.Chain}
+	b.matched = false
+	return []*branch{b, hit}
+}
+
+// markOr sets the masquerade mark and remembers which rule asked for it.
+func (w *walker) markOr(b *branch, st nftgen.MarkOr) []*branch {
+	s := b.s
+	s.mark |= st.Bits
+	b.actions = append(b.actions, fmt.Sprintf("set mark | 0x%x", st.Bits))
+	if n := len(s.callers); n > 0 {
+		caller := s.callers[n-1]
+		if cc := w.st.Chain(caller.Chain); cc != nil && caller.Rule-1 < len(cc.Rules) {
+			s.markReason = masqueradeReason(&caller, &cc.Rules[caller.Rule-1])
+		}
+	}
+	return []*branch{b}
+}
+
+// noMatch is the branch past a statement that did not match.
+func noMatch(b *branch) []*branch {
+	b.matched = false
+	return []*branch{b}
 }
 
 // unknown ends a branch at a statement the walk cannot evaluate.
@@ -283,6 +314,5 @@ func (w *walker) lookup(b *branch, mapName string, key nftgen.MapKey) []*branch 
 			return []*branch{b}
 		}
 	}
-	b.matched = false
-	return []*branch{b}
+	return noMatch(b)
 }

@@ -100,53 +100,16 @@ func (b *exprBuilder) appendStmt(out []expr.Any, s nftgen.Stmt) ([]expr.Any, err
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: []byte{s.Proto}},
 		), nil
 	case nftgen.MatchAddr:
-		saddr, daddr, length := b.addrOffsets()
-		off := daddr
-		if s.Dir == nftgen.Saddr {
-			off = saddr
-		}
-		addr := s.Prefix.Masked().Addr()
-		if (addr.Is4()) != (b.family == nftgen.FamilyIPv4) {
-			return out, fmt.Errorf("address %s does not belong to family %s", s.Prefix, b.family)
-		}
-		op := expr.CmpOpEq
-		if s.Negate {
-			op = expr.CmpOpNeq
-		}
-		out = append(out, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: length})
-		if bits := s.Prefix.Bits(); bits < int(length*8) {
-			mask := make([]byte, length)
-			for i := 0; i < bits; i++ {
-				mask[i/8] |= 0x80 >> (i % 8)
-			}
-			out = append(out, &expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: length, Mask: mask, Xor: make([]byte, length)})
-		}
-		return append(out, &expr.Cmp{Op: op, Register: reg1, Data: addr.AsSlice()}), nil
+		return b.appendAddrMatch(out, s)
 	case nftgen.MatchDport:
 		return append(out,
 			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binary.BigEndian.AppendUint16(nil, s.Port)},
 		), nil
 	case nftgen.MatchCtState:
-		op := expr.CmpOpNeq
-		if s.None {
-			op = expr.CmpOpEq
-		}
-		return append(out,
-			&expr.Ct{Register: reg1, Key: expr.CtKeySTATE},
-			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(s.Mask), Xor: native32(0)},
-			&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
-		), nil
+		return append(out, maskedTest(&expr.Ct{Register: reg1, Key: expr.CtKeySTATE}, s.Mask, s.None)...), nil
 	case nftgen.MatchCtStatusDNAT:
-		op := expr.CmpOpNeq
-		if s.Not {
-			op = expr.CmpOpEq
-		}
-		return append(out,
-			&expr.Ct{Register: reg1, Key: expr.CtKeySTATUS},
-			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(ctStatusDNAT), Xor: native32(0)},
-			&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
-		), nil
+		return append(out, maskedTest(&expr.Ct{Register: reg1, Key: expr.CtKeySTATUS}, ctStatusDNAT, s.Not)...), nil
 	case nftgen.MatchFibLocal:
 		f := &expr.Fib{Register: reg1, ResultADDRTYPE: true, FlagDADDR: s.Dir == nftgen.Daddr, FlagSADDR: s.Dir == nftgen.Saddr}
 		return append(out, f, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: native32(unix.RTN_LOCAL)}), nil
@@ -174,24 +137,9 @@ func (b *exprBuilder) appendStmt(out []expr.Any, s nftgen.Stmt) ([]expr.Any, err
 			&expr.Dynset{SrcRegKey: reg32Base, SetName: s.Set, Operation: unix.NFT_DYNSET_OP_UPDATE},
 		), nil
 	case nftgen.MatchMark:
-		op := expr.CmpOpNeq
-		if s.Zero {
-			op = expr.CmpOpEq
-		}
-		return append(out,
-			&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
-			&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(s.Mask), Xor: native32(0)},
-			&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
-		), nil
+		return append(out, maskedTest(&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1}, s.Mask, s.Zero)...), nil
 	case nftgen.DispatchMap:
-		_, daddr, length := b.addrOffsets()
-		protoReg := uint32(reg32Base + length/4)
-		return append(out,
-			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: length},
-			&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: protoReg},
-			&expr.Payload{DestRegister: protoReg + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-			&expr.Lookup{SourceRegister: reg1, SetName: s.Map, DestRegister: regVerdict, IsDestRegSet: true},
-		), nil
+		return append(out, b.dispatchLookup(s.Map)...), nil
 	case nftgen.NumgenVmap:
 		if len(s.Targets) == 0 {
 			return out, fmt.Errorf("numgen vmap with no targets")
@@ -237,6 +185,59 @@ func (b *exprBuilder) appendStmt(out []expr.Any, s nftgen.Stmt) ([]expr.Any, err
 		return append(out, verdictExpr(s)), nil
 	}
 	return out, fmt.Errorf("unknown statement %T", s)
+}
+
+// appendAddrMatch appends the match of a source or destination prefix.
+func (b *exprBuilder) appendAddrMatch(out []expr.Any, s nftgen.MatchAddr) ([]expr.Any, error) {
+	saddr, daddr, length := b.addrOffsets()
+	off := daddr
+	if s.Dir == nftgen.Saddr {
+		off = saddr
+	}
+	addr := s.Prefix.Masked().Addr()
+	if (addr.Is4()) != (b.family == nftgen.FamilyIPv4) {
+		return out, fmt.Errorf("address %s does not belong to family %s", s.Prefix, b.family)
+	}
+	op := expr.CmpOpEq
+	if s.Negate {
+		op = expr.CmpOpNeq
+	}
+	out = append(out, &expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: off, Len: length})
+	if bits := s.Prefix.Bits(); bits < int(length*8) {
+		mask := make([]byte, length)
+		for i := 0; i < bits; i++ {
+			mask[i/8] |= 0x80 >> (i % 8)
+		}
+		out = append(out, &expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: length, Mask: mask, Xor: make([]byte, length)})
+	}
+	return append(out, &expr.Cmp{Op: op, Register: reg1, Data: addr.AsSlice()}), nil
+}
+
+// dispatchLookup looks the packet's daddr . l4proto . dport up in a
+// verdict map.
+func (b *exprBuilder) dispatchLookup(m string) []expr.Any {
+	_, daddr, length := b.addrOffsets()
+	protoReg := uint32(reg32Base + length/4)
+	return []expr.Any{
+		&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: length},
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: protoReg},
+		&expr.Payload{DestRegister: protoReg + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Lookup{SourceRegister: reg1, SetName: m, DestRegister: regVerdict, IsDestRegSet: true},
+	}
+}
+
+// maskedTest loads a 32-bit value into reg1 and tests the bits of mask:
+// all zero when zero is true, else any set.
+func maskedTest(load expr.Any, mask uint32, zero bool) []expr.Any {
+	op := expr.CmpOpNeq
+	if zero {
+		op = expr.CmpOpEq
+	}
+	return []expr.Any{
+		load,
+		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(mask), Xor: native32(0)},
+		&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
+	}
 }
 
 // ifnameSize is IFNAMSIZ: an interface name compared whole is its bytes

@@ -176,34 +176,10 @@ func appendExpr(b []byte, fam byte, e expr.Any) ([]byte, error) {
 		w = w.str(unix.NFTA_LOOKUP_SET, e.SetName).u32(unix.NFTA_LOOKUP_SET_ID, e.SetID)
 	case *expr.NAT:
 		start("nat")
-		w = w.u32(unix.NFTA_NAT_TYPE, uint32(e.Type)).u32(unix.NFTA_NAT_FAMILY, e.Family)
-		if e.RegAddrMin != 0 {
-			w = w.u32(unix.NFTA_NAT_REG_ADDR_MIN, e.RegAddrMin)
-			if e.RegAddrMax != 0 {
-				w = w.u32(unix.NFTA_NAT_REG_ADDR_MAX, e.RegAddrMax)
-			}
-		}
-		if e.RegProtoMin != 0 {
-			w = w.u32(unix.NFTA_NAT_REG_PROTO_MIN, e.RegProtoMin)
-			if e.RegProtoMax != 0 {
-				w = w.u32(unix.NFTA_NAT_REG_PROTO_MAX, e.RegProtoMax)
-			}
-		}
-		flags := flag(e.Random, natRangeProtoRandom) | flag(e.FullyRandom, natRangeProtoRandomFully) | flag(e.Persistent, natRangePersistent) |
-			flag(e.Prefix, natRangePrefix) | flag(e.Specified, natRangeProtoSpecified)
-		if flags != 0 {
-			w = w.u32(unix.NFTA_NAT_FLAGS, flags)
-		}
+		w = natAttrs(w, e)
 	case *expr.Masq:
 		start("masq")
-		if e.ToPorts {
-			w = w.u32(unix.NFTA_MASQ_REG_PROTO_MIN, e.RegProtoMin)
-			if e.RegProtoMax != 0 {
-				w = w.u32(unix.NFTA_MASQ_REG_PROTO_MAX, e.RegProtoMax)
-			}
-		} else if flags := flag(e.Random, natRangeProtoRandom) | flag(e.FullyRandom, natRangeProtoRandomFully) | flag(e.Persistent, natRangePersistent); flags != 0 {
-			w = w.u32(unix.NFTA_MASQ_FLAGS, flags)
-		}
+		w = masqAttrs(w, e)
 	case *expr.Bitwise:
 		start("bitwise")
 		w = w.u32(unix.NFTA_BITWISE_SREG, e.SourceRegister).u32(unix.NFTA_BITWISE_DREG, e.DestRegister).u32(unix.NFTA_BITWISE_LEN, e.Len).
@@ -222,6 +198,42 @@ func appendExpr(b []byte, fam byte, e expr.Any) ([]byte, error) {
 		return fallbackExpr(b, fam, e)
 	}
 	return w.end(data).end(elem), nil
+}
+
+// natAttrs writes a nat expression's attributes.
+func natAttrs(w wire, e *expr.NAT) wire {
+	w = w.u32(unix.NFTA_NAT_TYPE, uint32(e.Type)).u32(unix.NFTA_NAT_FAMILY, e.Family)
+	if e.RegAddrMin != 0 {
+		w = w.u32(unix.NFTA_NAT_REG_ADDR_MIN, e.RegAddrMin)
+		if e.RegAddrMax != 0 {
+			w = w.u32(unix.NFTA_NAT_REG_ADDR_MAX, e.RegAddrMax)
+		}
+	}
+	if e.RegProtoMin != 0 {
+		w = w.u32(unix.NFTA_NAT_REG_PROTO_MIN, e.RegProtoMin)
+		if e.RegProtoMax != 0 {
+			w = w.u32(unix.NFTA_NAT_REG_PROTO_MAX, e.RegProtoMax)
+		}
+	}
+	flags := flag(e.Random, natRangeProtoRandom) | flag(e.FullyRandom, natRangeProtoRandomFully) | flag(e.Persistent, natRangePersistent) |
+		flag(e.Prefix, natRangePrefix) | flag(e.Specified, natRangeProtoSpecified)
+	if flags != 0 {
+		w = w.u32(unix.NFTA_NAT_FLAGS, flags)
+	}
+	return w
+}
+
+// masqAttrs writes a masq expression's attributes.
+func masqAttrs(w wire, e *expr.Masq) wire {
+	if e.ToPorts {
+		w = w.u32(unix.NFTA_MASQ_REG_PROTO_MIN, e.RegProtoMin)
+		if e.RegProtoMax != 0 {
+			w = w.u32(unix.NFTA_MASQ_REG_PROTO_MAX, e.RegProtoMax)
+		}
+	} else if flags := flag(e.Random, natRangeProtoRandom) | flag(e.FullyRandom, natRangeProtoRandomFully) | flag(e.Persistent, natRangePersistent); flags != 0 {
+		w = w.u32(unix.NFTA_MASQ_FLAGS, flags)
+	}
+	return w
 }
 
 // ctWithoutDirection reports whether a ct expression carries no direction

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
@@ -181,304 +180,41 @@ func parseExprList(v []byte, out []ruleExpr) ([]ruleExpr, error) {
 }
 
 // parseExpr decodes one expression of a kind nftproxy writes; nil for any
-// other kind. It is one case per kind, which reads best as one switch.
+// other kind (the rule is then foreign), an error for malformed attributes.
 func parseExpr(name string, data []byte) (expr.Any, error) {
 	a := attrs{b: data}
 	var out expr.Any
 	switch name {
 	case "payload":
-		e := &expr.Payload{}
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_PAYLOAD_DREG:
-				e.DestRegister = be32(v)
-			case unix.NFTA_PAYLOAD_SREG:
-				e.SourceRegister, e.OperationType = be32(v), expr.PayloadWrite
-			case unix.NFTA_PAYLOAD_BASE:
-				e.Base = expr.PayloadBase(be32(v))
-			case unix.NFTA_PAYLOAD_OFFSET:
-				e.Offset = be32(v)
-			case unix.NFTA_PAYLOAD_LEN:
-				e.Len = be32(v)
-			case unix.NFTA_PAYLOAD_CSUM_TYPE:
-				e.CsumType = expr.PayloadCsumType(be32(v))
-			case unix.NFTA_PAYLOAD_CSUM_OFFSET:
-				e.CsumOffset = be32(v)
-			case unix.NFTA_PAYLOAD_CSUM_FLAGS:
-				e.CsumFlags = be32(v)
-			}
-		}
-		out = e
+		out = parsePayload(&a)
 	case "cmp":
-		e := &expr.Cmp{}
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_CMP_SREG:
-				e.Register = be32(v)
-			case unix.NFTA_CMP_OP:
-				e.Op = expr.CmpOp(be32(v))
-			case unix.NFTA_CMP_DATA:
-				e.Data = dataValue(v)
-			}
-		}
-		out = e
+		out = parseCmp(&a)
 	case "meta":
-		e := &expr.Meta{}
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_META_SREG:
-				e.Register, e.SourceRegister = be32(v), true
-			case unix.NFTA_META_DREG:
-				e.Register = be32(v)
-			case unix.NFTA_META_KEY:
-				e.Key = expr.MetaKey(be32(v))
-			}
-		}
-		out = e
+		out = parseMeta(&a)
 	case "immediate":
 		out = parseImmediate(&a)
 	case "lookup":
-		e := &expr.Lookup{}
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_LOOKUP_SET:
-				e.SetName = cstring(v)
-			case unix.NFTA_LOOKUP_SET_ID:
-				e.SetID = be32(v)
-			case unix.NFTA_LOOKUP_SREG:
-				e.SourceRegister = be32(v)
-			case unix.NFTA_LOOKUP_DREG:
-				e.DestRegister, e.IsDestRegSet = be32(v), true
-			case unix.NFTA_LOOKUP_FLAGS:
-				e.Invert = be32(v)&unix.NFT_LOOKUP_F_INV != 0
-			}
-		}
-		out = e
+		out = parseLookup(&a)
 	case "bitwise":
-		e := &expr.Bitwise{}
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_BITWISE_SREG:
-				e.SourceRegister = be32(v)
-			case unix.NFTA_BITWISE_DREG:
-				e.DestRegister = be32(v)
-			case unix.NFTA_BITWISE_LEN:
-				e.Len = be32(v)
-			case unix.NFTA_BITWISE_MASK:
-				e.Mask = dataValue(v)
-			case unix.NFTA_BITWISE_XOR:
-				e.Xor = dataValue(v)
-			}
-		}
-		out = e
+		out = parseBitwise(&a)
 	case "numgen":
-		e := &expr.Numgen{}
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_NG_DREG:
-				e.Register = be32(v)
-			case unix.NFTA_NG_MODULUS:
-				e.Modulus = be32(v)
-			case unix.NFTA_NG_TYPE:
-				e.Type = be32(v)
-			case unix.NFTA_NG_OFFSET:
-				e.Offset = be32(v)
-			}
-		}
-		out = e
-	default:
-		return parseExprMore(name, &a)
-	}
-	return out, a.err
-}
-
-// parseImmediate decodes an immediate, which is a verdict when it writes
-// the verdict register without a value (as google/nftables reads it).
-func parseImmediate(a *attrs) expr.Any {
-	e := &expr.Immediate{}
-	var verdict []byte
-	for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-		switch t {
-		case unix.NFTA_IMMEDIATE_DREG:
-			e.Register = be32(v)
-		case unix.NFTA_IMMEDIATE_DATA:
-			d := attrs{b: v}
-			for dt, dv, ok := d.next(); ok; dt, dv, ok = d.next() {
-				switch dt {
-				case unix.NFTA_DATA_VALUE:
-					e.Data = dv
-				case unix.NFTA_DATA_VERDICT:
-					verdict = dv
-				}
-			}
-		}
-	}
-	if e.Register != unix.NFT_REG_VERDICT || len(e.Data) != 0 {
-		return e
-	}
-	out := &expr.Verdict{}
-	d := attrs{b: verdict}
-	for t, v, ok := d.next(); ok; t, v, ok = d.next() {
-		switch t {
-		case unix.NFTA_VERDICT_CODE:
-			out.Kind = expr.VerdictKind(int32(be32(v)))
-		case unix.NFTA_VERDICT_CHAIN:
-			out.Chain = cstring(v)
-		}
-	}
-	return out
-}
-
-// parseExprMore decodes the expression kinds parseExpr leaves to it. It
-// is one case per kind, which reads best as one switch.
-func parseExprMore(name string, a *attrs) (expr.Any, error) {
-	var out expr.Any
-	switch name {
+		out = parseNumgen(&a)
 	case "nat":
-		e := &expr.NAT{}
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_NAT_TYPE:
-				e.Type = expr.NATType(be32(v))
-			case unix.NFTA_NAT_FAMILY:
-				e.Family = be32(v)
-			case unix.NFTA_NAT_REG_ADDR_MIN:
-				e.RegAddrMin = be32(v)
-			case unix.NFTA_NAT_REG_ADDR_MAX:
-				e.RegAddrMax = be32(v)
-			case unix.NFTA_NAT_REG_PROTO_MIN:
-				e.RegProtoMin = be32(v)
-			case unix.NFTA_NAT_REG_PROTO_MAX:
-				e.RegProtoMax = be32(v)
-			case unix.NFTA_NAT_FLAGS:
-				f := be32(v)
-				e.Persistent, e.Random, e.FullyRandom = f&expr.NF_NAT_RANGE_PERSISTENT != 0, f&expr.NF_NAT_RANGE_PROTO_RANDOM != 0, f&expr.NF_NAT_RANGE_PROTO_RANDOM_FULLY != 0
-				e.Prefix, e.Specified = f&expr.NF_NAT_RANGE_PREFIX != 0, f&expr.NF_NAT_RANGE_PROTO_SPECIFIED != 0
-			}
-		}
-		out = e
+		out = parseNAT(&a)
 	case "masq":
-		e := &expr.Masq{}
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_MASQ_REG_PROTO_MIN:
-				e.ToPorts, e.RegProtoMin = true, be32(v)
-			case unix.NFTA_MASQ_REG_PROTO_MAX:
-				e.RegProtoMax = be32(v)
-			case unix.NFTA_MASQ_FLAGS:
-				f := be32(v)
-				e.Persistent, e.Random, e.FullyRandom = f&expr.NF_NAT_RANGE_PERSISTENT != 0, f&expr.NF_NAT_RANGE_PROTO_RANDOM != 0, f&expr.NF_NAT_RANGE_PROTO_RANDOM_FULLY != 0
-			}
-		}
-		out = e
+		out = parseMasq(&a)
 	case "fib":
-		e := &expr.Fib{}
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_FIB_DREG:
-				e.Register = be32(v)
-			case unix.NFTA_FIB_RESULT:
-				switch be32(v) {
-				case unix.NFT_FIB_RESULT_OIF:
-					e.ResultOIF = true
-				case unix.NFT_FIB_RESULT_OIFNAME:
-					e.ResultOIFNAME = true
-				case unix.NFT_FIB_RESULT_ADDRTYPE:
-					e.ResultADDRTYPE = true
-				}
-			case unix.NFTA_FIB_FLAGS:
-				f := be32(v)
-				e.FlagSADDR, e.FlagDADDR, e.FlagMARK = f&unix.NFTA_FIB_F_SADDR != 0, f&unix.NFTA_FIB_F_DADDR != 0, f&unix.NFTA_FIB_F_MARK != 0
-				e.FlagIIF, e.FlagOIF, e.FlagPRESENT = f&unix.NFTA_FIB_F_IIF != 0, f&unix.NFTA_FIB_F_OIF != 0, f&unix.NFTA_FIB_F_PRESENT != 0
-			}
-		}
-		out = e
+		out = parseFib(&a)
 	case "ct":
-		e := &expr.Ct{}
-		direction := false
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_CT_KEY:
-				e.Key = expr.CtKey(be32(v))
-			case unix.NFTA_CT_DREG:
-				e.Register = be32(v)
-			case unix.NFTA_CT_DIRECTION:
-				if len(v) > 0 {
-					e.Direction = uint32(v[0])
-				}
-				direction = true
-			case unix.NFTA_CT_SREG:
-				e.SourceRegister, e.Register = true, be32(v)
-			}
-		}
-		switch e.Key {
-		case expr.CtKeyPKTS, expr.CtKeyBYTES, expr.CtKeyAVGPKT, expr.CtKeyL3PROTOCOL, expr.CtKeyPROTOCOL:
-			e.OptDirection = direction
-		}
-		out = e
+		out = parseCt(&a)
 	case "dynset":
-		e := &expr.Dynset{}
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_DYNSET_SET_NAME:
-				e.SetName = cstring(v)
-			case unix.NFTA_DYNSET_SET_ID:
-				e.SetID = be32(v)
-			case unix.NFTA_DYNSET_SREG_KEY:
-				e.SrcRegKey = be32(v)
-			case unix.NFTA_DYNSET_SREG_DATA:
-				e.SrcRegData = be32(v)
-			case unix.NFTA_DYNSET_OP:
-				e.Operation = be32(v)
-			case unix.NFTA_DYNSET_TIMEOUT:
-				e.Timeout = time.Duration(be64(v)) * time.Millisecond
-			case unix.NFTA_DYNSET_FLAGS:
-				e.Invert = be32(v)&unix.NFT_DYNSET_F_INV != 0
-			case unix.NFTA_DYNSET_EXPR, expr.NFTA_DYNSET_EXPRESSIONS:
-				// Statements nested in the set update: nftproxy writes
-				// none; show the rule as foreign.
-				return nil, a.err
-			}
-		}
-		out = e
+		out = parseDynset(&a)
 	case "reject":
-		e := &expr.Reject{}
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_REJECT_TYPE:
-				e.Type = be32(v)
-			case unix.NFTA_REJECT_ICMP_CODE:
-				if len(v) > 0 {
-					e.Code = v[0]
-				}
-			}
-		}
-		out = e
+		out = parseReject(&a)
 	case "objref":
-		e := &expr.Objref{}
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_OBJREF_IMM_TYPE:
-				e.Type = int(be32(v))
-			case unix.NFTA_OBJREF_IMM_NAME:
-				e.Name = cstring(v)
-			case unix.NFTA_OBJREF_SET_SREG, unix.NFTA_OBJREF_SET_NAME, unix.NFTA_OBJREF_SET_ID:
-				// An object chosen by a map look-up: not one of nftproxy's.
-				return nil, a.err
-			}
-		}
-		out = e
+		out = parseObjref(&a)
 	case "counter":
-		e := &expr.Counter{}
-		for t, v, ok := a.next(); ok; t, v, ok = a.next() {
-			switch t {
-			case unix.NFTA_COUNTER_BYTES:
-				e.Bytes = be64(v)
-			case unix.NFTA_COUNTER_PACKETS:
-				e.Packets = be64(v)
-			}
-		}
-		out = e
+		out = parseCounter(&a)
 	default:
 		return nil, nil
 	}
