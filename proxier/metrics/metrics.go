@@ -74,77 +74,87 @@ const (
 // longer than the rest: split, the list would be harder to check against
 // kube-proxy's.
 func New() *Metrics {
-	buckets := prometheus.ExponentialBuckets(0.001, 2, 15)
-	family := []string{"ip_family"}
-	m := &Metrics{
-		Registry: prometheus.NewRegistry(),
-		SyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "sync_proxy_rules_duration_seconds",
-			Help: "SyncProxyRules latency in seconds", Buckets: buckets}, family),
-		SyncFullDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "sync_full_proxy_rules_duration_seconds",
-			Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: buckets}, family),
-		SyncPartialDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "sync_partial_proxy_rules_duration_seconds",
-			Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: buckets}, family),
-		NetworkProgramming: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "network_programming_duration_seconds",
-			Help: "In Cluster Network Programming Latency in seconds",
-			Buckets: slices.Concat(prometheus.LinearBuckets(0.25, 0.25, 2), prometheus.LinearBuckets(1, 1, 59),
-				prometheus.LinearBuckets(60, 5, 12), prometheus.LinearBuckets(120, 30, 7))}, family),
-		LastSyncTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_last_timestamp_seconds",
-			Help: "The last time proxy rules were successfully synced"}, family),
-		LastQueuedTimestamp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_last_queued_timestamp_seconds",
-			Help: "The last time a sync of proxy rules was queued"}, family),
-		RulesTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_iptables_total",
-			Help: "Total number of iptables rules owned by kube-proxy (here: -A rules of the compat view)"}, []string{"table", "ip_family"}),
-		RulesLast: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_iptables_last",
-			Help: "Number of iptables rules written by kube-proxy in last sync (here: rules of the fragments written)"}, []string{"table", "ip_family"}),
-		SyncFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_nftables_sync_failures_total",
-			Help: "Cumulative proxy nftables sync failures"}, family),
-		NoLocalEndpoints: prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_no_local_endpoints_total",
-			Help: "Number of services with a Local traffic policy and no endpoints"}, []string{"traffic_policy", "ip_family"}),
-		EndpointChanges: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_endpoint_changes_total",
-			Help: "Cumulative proxy rules Endpoint changes"}),
-		EndpointPending: prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_endpoint_changes_pending",
-			Help: "Pending proxy rules Endpoint changes"}),
-		ServiceChanges: prometheus.NewCounter(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_service_changes_total",
-			Help: "Cumulative proxy rules Service changes"}),
-		ServicePending: prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_service_changes_pending",
-			Help: "Pending proxy rules Service changes"}),
-		HealthzTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "proxy_healthz_total",
-			Help: "Cumulative proxy healthz HTTP status"}, []string{"code"}),
-		LivezTotal: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "proxy_livez_total",
-			Help: "Cumulative proxy livez HTTP status"}, []string{"code"}),
-		RestoreFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_iptables_restore_failures_total",
-			Help: "Cumulative proxy iptables restore failures"}, family),
-		PartialRestoreFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_iptables_partial_restore_failures_total",
-			Help: "Cumulative proxy iptables partial restore failures"}, family),
-		ConntrackSyncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "conntrack_reconciler_sync_duration_seconds",
-			Help: "ReconcileConntrackFlowsLatency latency in seconds", Buckets: buckets}, family),
-		ConntrackDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "conntrack_reconciler_deleted_entries_total",
-			Help: "Cumulative conntrack flows deleted by conntrack reconciler"}, family),
-		SyncOperations: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "nftproxy", Name: "sync_operations",
-			Help: "nftables operations sent per sync, in one atomic transaction", Buckets: prometheus.ExponentialBuckets(1, 4, 12)}, []string{"ip_family", "sync"}),
-		TableObjects: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "table_objects",
-			Help: "Objects in nftproxy's table after the last sync, by kind (chains, rules, map_elements, sets)"}, []string{"ip_family", "kind"}),
-		DriftRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "nftproxy", Name: "drift_repairs_total",
-			Help: "Full resyncs that found the kernel table changed behind nftproxy's back, by reason"}, []string{"reason"}),
-		RefusedDestinations: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "refused_destinations",
-			Help: "Service destinations not programmed after the last sync, by reason (conflict: another Service holds it; node_address: it is the node's own)"}, []string{"reason"}),
-		ForeignCommits: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "nftproxy", Name: "foreign_commits_total",
-			Help: "Commits of other processes that changed nftproxy's table"}),
-		DriftBackoff: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "drift_repair_backoff_seconds",
-			Help: "How long the next repair of a change another process made waits (0: at once); it grows while the same change keeps coming back"}),
-		HealthCheckPortsFailed: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "health_check_node_ports_failed",
-			Help: "1 while some health check node port cannot be opened (retried at every sync), else 0"}),
-		TableCheckDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "nftproxy", Name: "table_check_duration_seconds",
-			Help: "Steps of the periodic check of sharded tables, one table read and compared each, during which changes wait", Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}),
-	}
-	m.Registry.MustRegister(m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming, m.LastSyncTimestamp, m.LastQueuedTimestamp,
-		m.RulesTotal, m.RulesLast, m.SyncFailures, m.NoLocalEndpoints, m.EndpointChanges, m.EndpointPending, m.ServiceChanges,
-		m.ServicePending, m.HealthzTotal, m.LivezTotal, m.RestoreFailures, m.PartialRestoreFailures, m.ConntrackSyncDuration, m.ConntrackDeleted, m.SyncOperations, m.TableObjects, m.DriftRepairs,
-		m.RefusedDestinations, m.ForeignCommits, m.DriftBackoff, m.HealthCheckPortsFailed, m.TableCheckDuration)
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m.addKubeProxy()
+	m.addOwn()
 	for _, reason := range []string{RefusedConflict, RefusedNodeAddress} {
 		m.RefusedDestinations.WithLabelValues(reason)
 	}
 	return m
+}
+
+// addKubeProxy creates and registers the metrics kube-proxy has, under its
+// names, help texts and buckets.
+func (m *Metrics) addKubeProxy() {
+	buckets := prometheus.ExponentialBuckets(0.001, 2, 15)
+	family := []string{"ip_family"}
+	m.SyncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "sync_proxy_rules_duration_seconds",
+		Help: "SyncProxyRules latency in seconds", Buckets: buckets}, family)
+	m.SyncFullDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "sync_full_proxy_rules_duration_seconds",
+		Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: buckets}, family)
+	m.SyncPartialDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "sync_partial_proxy_rules_duration_seconds",
+		Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: buckets}, family)
+	m.NetworkProgramming = prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "network_programming_duration_seconds",
+		Help: "In Cluster Network Programming Latency in seconds",
+		Buckets: slices.Concat(prometheus.LinearBuckets(0.25, 0.25, 2), prometheus.LinearBuckets(1, 1, 59),
+			prometheus.LinearBuckets(60, 5, 12), prometheus.LinearBuckets(120, 30, 7))}, family)
+	m.LastSyncTimestamp = prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_last_timestamp_seconds",
+		Help: "The last time proxy rules were successfully synced"}, family)
+	m.LastQueuedTimestamp = prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_last_queued_timestamp_seconds",
+		Help: "The last time a sync of proxy rules was queued"}, family)
+	m.RulesTotal = prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_iptables_total",
+		Help: "Total number of iptables rules owned by kube-proxy (here: -A rules of the compat view)"}, []string{"table", "ip_family"})
+	m.RulesLast = prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_iptables_last",
+		Help: "Number of iptables rules written by kube-proxy in last sync (here: rules of the fragments written)"}, []string{"table", "ip_family"})
+	m.SyncFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_nftables_sync_failures_total",
+		Help: "Cumulative proxy nftables sync failures"}, family)
+	m.NoLocalEndpoints = prometheus.NewGaugeVec(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_no_local_endpoints_total",
+		Help: "Number of services with a Local traffic policy and no endpoints"}, []string{"traffic_policy", "ip_family"})
+	m.EndpointChanges = prometheus.NewCounter(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_endpoint_changes_total",
+		Help: "Cumulative proxy rules Endpoint changes"})
+	m.EndpointPending = prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_endpoint_changes_pending",
+		Help: "Pending proxy rules Endpoint changes"})
+	m.ServiceChanges = prometheus.NewCounter(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_service_changes_total",
+		Help: "Cumulative proxy rules Service changes"})
+	m.ServicePending = prometheus.NewGauge(prometheus.GaugeOpts{Subsystem: subsystem, Name: "sync_proxy_rules_service_changes_pending",
+		Help: "Pending proxy rules Service changes"})
+	m.HealthzTotal = prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "proxy_healthz_total",
+		Help: "Cumulative proxy healthz HTTP status"}, []string{"code"})
+	m.LivezTotal = prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "proxy_livez_total",
+		Help: "Cumulative proxy livez HTTP status"}, []string{"code"})
+	m.RestoreFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_iptables_restore_failures_total",
+		Help: "Cumulative proxy iptables restore failures"}, family)
+	m.PartialRestoreFailures = prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "sync_proxy_rules_iptables_partial_restore_failures_total",
+		Help: "Cumulative proxy iptables partial restore failures"}, family)
+	m.ConntrackSyncDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{Subsystem: subsystem, Name: "conntrack_reconciler_sync_duration_seconds",
+		Help: "ReconcileConntrackFlowsLatency latency in seconds", Buckets: buckets}, family)
+	m.ConntrackDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{Subsystem: subsystem, Name: "conntrack_reconciler_deleted_entries_total",
+		Help: "Cumulative conntrack flows deleted by conntrack reconciler"}, family)
+	m.Registry.MustRegister(m.SyncDuration, m.SyncFullDuration, m.SyncPartialDuration, m.NetworkProgramming, m.LastSyncTimestamp, m.LastQueuedTimestamp,
+		m.RulesTotal, m.RulesLast, m.SyncFailures, m.NoLocalEndpoints, m.EndpointChanges, m.EndpointPending, m.ServiceChanges,
+		m.ServicePending, m.HealthzTotal, m.LivezTotal, m.RestoreFailures, m.PartialRestoreFailures, m.ConntrackSyncDuration, m.ConntrackDeleted)
+}
+
+// addOwn creates and registers nftproxy's own metrics (nftproxy_*).
+func (m *Metrics) addOwn() {
+	m.SyncOperations = prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "nftproxy", Name: "sync_operations",
+		Help: "nftables operations sent per sync, in one atomic transaction", Buckets: prometheus.ExponentialBuckets(1, 4, 12)}, []string{"ip_family", "sync"})
+	m.TableObjects = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "table_objects",
+		Help: "Objects in nftproxy's table after the last sync, by kind (chains, rules, map_elements, sets)"}, []string{"ip_family", "kind"})
+	m.DriftRepairs = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "nftproxy", Name: "drift_repairs_total",
+		Help: "Full resyncs that found the kernel table changed behind nftproxy's back, by reason"}, []string{"reason"})
+	m.RefusedDestinations = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "refused_destinations",
+		Help: "Service destinations not programmed after the last sync, by reason (conflict: another Service holds it; node_address: it is the node's own)"}, []string{"reason"})
+	m.ForeignCommits = prometheus.NewCounter(prometheus.CounterOpts{Namespace: "nftproxy", Name: "foreign_commits_total",
+		Help: "Commits of other processes that changed nftproxy's table"})
+	m.DriftBackoff = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "drift_repair_backoff_seconds",
+		Help: "How long the next repair of a change another process made waits (0: at once); it grows while the same change keeps coming back"})
+	m.HealthCheckPortsFailed = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "nftproxy", Name: "health_check_node_ports_failed",
+		Help: "1 while some health check node port cannot be opened (retried at every sync), else 0"})
+	m.TableCheckDuration = prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "nftproxy", Name: "table_check_duration_seconds",
+		Help: "Steps of the periodic check of sharded tables, one table read and compared each, during which changes wait", Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)})
+	m.Registry.MustRegister(m.SyncOperations, m.TableObjects, m.DriftRepairs, m.RefusedDestinations, m.ForeignCommits, m.DriftBackoff,
+		m.HealthCheckPortsFailed, m.TableCheckDuration)
 }
 
 // InitFamily creates the series of every per-family metric for fam (with
