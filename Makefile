@@ -57,7 +57,7 @@ e2e-binaries: deps
 # node and control-plane programs beside e2e-binaries, built from
 # k8s.io/kubernetes v1.37.2, plus the e2e suite for `make conformance`.
 # Not part of `make test`: cold, about 25 minutes and 4 GB on 2 cores.
-CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static netcat-openbsd openssl curl wget bc conntrack jq bind9-dnsutils iperf
+CLUSTER_DEBS := containerd runc containernetworking-plugins busybox-static netcat-openbsd openssl curl wget bc conntrack jq bind9-dnsutils
 # Prometheus (Debian's, its service not started) comes with the test deps.
 cluster-deps:
 	@command -v prometheus >/dev/null || bash .ci/deps
@@ -66,11 +66,12 @@ cluster-deps:
 	  DEBIAN_FRONTEND=noninteractive timeout 900 apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi
 
 cluster-binaries: e2e-binaries cluster-deps
-	@echo "cluster-binaries: kubelet, kube-controller-manager, kube-scheduler, agnhost, regression-issue-74839, coredns, ginkgo"
+	@echo "cluster-binaries: kubelet, kube-controller-manager, kube-scheduler, agnhost, regression-issue-74839, coredns, iperf 2.2, ginkgo"
 	cd e2e/legacy && for c in kubelet kube-controller-manager kube-scheduler; do \
 	  timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/$$c k8s.io/kubernetes/cmd/$$c || exit 1; done
 	cd e2e/legacy && for i in agnhost regression-issue-74839; do CGO_ENABLED=0 timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -ldflags "$(K8S_LDFLAGS)" -o $(CURDIR)/$(E2E_BIN)/$$i k8s.io/kubernetes/test/images/$$i || exit 1; done
 	cd e2e/coredns && timeout $(DOWNLOAD_TIMEOUT) $(GO) mod download && CGO_ENABLED=0 timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/coredns github.com/coredns/coredns
+	e2e/cluster/iperf2.sh $(CURDIR)/$(E2E_BIN)/iperf
 	cd e2e/legacy && timeout $(TOOL_BUILD_TIMEOUT) $(GO) build -mod=mod -o $(CURDIR)/$(E2E_BIN)/ginkgo github.com/onsi/ginkgo/v2/ginkgo
 
 # A cluster that stays up (cluster-down removes it and checks the host);

@@ -5,7 +5,8 @@
 #               from source, with Debian's iptables (nft and legacy) and nft,
 #               as the upstream image carries them)
 #   pause       registry.k8s.io/pause:3.10.2 (build/pause/linux/pause.c, gcc -static)
-#   agnhost     registry.k8s.io/e2e-test-images/agnhost:2.66.1 (test/images/agnhost)
+#   agnhost     registry.k8s.io/e2e-test-images/agnhost:2.66.1 (test/images/agnhost,
+#               with its tools, iperf 2.2 and the fake registry's pause image)
 #   busybox     registry.k8s.io/e2e-test-images/busybox:1.37.0-2 (Debian's busybox-static)
 #   glibc-dns-testing  registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1
 #               (busybox plus Debian's dig, nslookup, host, getent; CoreDNS)
@@ -26,17 +27,22 @@ mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# copy_exe ROOTFS PATH...: each executable with the shared libraries ldd
-# names, at the same paths.
+# copy_libs ROOTFS EXE: the shared libraries ldd names for EXE, at their paths.
+copy_libs() {
+	local lib
+	for lib in $(ldd "$2" 2>/dev/null | grep -o '/[^ ]*' | sort -u); do
+		[ -e "$1$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$1$lib"
+	done
+}
+
+# copy_exe ROOTFS PATH...: each executable with its shared libraries, at the
+# same paths.
 copy_exe() {
-	local rootfs=$1
+	local rootfs=$1 f
 	shift
-	local f lib
 	for f in "$@"; do
 		install -D -m 0755 "$f" "$rootfs$f"
-		for lib in $(ldd "$f" 2>/dev/null | grep -o '/[^ ]*' | sort -u); do
-			[ -e "$rootfs$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$rootfs$lib"
-		done
+		copy_libs "$rootfs" "$f"
 	done
 }
 
@@ -112,8 +118,23 @@ copy_exe "$r" /usr/bin/wget
 # musl prober runs dig and getent in agnhost) and /coredns (the specs run it in an
 # agnhost pod as a custom name server).
 copy_exe "$r" /usr/bin/dig /usr/bin/nslookup /usr/bin/host /usr/bin/getent
-# iperf 2 (the suite's networking performance spec runs it in agnhost).
-copy_exe "$r" /usr/bin/iperf
+# iperf 2.2 (the suite's networking performance spec runs it in agnhost and
+# parses its 17-field CSV; built by iperf2.sh).
+install -D -m 0755 "$bin/iperf" "$r/usr/bin/iperf"
+copy_libs "$r" "$bin/iperf"
+# The fake registry agnhost's fake-registry-server serves from /var/registry
+# (the LocalhostNodePorts spec pulls pause:testing through a NodePort): the
+# pause image's OCI archive, laid out as upstream's prepare_registry.sh lays
+# out registry.k8s.io's pause, tag file, manifests and blobs by digest.
+mkdir -p "$work/pause-oci"
+tar -xf "$out/pause.tar" -C "$work/pause-oci"
+for b in "$work"/pause-oci/blobs/sha256/*; do
+	h=${b##*/}
+	for kind in manifests blobs; do
+		install -D -m 0644 "$b" "$r/var/registry/pause/$kind/sha256/${h:0:2}/$h/data"
+	done
+done
+jq -r '.manifests[0].digest' "$work/pause-oci/index.json" >"$r/var/registry/pause/manifests/testing"
 install -D -m 0755 "$bin/coredns" "$r/coredns"
 mkdir -p "$r/etc/ssl/certs" "$r/uploads"
 # porter's TLS certificate and key, where agnhost's Dockerfile puts them
