@@ -49,10 +49,9 @@ type EngineConfig struct {
 	// node ports to some of them.
 	Local          []netip.Addr
 	LocalAddresses func() ([]netip.Addr, error)
-	// FirstSynced, if set, is called once, after the first successful
-	// sync: where the previous proxy's rules are removed, so that they go
-	// only once nftproxy's own are in place (make before break).
-	FirstSynced func()
+	// TakeOver, if set, takes the node over from the proxy that ran
+	// before, once, after the first successful sync.
+	TakeOver HostTakeOver
 	// Health and Events may be nil.
 	Health ProxyHealth
 	Events events.EventRecorder
@@ -186,9 +185,6 @@ func (e *Engine) Sync(ctx context.Context, reason runner.Reason) (SyncResult, er
 		if !e.synced {
 			e.synced = true
 			e.takeOver(ctx)
-			if e.cfg.FirstSynced != nil {
-				e.cfg.FirstSynced()
-			}
 		}
 	}
 	// Per family: one family's failure leaves the other's health alone.

@@ -55,8 +55,8 @@ type engineFixture struct {
 	clock  *clocktesting.FakeClock
 	health *recordingHealth
 	m      *metrics.Metrics
-	// firstSynced counts the calls of FirstSynced.
-	firstSynced int
+	// takeOvers counts the calls of the engine's HostTakeOver.
+	takeOvers countingTakeOver
 }
 
 // newEngineFixture returns an engine on a Fake with a fake clock and two
@@ -75,7 +75,7 @@ func newEngineFixtureOf(t *testing.T, edit func(*Config)) *engineFixture {
 	f := &engineFixture{fake: nftgen.NewFake(), clock: clocktesting.NewFakeClock(time.Unix(1e9, 0)), health: &recordingHealth{}, m: metrics.New()}
 	cfg := Config{Families: []nftgen.Config{{Family: nftgen.FamilyIPv4}}, Node: svcmodel.Node{Name: "n"}, Metrics: f.m,
 		Engine: EngineConfig{MinSyncPeriod: time.Second, SyncPeriod: 30 * time.Second, Clock: f.clock, Health: f.health,
-			FirstSynced: func() { f.firstSynced++ }}}
+			TakeOver: &f.takeOvers}}
 	edit(&cfg)
 	var err error
 	if f.e, err = New(cfg, f.fake); err != nil {
@@ -152,8 +152,8 @@ func TestEngineSyncsFullFirstThenWhatChanged(t *testing.T) {
 	if got := f.fake.Dump(nftgen.FamilyIPv4); got == want {
 		t.Errorf("the change did not reach the table")
 	}
-	if f.firstSynced != 1 {
-		t.Errorf("FirstSynced called %d times, want once", f.firstSynced)
+	if f.takeOvers != 1 {
+		t.Errorf("TakeOver called %d times, want once", f.takeOvers)
 	}
 	if queued, updated := f.health.counts(); queued != 5 || updated != 2 {
 		t.Errorf("health told of %d queued and %d applied updates, want 5 and 2", queued, updated)
@@ -454,3 +454,8 @@ func TestNodeWatchExitsAsKubeProxy(t *testing.T) {
 		}
 	}
 }
+
+// countingTakeOver is a HostTakeOver that counts its calls.
+type countingTakeOver int
+
+func (c *countingTakeOver) TakeOver(context.Context) { *c++ }

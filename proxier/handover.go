@@ -69,6 +69,9 @@ func (e *Engine) takeOver(ctx context.Context) {
 			klog.FromContext(ctx).Error(err, "Could not delete the handover table of an earlier nftproxy", "family", f)
 		}
 	}
+	if e.cfg.TakeOver != nil {
+		e.cfg.TakeOver.TakeOver(ctx)
+	}
 }
 
 // handoverSpecs returns the handover of each family: the fragments of

@@ -150,16 +150,7 @@ func connect(ctx context.Context, opts *options, connErrors chan struct{}) (kube
 func engineConfig(ctx context.Context, opts *options, health *healthcheck.ProxyHealthServer, api bool) proxier.EngineConfig {
 	cfg := proxier.EngineConfig{
 		MinSyncPeriod: opts.minSyncPeriod, SyncPeriod: opts.syncPeriod, Health: health,
-		// Make before break: the previous kube-proxy's rules go only once
-		// nftproxy's own are in place. Until then both exist; nftproxy's
-		// base chains were added last, so they run first at the same
-		// priority, and NAT keeps the first binding a packet gets.
-		// Then kube-proxy's forwarding accepts, where the host's
-		// iptables FORWARD drops, kept in place every sync period.
-		FirstSynced: func() {
-			removeLegacyRules(ctx, opts.netns)
-			go keepForwardRules(ctx, opts.netns, uint32(1)<<opts.masqueradeBit, opts.syncPeriod)
-		},
+		TakeOver: proxier.KubeProxyTakeOver{NetNS: opts.netns, MasqueradeMark: uint32(1) << opts.masqueradeBit, Period: opts.syncPeriod},
 	}
 	if api {
 		// As kube-proxy: a new node IP, or pod CIDR in NodeCIDR mode, or

@@ -270,7 +270,7 @@ func runCleanup(ctx context.Context, opts *options) error {
 	}
 	// As kube-proxy's --cleanup: the rules of kube-proxy's modes go too
 	// (iptables legacy and nft backends, nftables mode, IPVS mode).
-	removeLegacyRules(ctx, opts.netns)
+	proxier.RemoveKubeProxyRules(ctx, opts.netns)
 	return nil
 }
 
