@@ -372,36 +372,35 @@ func (b *builder) rule(table, chain string, r nftgen.Rule) {
 			return
 		}
 	}
-	p := ruleParts{out: &iptRule{chain: chain}}
+	out := &iptRule{chain: chain}
+	var dport uint16
+	var late []string // matches kube-proxy puts after the comment
 	for _, s := range r.Stmts {
-		if !b.stmt(&p, table, chain, s) {
+		m, ok := b.stmt(out, &dport, table, chain, s)
+		if !ok {
 			return
 		}
+		if m != "" {
+			late = append(late, m)
+		}
 	}
-	out := p.out
 	out.comment(r.Comment)
-	out.matches = append(out.matches, p.late...)
-	if out.proto != "" && (p.dport != 0 || strings.HasPrefix(out.target, "-j DNAT")) {
+	out.matches = append(out.matches, late...)
+	if out.proto != "" && (dport != 0 || strings.HasPrefix(out.target, "-j DNAT")) {
 		m := "-m " + out.proto
-		if p.dport != 0 {
-			m += fmt.Sprintf(" --dport %d", p.dport)
+		if dport != 0 {
+			m += fmt.Sprintf(" --dport %d", dport)
 		}
 		out.match(m)
 	}
 	b.add(table, out)
 }
 
-// ruleParts is one rule's iptables-save text while its statements are read.
-type ruleParts struct {
-	out   *iptRule
-	dport uint16
-	late  []string // matches kube-proxy puts after the comment
-}
-
-// stmt adds one statement to the rule's text. It is false when the rule
-// cannot be shown as kube-proxy's, which it has noted.
-func (b *builder) stmt(p *ruleParts, table, chain string, s nftgen.Stmt) bool {
-	out := p.out
+// stmt adds one statement to the rule's text: to out, to *dport, or as
+// the one match it returns, which kube-proxy puts after the comment. It is
+// false when the rule cannot be shown as kube-proxy's, which it has noted.
+func (b *builder) stmt(out *iptRule, dport *uint16, table, chain string, s nftgen.Stmt) (late string, ok bool) {
+	var m string
 	switch s := s.(type) {
 	case nftgen.MatchAddr:
 		p := prefixString(s.Prefix)
@@ -418,18 +417,18 @@ func (b *builder) stmt(p *ruleParts, table, chain string, s nftgen.Stmt) bool {
 	case nftgen.MatchProto:
 		out.proto = nftgen.ProtoName(s.Proto)
 	case nftgen.MatchDport:
-		p.dport = s.Port
+		*dport = s.Port
 	case nftgen.MatchFibLocal:
 		typ := "--dst-type"
 		if s.Dir == nftgen.Saddr {
 			typ = "--src-type"
 		}
-		p.late = append(p.late, "-m addrtype "+typ+" LOCAL")
+		m = "-m addrtype " + typ + " LOCAL"
 	case nftgen.MatchCtState:
 		if s.None {
-			p.late = append(p.late, "-m conntrack ! --ctstate "+ctStates(s.Mask)+",DNAT")
+			m = "-m conntrack ! --ctstate " + ctStates(s.Mask) + ",DNAT"
 		} else {
-			p.late = append(p.late, "-m conntrack --ctstate "+ctStates(s.Mask))
+			m = "-m conntrack --ctstate " + ctStates(s.Mask)
 		}
 	case nftgen.MatchCtStatusDNAT:
 		// Folded into the conntrack match above ("! --ctstate ...,DNAT").
@@ -438,11 +437,11 @@ func (b *builder) stmt(p *ruleParts, table, chain string, s nftgen.Stmt) bool {
 		if s.Zero {
 			neg = "! "
 		}
-		p.late = append(p.late, fmt.Sprintf("-m mark %s--mark %s/%s", neg, markString(s.Mask), markString(s.Mask)))
+		m = fmt.Sprintf("-m mark %s--mark %s/%s", neg, markString(s.Mask), markString(s.Mask))
 	case nftgen.MatchRandom:
-		p.late = append(p.late, "-m statistic --mode random --probability "+b.probability(int(s.Mod)))
+		m = "-m statistic --mode random --probability " + b.probability(int(s.Mod))
 	case nftgen.CounterRef:
-		p.late = append(p.late, nfacctMatch(s.Name))
+		m = nfacctMatch(s.Name)
 	case nftgen.MarkOr:
 		out.target = fmt.Sprintf("-j MARK --set-xmark %s/%s", markString(s.Bits), markString(s.Bits))
 	case nftgen.MarkXor:
@@ -454,13 +453,13 @@ func (b *builder) stmt(p *ruleParts, table, chain string, s nftgen.Stmt) bool {
 		}
 	case nftgen.DNAT:
 		if b.recorded {
-			p.late = append(p.late, b.recentSet(chain))
+			m = b.recentSet(chain)
 		}
 		out.target = "-j DNAT --to-destination " + netip.AddrPortFrom(s.Addr, s.Port).String()
 	case nftgen.AffinityUpdate:
-		p.late = append(p.late, b.recentSet(chain))
+		m = b.recentSet(chain)
 	case nftgen.AffinityCheck:
-		p.late = append(p.late, fmt.Sprintf("-m recent --rcheck --seconds %d --reap --name %s --mask %s --rsource", b.affinitySeconds(s.Set), s.Chain, b.fullMask()))
+		m = fmt.Sprintf("-m recent --rcheck --seconds %d --reap --name %s --mask %s --rsource", b.affinitySeconds(s.Set), s.Chain, b.fullMask())
 		out.target = b.target(table, nftgen.Verdict{Kind: nftgen.VerdictJump, Chain: s.Chain})
 	case nftgen.Verdict:
 		out.target = b.target(table, s)
@@ -470,15 +469,15 @@ func (b *builder) stmt(p *ruleParts, table, chain string, s nftgen.Stmt) bool {
 		// nftproxy writes it only in the counting rule of a map
 		// (CountedMap, handled by rule).
 		b.note(table, "rule in %s matches the keys of @%s without counting them; kube-proxy writes no such rule", chain, s.Map)
-		return false
+		return "", false
 	case nftgen.Unknown:
 		b.note(table, "rule in %s with an expression nftproxy did not write: %s", chain, s.Desc)
-		return false
+		return "", false
 	default:
 		b.note(table, "rule in %s with statement %T", chain, s)
-		return false
+		return "", false
 	}
-	return true
+	return m, true
 }
 
 // recentSet is the "-m recent --set" match of an endpoint chain's DNAT

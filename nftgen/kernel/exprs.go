@@ -107,9 +107,9 @@ func (b *exprBuilder) appendStmt(out []expr.Any, s nftgen.Stmt) ([]expr.Any, err
 			&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binary.BigEndian.AppendUint16(nil, s.Port)},
 		), nil
 	case nftgen.MatchCtState:
-		return append(out, maskedTest(&expr.Ct{Register: reg1, Key: expr.CtKeySTATE}, s.Mask, s.None)...), nil
+		return appendMaskedTest(out, &expr.Ct{Register: reg1, Key: expr.CtKeySTATE}, s.Mask, s.None), nil
 	case nftgen.MatchCtStatusDNAT:
-		return append(out, maskedTest(&expr.Ct{Register: reg1, Key: expr.CtKeySTATUS}, ctStatusDNAT, s.Not)...), nil
+		return appendMaskedTest(out, &expr.Ct{Register: reg1, Key: expr.CtKeySTATUS}, ctStatusDNAT, s.Not), nil
 	case nftgen.MatchFibLocal:
 		f := &expr.Fib{Register: reg1, ResultADDRTYPE: true, FlagDADDR: s.Dir == nftgen.Daddr, FlagSADDR: s.Dir == nftgen.Saddr}
 		return append(out, f, &expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: native32(unix.RTN_LOCAL)}), nil
@@ -137,9 +137,9 @@ func (b *exprBuilder) appendStmt(out []expr.Any, s nftgen.Stmt) ([]expr.Any, err
 			&expr.Dynset{SrcRegKey: reg32Base, SetName: s.Set, Operation: unix.NFT_DYNSET_OP_UPDATE},
 		), nil
 	case nftgen.MatchMark:
-		return append(out, maskedTest(&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1}, s.Mask, s.Zero)...), nil
+		return appendMaskedTest(out, &expr.Meta{Key: expr.MetaKeyMARK, Register: reg1}, s.Mask, s.Zero), nil
 	case nftgen.DispatchMap:
-		return append(out, b.dispatchLookup(s.Map)...), nil
+		return b.appendDispatchLookup(out, s.Map), nil
 	case nftgen.NumgenVmap:
 		if len(s.Targets) == 0 {
 			return out, fmt.Errorf("numgen vmap with no targets")
@@ -213,31 +213,31 @@ func (b *exprBuilder) appendAddrMatch(out []expr.Any, s nftgen.MatchAddr) ([]exp
 	return append(out, &expr.Cmp{Op: op, Register: reg1, Data: addr.AsSlice()}), nil
 }
 
-// dispatchLookup looks the packet's daddr . l4proto . dport up in a
-// verdict map.
-func (b *exprBuilder) dispatchLookup(m string) []expr.Any {
+// appendDispatchLookup appends the look-up of the packet's daddr . l4proto
+// . dport in a verdict map.
+func (b *exprBuilder) appendDispatchLookup(out []expr.Any, m string) []expr.Any {
 	_, daddr, length := b.addrOffsets()
 	protoReg := uint32(reg32Base + length/4)
-	return []expr.Any{
+	return append(out,
 		&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: length},
 		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: protoReg},
 		&expr.Payload{DestRegister: protoReg + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
 		&expr.Lookup{SourceRegister: reg1, SetName: m, DestRegister: regVerdict, IsDestRegSet: true},
-	}
+	)
 }
 
-// maskedTest loads a 32-bit value into reg1 and tests the bits of mask:
-// all zero when zero is true, else any set.
-func maskedTest(load expr.Any, mask uint32, zero bool) []expr.Any {
+// appendMaskedTest appends load (a 32-bit value into reg1) and a test of
+// its bits in mask: all zero when zero is true, else any set.
+func appendMaskedTest(out []expr.Any, load expr.Any, mask uint32, zero bool) []expr.Any {
 	op := expr.CmpOpNeq
 	if zero {
 		op = expr.CmpOpEq
 	}
-	return []expr.Any{
+	return append(out,
 		load,
 		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(mask), Xor: native32(0)},
 		&expr.Cmp{Op: op, Register: reg1, Data: native32(0)},
-	}
+	)
 }
 
 // ifnameSize is IFNAMSIZ: an interface name compared whole is its bytes
