@@ -157,6 +157,17 @@ var (
 	drop   = Verdict{Kind: VerdictDrop}
 )
 
+// ForwardRules returns kube-proxy's KUBE-FORWARD accepts for the
+// masquerade mark bits (KUBE-MARK-MASQ's): what the KUBE-FORWARD chain of
+// nftproxy's table ends with, and what nftproxy writes into iptables' own
+// filter tables where their FORWARD chain drops (proxier/host/forward).
+func ForwardRules(markBits uint32) []Rule {
+	return []Rule{
+		NewRule("kubernetes forwarding rules", MatchMark{Mask: markBits}, accept),
+		NewRule("kubernetes forwarding conntrack rule", MatchCtState{Mask: CtEstablished | CtRelated}, accept),
+	}
+}
+
 func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
 
 // Top returns the base chains and shared chains, which do not depend on any
@@ -205,9 +216,7 @@ func (g *Generator) Top() *Fragment {
 	if !g.cfg.ConntrackTCPLiberal {
 		fwd = append(fwd, NewRule("", MatchCtState{Mask: CtInvalid}, CounterRef{Name: CounterCTStateInvalid}, drop))
 	}
-	fwd = append(fwd,
-		NewRule("kubernetes forwarding rules", MatchMark{Mask: g.markBits}, accept),
-		NewRule("kubernetes forwarding conntrack rule", MatchCtState{Mask: CtEstablished | CtRelated}, accept))
+	fwd = append(fwd, ForwardRules(g.markBits)...)
 
 	chains := []*Chain{
 		base(ChainFilterInput, FilterType, HookInput, PriorityDstNAT-10, input...),

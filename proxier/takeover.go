@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/host/cleanup"
 	"github.com/nftproxy/nftproxy/proxier/host/forward"
 	"github.com/nftproxy/nftproxy/proxier/host/netns"
@@ -76,10 +77,13 @@ func RemoveKubeProxyRules(ctx context.Context, nsPath string) {
 // keepForwardRules writes the forwarding accepts where they are missing,
 // now and every Period, until ctx ends.
 func (t KubeProxyTakeOver) keepForwardRules(ctx context.Context) {
+	// The generator's accepts, so that the mark bit reaches the kernel by
+	// one road, whichever table holds the rules.
+	accepts := nftgen.ForwardRules(t.MasqueradeMark)
 	for {
 		_ = netns.Do(t.NetNS, func() error {
-			for _, ensure := range []func(uint32) (forward.Result, error){forward.EnsureNFT, forward.EnsureLegacy} {
-				res, err := ensure(t.MasqueradeMark)
+			for _, ensure := range []func([]nftgen.Rule) (forward.Result, error){forward.EnsureNFT, forward.EnsureLegacy} {
+				res, err := ensure(accepts)
 				if err != nil {
 					klog.ErrorS(err, "Could not write the forwarding rules; forwarded Service traffic may be dropped by the host's FORWARD chain")
 				}

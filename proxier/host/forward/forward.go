@@ -1,6 +1,10 @@
 package forward
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/nftproxy/nftproxy/nftgen"
+)
 
 // Names and comments of kube-proxy's forwarding rules.
 const (
@@ -15,25 +19,63 @@ type Result struct {
 	Written []string
 }
 
+// rule is one KUBE-FORWARD accept as both iptables backends write it: its
+// comment and its one match, a mark or a conntrack state.
+type rule struct {
+	comment string
+	mark    uint32 // -m mark --mark mark/mark, when not 0
+	ctState uint32 // -m conntrack --ctstate, when not 0
+}
+
+// rulesOf translates the generator's KUBE-FORWARD accepts
+// (nftgen.ForwardRules) into what iptables writes: each rule a comment, a
+// mark or conntrack state match, and accept. Any other shape is an error,
+// so that a rule the generator adds cannot be written half.
+func rulesOf(rs []nftgen.Rule) ([]rule, error) {
+	out := make([]rule, 0, len(rs))
+	for _, r := range rs {
+		x := rule{comment: r.Comment}
+		if v, ok := r.Stmts[len(r.Stmts)-1].(nftgen.Verdict); len(r.Stmts) != 2 || !ok || v.Kind != nftgen.VerdictAccept {
+			return nil, fmt.Errorf("forwarding rule %q: want one match and accept", r.Comment)
+		}
+		switch s := r.Stmts[0].(type) {
+		case nftgen.MatchMark:
+			if s.Zero {
+				return nil, fmt.Errorf("forwarding rule %q: a negated mark match", r.Comment)
+			}
+			x.mark = s.Mask
+		case nftgen.MatchCtState:
+			if s.None {
+				return nil, fmt.Errorf("forwarding rule %q: a negated conntrack match", r.Comment)
+			}
+			x.ctState = s.Mask
+		default:
+			return nil, fmt.Errorf("forwarding rule %q: no iptables match for %T", r.Comment, s)
+		}
+		out = append(out, x)
+	}
+	return out, nil
+}
+
 // needed reports whether a FORWARD chain can drop forwarded traffic: its
 // policy is DROP, or a rule of its own (not one behind a jump, such as a
 // CNI's chain) drops or rejects.
 func needed(policyDrop bool, dropRules int) bool { return policyDrop || dropRules > 0 }
 
 // conntrackInfo is struct xt_conntrack_mtinfo3 (revision 3, 168 bytes with
-// its alignment) matching --ctstate RELATED,ESTABLISHED, as iptables
-// writes it.
-func conntrackInfo() []byte {
+// its alignment) matching --ctstate of the states, as iptables writes it.
+// xt_conntrack's state bits are nft's (nftgen.CtInvalid 1, CtEstablished
+// 2, CtRelated 4, CtNew 8: XT_CONNTRACK_STATE_BIT(ctinfo) is 1 << (ctinfo
+// + 1), as NF_CT_STATE_BIT is).
+func conntrackInfo(states uint32) []byte {
 	b := make([]byte, 168)
 	const (
 		matchFlagsOff = 146 // after 8 addresses, 2 u32 expires and 5 u16
 		stateMaskOff  = 150
-		flagState     = 1 << 0       // XT_CONNTRACK_STATE
-		established   = 1 << (0 + 1) // XT_CONNTRACK_STATE_BIT(IP_CT_ESTABLISHED)
-		related       = 1 << (1 + 1) // XT_CONNTRACK_STATE_BIT(IP_CT_RELATED)
+		flagState     = 1 << 0 // XT_CONNTRACK_STATE
 	)
 	putU16(b[matchFlagsOff:], flagState)
-	putU16(b[stateMaskOff:], established|related)
+	putU16(b[stateMaskOff:], uint16(states))
 	return b
 }
 

@@ -63,7 +63,7 @@ func xtEntry(l xtables.Layout, target []byte, matches ...[]byte) []byte {
 // withForwardRules returns the legacy filter table blob with kube-proxy's
 // KUBE-FORWARD chain (written anew) and its jump at the head of FORWARD,
 // when FORWARD can drop (see needed); a nil blob when nothing changes.
-func withForwardRules(blob []byte, info xtables.Info, l xtables.Layout, markBit uint32) ([]byte, xtables.Info, error) {
+func withForwardRules(blob []byte, info xtables.Info, l xtables.Layout, rules []rule) ([]byte, xtables.Info, error) {
 	if info.ValidHooks&(1<<hookForward) == 0 {
 		return nil, info, nil
 	}
@@ -81,12 +81,15 @@ func withForwardRules(blob []byte, info xtables.Info, l xtables.Layout, markBit 
 	}
 	comment := func(c string) []byte { b, _ := commentInfo(c); return xtMatch("comment", 0, b) }
 	jump := xtEntry(l, standardTarget(0), comment(JumpComment)) // offset patched below
-	chain := [][]byte{
-		xtEntry(l, errorTarget(Chain)),
-		xtEntry(l, standardTarget(verdictAccept), comment(AcceptComment), xtMatch("mark", 1, markInfo(markBit))),
-		xtEntry(l, standardTarget(verdictAccept), comment(ConntrackComment), xtMatch("conntrack", 3, conntrackInfo())),
-		xtEntry(l, standardTarget(verdictReturn)),
+	chain := [][]byte{xtEntry(l, errorTarget(Chain))}
+	for _, r := range rules {
+		match := xtMatch("conntrack", 3, conntrackInfo(r.ctState))
+		if r.mark != 0 {
+			match = xtMatch("mark", 1, markInfo(r.mark))
+		}
+		chain = append(chain, xtEntry(l, standardTarget(verdictAccept), comment(r.comment), match))
 	}
+	chain = append(chain, xtEntry(l, standardTarget(verdictReturn)))
 	if f.oldHead >= 0 && f.remove[f.start] && f.others == f.end-f.start-1 && sameRules(entries[f.oldHead+1:], chain[1:], l) {
 		return nil, info, nil // in place: the jump first, the chain as written
 	}

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/host/xtables"
 )
 
@@ -17,18 +18,23 @@ import (
 // filter table, or with the rules in place, is only read; a write holds
 // the x_tables lock, as iptables-legacy does, and reads the table again
 // under it.
-func EnsureLegacy(markBit uint32) (Result, error) {
+// accepts are the generator's KUBE-FORWARD accepts (nftgen.ForwardRules).
+func EnsureLegacy(accepts []nftgen.Rule) (Result, error) {
+	rules, err := rulesOf(accepts)
+	if err != nil {
+		return Result{}, err
+	}
 	var res Result
 	var errs []error
 	for _, fam := range xtables.Families {
-		if err := ensureLegacyFamily(fam, markBit, &res); err != nil {
+		if err := ensureLegacyFamily(fam, rules, &res); err != nil {
 			errs = append(errs, fmt.Errorf("legacy %s filter: %w", fam.Name, err))
 		}
 	}
 	return res, errors.Join(errs...)
 }
 
-func ensureLegacyFamily(fam xtables.Family, markBit uint32, res *Result) error {
+func ensureLegacyFamily(fam xtables.Family, rules []rule, res *Result) error {
 	fd, err := fam.Socket()
 	if err != nil {
 		return err
@@ -39,7 +45,7 @@ func ensureLegacyFamily(fam xtables.Family, markBit uint32, res *Result) error {
 		if err != nil || blob == nil {
 			return info, nil, info, err
 		}
-		newBlob, ni, err := withForwardRules(blob, info, fam.Layout, markBit)
+		newBlob, ni, err := withForwardRules(blob, info, fam.Layout, rules)
 		return info, newBlob, ni, err
 	}
 	if _, newBlob, _, err := plan(); err != nil || newBlob == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/nftables/xt"
 	"golang.org/x/sys/unix"
 
+	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/nftgen/kernel"
 )
 
@@ -19,9 +20,13 @@ import (
 // iptables-nft filter table of each family whose FORWARD chain can drop
 // (see needed), in one transaction per family, in the current network
 // namespace. A table without a FORWARD chain is left alone: nothing of
-// iptables-nft filters forwarded traffic there. markBit is the
-// masquerade mark (KUBE-MARK-MASQ's bit as a mask).
-func EnsureNFT(markBit uint32) (Result, error) {
+// iptables-nft filters forwarded traffic there. accepts are the
+// generator's KUBE-FORWARD accepts (nftgen.ForwardRules).
+func EnsureNFT(accepts []nftgen.Rule) (Result, error) {
+	rules, err := rulesOf(accepts)
+	if err != nil {
+		return Result{}, err
+	}
 	c, err := kernel.NewConn()
 	if err != nil {
 		return Result{}, err
@@ -29,7 +34,7 @@ func EnsureNFT(markBit uint32) (Result, error) {
 	defer c.CloseLasting()
 	var res Result
 	for _, fam := range []nftables.TableFamily{nftables.TableFamilyIPv4, nftables.TableFamilyIPv6} {
-		wrote, err := ensureNFTFamily(c, fam, markBit)
+		wrote, err := ensureNFTFamily(c, fam, rules)
 		if err != nil {
 			return res, fmt.Errorf("iptables-nft %s filter: %w", familyName(fam), err)
 		}
@@ -47,7 +52,7 @@ func familyName(fam nftables.TableFamily) string {
 	return "ip"
 }
 
-func ensureNFTFamily(c *nftables.Conn, fam nftables.TableFamily, markBit uint32) (bool, error) {
+func ensureNFTFamily(c *nftables.Conn, fam nftables.TableFamily, rules []rule) (bool, error) {
 	f, err := readNFTForward(c, fam)
 	if err != nil || f == nil {
 		return false, err
@@ -57,11 +62,11 @@ func ensureNFTFamily(c *nftables.Conn, fam nftables.TableFamily, markBit uint32)
 		return false, nil
 	}
 	if f.ours != nil && f.jumps == 1 && jumpsTo(f.rules[0], Chain) {
-		if current, err := c.GetRules(f.t, f.ours); err == nil && inPlace(current, markBit) {
+		if current, err := c.GetRules(f.t, f.ours); err == nil && inPlace(current, rules) {
 			return false, nil
 		}
 	}
-	if err := f.write(c, markBit); err != nil {
+	if err := f.write(c, rules); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -116,31 +121,22 @@ func readNFTForward(c *nftables.Conn, fam nftables.TableFamily) (*nftForward, er
 	return f, nil
 }
 
-// write (re)writes KUBE-FORWARD's two accept rules and makes FORWARD's
-// first rule the one jump to it, in one transaction.
-func (f *nftForward) write(c *nftables.Conn, markBit uint32) error {
+// write (re)writes KUBE-FORWARD's accept rules and makes FORWARD's first
+// rule the one jump to it, in one transaction.
+func (f *nftForward) write(c *nftables.Conn, rules []rule) error {
 	ours := f.ours
 	if ours == nil {
 		ours = c.AddChain(&nftables.Chain{Name: Chain, Table: f.t})
 	} else {
 		c.FlushChain(ours)
 	}
-	accept, err := nftRule(f.t, ours, AcceptComment, []expr.Any{
-		&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
-		&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(markBit), Xor: native32(0)},
-		&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: native32(markBit)},
-	}, &expr.Verdict{Kind: expr.VerdictAccept})
-	if err != nil {
-		return err
+	for _, r := range rules {
+		accept, err := nftRule(f.t, ours, r.comment, nftMatch(r), &expr.Verdict{Kind: expr.VerdictAccept})
+		if err != nil {
+			return err
+		}
+		c.AddRule(accept)
 	}
-	established, err := nftRule(f.t, ours, ConntrackComment, []expr.Any{
-		&expr.Match{Name: "conntrack", Rev: 3, Info: ptr(xt.Unknown(conntrackInfo()))},
-	}, &expr.Verdict{Kind: expr.VerdictAccept})
-	if err != nil {
-		return err
-	}
-	c.AddRule(accept)
-	c.AddRule(established)
 	if f.jumps == 0 || !jumpsTo(f.rules[0], Chain) {
 		for _, r := range f.rules {
 			if jumpsTo(r, Chain) {
@@ -161,6 +157,19 @@ func (f *nftForward) write(c *nftables.Conn, markBit uint32) error {
 	return nil
 }
 
+// nftMatch is a rule's match as iptables-nft writes it: -m mark as native
+// expressions (mark & bits == bits), -m conntrack as the xt match.
+func nftMatch(r rule) []expr.Any {
+	if r.mark != 0 {
+		return []expr.Any{
+			&expr.Meta{Key: expr.MetaKeyMARK, Register: 1},
+			&expr.Bitwise{SourceRegister: 1, DestRegister: 1, Len: 4, Mask: native32(r.mark), Xor: native32(0)},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: native32(r.mark)},
+		}
+	}
+	return []expr.Any{&expr.Match{Name: "conntrack", Rev: 3, Info: ptr(xt.Unknown(conntrackInfo(r.ctState)))}}
+}
+
 // nftRule is one iptables-nft rule as iptables-nft writes kube-proxy's:
 // the comment match, the matches, a counter and the verdict.
 func nftRule(t *nftables.Table, ch *nftables.Chain, comment string, matches []expr.Any, v *expr.Verdict) (*nftables.Rule, error) {
@@ -173,20 +182,21 @@ func nftRule(t *nftables.Table, ch *nftables.Chain, comment string, matches []ex
 	return &nftables.Rule{Table: t, Chain: ch, Exprs: exprs}, nil
 }
 
-// inPlace reports whether KUBE-FORWARD's rules are the two EnsureNFT
-// writes, for this mark bit.
-func inPlace(rules []*nftables.Rule, markBit uint32) bool {
-	if len(rules) != 2 {
+// inPlace reports whether KUBE-FORWARD's rules are the ones EnsureNFT
+// writes: each with its comment and its mark (or a conntrack match).
+func inPlace(current []*nftables.Rule, want []rule) bool {
+	if len(current) != len(want) {
 		return false
 	}
-	want := []struct {
-		comment string
-		match   func(expr.Any) bool
-	}{
-		{AcceptComment, func(e expr.Any) bool { c, ok := e.(*expr.Cmp); return ok && bytes.Equal(c.Data, native32(markBit)) }},
-		{ConntrackComment, func(e expr.Any) bool { m, ok := e.(*expr.Match); return ok && m.Name == "conntrack" }},
-	}
-	for i, r := range rules {
+	for i, r := range current {
+		matches := func(e expr.Any) bool {
+			if want[i].mark != 0 {
+				c, ok := e.(*expr.Cmp)
+				return ok && bytes.Equal(c.Data, native32(want[i].mark))
+			}
+			m, ok := e.(*expr.Match)
+			return ok && m.Name == "conntrack"
+		}
 		info, _ := commentInfo(want[i].comment)
 		hasComment, hasMatch := false, false
 		for _, e := range r.Exprs {
@@ -198,7 +208,7 @@ func inPlace(rules []*nftables.Rule, markBit uint32) bool {
 					hasComment = true
 				}
 			}
-			hasMatch = hasMatch || want[i].match(e)
+			hasMatch = hasMatch || matches(e)
 		}
 		if !hasComment || !hasMatch {
 			return false

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/nftproxy/nftproxy/e2e/testns"
+	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/host/netns"
 )
 
@@ -54,7 +55,7 @@ func TestEnsureNFTWritesKubeProxysForwardRules(t *testing.T) {
 }
 
 func inNS(ns *testns.NS, bit uint32) (res Result, err error) {
-	err = netns.Do(ns.Path(), func() error { res, err = EnsureNFT(bit); return err })
+	err = netns.Do(ns.Path(), func() error { res, err = EnsureNFT(nftgen.ForwardRules(bit)); return err })
 	return res, err
 }
 
