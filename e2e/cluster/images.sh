@@ -123,11 +123,17 @@ copy_exe "$r" /usr/bin/dig /usr/bin/nslookup /usr/bin/host /usr/bin/getent
 install -D -m 0755 "$bin/iperf" "$r/usr/bin/iperf"
 copy_libs "$r" "$bin/iperf"
 # The fake registry agnhost's fake-registry-server serves from /var/registry
-# (the LocalhostNodePorts spec pulls pause:testing through a NodePort): the
-# pause image's OCI archive, laid out as upstream's prepare_registry.sh lays
-# out registry.k8s.io's pause, tag file, manifests and blobs by digest.
+# (the LocalhostNodePorts spec pulls pause:testing through a NodePort, with
+# a pull secret): a pause image laid out as upstream's prepare_registry.sh
+# lays out registry.k8s.io's pause, tag file, manifests and blobs by digest.
+# Its title label makes its image ID differ from the nodes' preloaded
+# pause:3.10.2: the kubelet records an image ID pulled with credentials,
+# and a later pod without them that uses the same ID must pull it again
+# (imagePullCredentialsVerificationPolicy), which no registry here answers.
+(cd "$root" && go run ./deploy/image -rootfs "$work/pause" -tag registry.k8s.io/pause:testing -entrypoint /pause -cmd "" \
+	-title "the fake registry's pause" -version test -o "$work/pause-registry.tar")
 mkdir -p "$work/pause-oci"
-tar -xf "$out/pause.tar" -C "$work/pause-oci"
+tar -xf "$work/pause-registry.tar" -C "$work/pause-oci"
 for b in "$work"/pause-oci/blobs/sha256/*; do
 	h=${b##*/}
 	for kind in manifests blobs; do
