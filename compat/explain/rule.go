@@ -88,7 +88,7 @@ func verdictText(v nftgen.Verdict) string {
 // case per statement kind (nftgen.StmtKinds), which reads best as one switch.
 func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*branch {
 	s := b.s
-	match := func(ok bool) []*branch { b.matched = ok; return []*branch{b} }
+	match := func(ok bool) []*branch { return matched(b, ok) }
 	switch st := st.(type) {
 	case nftgen.MatchProto:
 		return match(s.proto == st.Proto)
@@ -198,7 +198,7 @@ func (w *walker) random(b *branch, c *nftgen.Chain, i int, st nftgen.MatchRandom
 func (w *walker) numgen(b *branch, st nftgen.NumgenVmap) []*branch {
 	n := len(st.Targets)
 	if n == 0 {
-		return noMatch(b)
+		return matched(b, false)
 	}
 	var out []*branch
 	var rest *branch
@@ -244,14 +244,14 @@ func (w *walker) affinityCheck(b *branch, st nftgen.AffinityCheck) []*branch {
 				return []*branch{b}
 			}
 		}
-		return noMatch(b)
+		return matched(b, false)
 	}
 	if s.affinity != "" {
-		return noMatch(b)
+		return matched(b, false)
 	}
 	if !w.all && w.affinityWalked >= SummaryLimit {
 		w.affinityNotWalked++
-		return noMatch(b)
+		return matched(b, false)
 	}
 	w.affinityWalked++
 	hit := b.fork()
@@ -276,9 +276,10 @@ func (w *walker) markOr(b *branch, st nftgen.MarkOr) []*branch {
 	return []*branch{b}
 }
 
-// noMatch is the branch past a statement that did not match.
-func noMatch(b *branch) []*branch {
-	b.matched = false
+// matched is the branch past a match statement, ok saying whether it
+// matched.
+func matched(b *branch, ok bool) []*branch {
+	b.matched = ok
 	return []*branch{b}
 }
 
@@ -314,5 +315,5 @@ func (w *walker) lookup(b *branch, mapName string, key nftgen.MapKey) []*branch 
 			return []*branch{b}
 		}
 	}
-	return noMatch(b)
+	return matched(b, false)
 }

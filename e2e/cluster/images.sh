@@ -46,8 +46,12 @@ copy_exe() {
 	done
 }
 
-pack() { # pack ROOTFS TAG ENTRYPOINT FILE [CMD]
-	(cd "$root" && go run ./deploy/image -rootfs "$1" -tag "$2" -entrypoint "$3" -cmd "${5:-}" -title "$2" -version test -o "$out/$4")
+pack_to() { # pack_to ROOTFS TAG ENTRYPOINT PATH [CMD]: the image's title is its tag
+	(cd "$root" && go run ./deploy/image -rootfs "$1" -tag "$2" -entrypoint "$3" -cmd "${5:-}" -title "$2" -version test -o "$4")
+}
+
+pack() { # pack ROOTFS TAG ENTRYPOINT FILE [CMD]: into OUTDIR
+	pack_to "$1" "$2" "$3" "$out/$4" "${5:-}"
 }
 
 base_files() { # the files every image's programs read
@@ -126,12 +130,12 @@ copy_libs "$r" "$bin/iperf"
 # (the LocalhostNodePorts spec pulls pause:testing through a NodePort, with
 # a pull secret): a pause image laid out as upstream's prepare_registry.sh
 # lays out registry.k8s.io's pause, tag file, manifests and blobs by digest.
-# Its title label makes its image ID differ from the nodes' preloaded
-# pause:3.10.2: the kubelet records an image ID pulled with credentials,
-# and a later pod without them that uses the same ID must pull it again
-# (imagePullCredentialsVerificationPolicy), which no registry here answers.
-(cd "$root" && go run ./deploy/image -rootfs "$work/pause" -tag registry.k8s.io/pause:testing -entrypoint /pause -cmd "" \
-	-title "the fake registry's pause" -version test -o "$work/pause-registry.tar")
+# Its tag, and so its title label, makes its image ID differ from the
+# nodes' preloaded pause:3.10.2: the kubelet records an image ID pulled with
+# credentials, and a later pod without them that uses the same ID must pull
+# it again (imagePullCredentialsVerificationPolicy), which no registry here
+# answers.
+pack_to "$work/pause" registry.k8s.io/pause:testing /pause "$work/pause-registry.tar"
 mkdir -p "$work/pause-oci"
 tar -xf "$work/pause-registry.tar" -C "$work/pause-oci"
 for b in "$work"/pause-oci/blobs/sha256/*; do

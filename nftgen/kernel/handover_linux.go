@@ -268,11 +268,8 @@ func (w *handoverWriter) chains() error {
 		&expr.Lookup{SourceRegister: reg32Base, SetName: handoverDNATPorts, DestRegister: handoverDataReg32, IsDestRegSet: true},
 	), dnat()...)
 	bit := w.spec.MasqueradeBit
-	masquerade := append([]expr.Any{
-		&expr.Meta{Key: expr.MetaKeyMARK, Register: reg1},
-		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: native32(bit), Xor: native32(0)},
-		&expr.Cmp{Op: expr.CmpOpNeq, Register: reg1, Data: native32(0)},
-	}, append(markSet(0xffffffff, bit), &expr.Masq{})...)
+	masquerade := append(appendMaskedTest(nil, &expr.Meta{Key: expr.MetaKeyMARK, Register: reg1}, bit, false),
+		append(markSet(0xffffffff, bit), &expr.Masq{})...)
 	accept := nftables.ChainPolicyAccept
 	base := func(name string, typ nftables.ChainType, hook nftgen.Hook, prio int32) *nftables.Chain {
 		return w.c.AddChain(&nftables.Chain{Name: name, Table: w.t, Type: typ, Hooknum: hooks[hook],

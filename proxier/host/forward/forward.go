@@ -6,12 +6,11 @@ import (
 	"github.com/nftproxy/nftproxy/nftgen"
 )
 
-// Names and comments of kube-proxy's forwarding rules.
+// The name of kube-proxy's forwarding chain and the comment of FORWARD's
+// jump to it (its rules' comments are the generator's, nftgen.ForwardRules).
 const (
-	Chain            = "KUBE-FORWARD"
-	JumpComment      = "kubernetes forwarding rules"
-	AcceptComment    = "kubernetes forwarding rules"
-	ConntrackComment = "kubernetes forwarding conntrack rule"
+	Chain       = "KUBE-FORWARD"
+	JumpComment = "kubernetes forwarding rules"
 )
 
 // Result says where the rules were written: "nft ip", "legacy ip6", ...
@@ -35,7 +34,7 @@ func rulesOf(rs []nftgen.Rule) ([]rule, error) {
 	out := make([]rule, 0, len(rs))
 	for _, r := range rs {
 		x := rule{comment: r.Comment}
-		if v, ok := r.Stmts[len(r.Stmts)-1].(nftgen.Verdict); len(r.Stmts) != 2 || !ok || v.Kind != nftgen.VerdictAccept {
+		if len(r.Stmts) != 2 || r.Stmts[1] != (nftgen.Verdict{Kind: nftgen.VerdictAccept}) {
 			return nil, fmt.Errorf("forwarding rule %q: want one match and accept", r.Comment)
 		}
 		switch s := r.Stmts[0].(type) {

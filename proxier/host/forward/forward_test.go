@@ -17,7 +17,7 @@ func TestRulesOfTranslatesTheGeneratorsAccepts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []rule{{comment: AcceptComment, mark: 1 << 14}, {comment: ConntrackComment, ctState: 2 | 4}}
+	want := []rule{{comment: "kubernetes forwarding rules", mark: 1 << 14}, {comment: "kubernetes forwarding conntrack rule", ctState: 2 | 4}}
 	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
 		t.Fatalf("rulesOf = %+v, want %+v", got, want)
 	}
@@ -30,6 +30,7 @@ func TestRulesOfTranslatesTheGeneratorsAccepts(t *testing.T) {
 		nftgen.NewRule("x", nftgen.MatchMark{Mask: 1, Zero: true}, nftgen.Verdict{Kind: nftgen.VerdictAccept}),
 		nftgen.NewRule("x", nftgen.MatchMark{Mask: 1}, nftgen.Verdict{Kind: nftgen.VerdictDrop}),
 		nftgen.NewRule("x", nftgen.MatchMark{Mask: 1}, nftgen.MatchCtState{Mask: 2}, nftgen.Verdict{Kind: nftgen.VerdictAccept}),
+		nftgen.NewRule("x"),
 	} {
 		if _, err := rulesOf([]nftgen.Rule{bad}); err == nil {
 			t.Errorf("rulesOf accepted %v", bad.Stmts)
