@@ -22,6 +22,7 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/host/conntrack"
 	pnetns "github.com/nftproxy/nftproxy/proxier/host/netns"
 	"github.com/nftproxy/nftproxy/proxier/model"
+	"github.com/nftproxy/nftproxy/proxier/pipeline"
 	"github.com/nftproxy/nftproxy/proxier/runner"
 )
 
@@ -61,10 +62,11 @@ func TestMain(m *testing.M) {
 // ports and UDP conntrack cleanup.
 type cluster struct {
 	*harness.Topology
-	store   *model.Store
-	engine  *proxier.Engine
-	proxier *proxier.Proxier
-	syncer  *proxier.Syncer
+	store  *model.Store
+	engine *proxier.Engine
+	// conntrack is the engine's cleanup of stale UDP flows, which a test
+	// may switch off.
+	conntrack *switchedCleaner
 	// dp is the netlink dataplane of the node namespace.
 	dp *kernel.Netlink
 	t  testing.TB
@@ -105,17 +107,31 @@ func newCluster(t testing.TB, opts ...clusterOption) *cluster {
 		return l, err
 	}, nil)
 	t.Cleanup(func() { health.Close(context.Background()) })
-	engine, err := proxier.New(proxier.Config{Families: families, Node: node, Health: health, Conntrack: conntrack.NewCleaner(int(f.Fd())),
+	store, cleaner := model.NewStore(), &switchedCleaner{inner: conntrack.NewCleaner(int(f.Fd()))}
+	engine, err := proxier.New(proxier.Config{Families: families, Node: node, Store: store, Health: health, Conntrack: cleaner,
 		Engine: proxier.EngineConfig{OnProblem: func(p model.Problem) { t.Errorf("unexpected problem: %v", p) }}}, dp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := engine.Proxier()
-	return &cluster{Topology: tp, store: p.Store, engine: engine, proxier: p, syncer: p.Syncer, dp: dp, t: t}
+	return &cluster{Topology: tp, store: store, engine: engine, conntrack: cleaner, dp: dp, t: t}
+}
+
+// switchedCleaner is a conntrack cleaner a test can switch off.
+type switchedCleaner struct {
+	inner *conntrack.Cleaner
+	off   bool
+}
+
+// Clean implements proxier.ConntrackCleaner: it deletes nothing while off.
+func (c *switchedCleaner) Clean(services []conntrack.UDPService) (int, error) {
+	if c.off {
+		return 0, nil
+	}
+	return c.inner.Clean(services)
 }
 
 // sync programs the node and fails the test on error.
-func (c *cluster) sync() proxier.SyncResult {
+func (c *cluster) sync() pipeline.Result {
 	c.t.Helper()
 	res, err := c.engine.Sync(context.Background(), runner.Requested)
 	if err != nil {

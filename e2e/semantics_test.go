@@ -95,15 +95,14 @@ func TestUDPConntrackCleanup(t *testing.T) {
 
 	// Move the Service to a2 with the cleanup switched off: the clients'
 	// flows still point at a1, which still answers.
-	cleaner := c.proxier.Conntrack
-	c.proxier.Conntrack = nil
+	c.conntrack.off = true
 	c.store.SetEndpointSlice(harness.SliceOf("udp", "dns", "dns-1", []harness.PortSpec{dnsPort}, ips(pods, "a2")...))
 	c.sync()
 	if got, _ := ask(); got != "a1" {
 		t.Fatalf("without cleanup the client reached %q; the control expects it stuck on a1", got)
 	}
 	// With the cleanup, the next sync deletes every stale entry.
-	c.proxier.Conntrack = cleaner
+	c.conntrack.off = false
 	c.store.SetService(svc) // mark the Service changed so that it is looked at again
 	c.sync()
 	for i, conn := range clients {

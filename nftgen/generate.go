@@ -124,12 +124,7 @@ func (g *Generator) Family() Family { return g.cfg.Family }
 // Config returns the generator's configuration.
 func (g *Generator) Config() Config { return g.cfg }
 
-func (g *Generator) modelFamily() svcmodel.IPFamily {
-	if g.cfg.Family == FamilyIPv6 {
-		return svcmodel.IPv6
-	}
-	return svcmodel.IPv4
-}
+func (g *Generator) modelFamily() svcmodel.IPFamily { return g.cfg.Family.IPFamily() }
 
 // Maps returns the named maps of the ruleset.
 func (g *Generator) Maps() []MapSpec {

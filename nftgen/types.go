@@ -3,6 +3,8 @@ package nftgen
 import (
 	"net/netip"
 	"slices"
+
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 )
 
 // TableName is the name of nftproxy's table in each family: kube-proxy's
@@ -28,6 +30,14 @@ const (
 	// FamilyIPv6 is the "ip6" family.
 	FamilyIPv6 Family = "ip6"
 )
+
+// IPFamily returns the model's IP family of f.
+func (f Family) IPFamily() svcmodel.IPFamily {
+	if f == FamilyIPv6 {
+		return svcmodel.IPv6
+	}
+	return svcmodel.IPv4
+}
 
 // ChainType is the type of a base chain.
 type ChainType string

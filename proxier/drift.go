@@ -119,7 +119,7 @@ func (e *Engine) repairDrift(ctx context.Context, changes <-chan nftgen.Change) 
 		select {
 		case <-quietC:
 			quiet, quietC = nil, nil
-			if m := e.p.Metrics; m != nil {
+			if m := e.metrics; m != nil {
 				m.DriftBackoff.Set(0)
 			}
 		case ch, ok := <-changes:
@@ -150,7 +150,7 @@ func (e *Engine) repairChange(ctx context.Context, guard *driftGuard, ch nftgen.
 	if reason == "" {
 		return driftVerdict{}, true
 	}
-	if m := e.p.Metrics; m != nil && ch.Ours {
+	if m := e.metrics; m != nil && ch.Ours {
 		m.ForeignCommits.Inc()
 	}
 	v := guard.observe(reason+": "+ch.What, e.clock.Now())
@@ -165,11 +165,11 @@ func (e *Engine) repairChange(ctx context.Context, guard *driftGuard, ch nftgen.
 		if v.contested {
 			e.cfg.Health.SetContested(ch.Process, v.until)
 		}
-		for _, f := range e.p.Syncer.Families() {
+		for _, f := range e.pipe.Families() {
 			e.cfg.Health.QueuedUpdate(familyLabel(f))
 		}
 	}
-	if m := e.p.Metrics; m != nil && v.delay > 0 {
+	if m := e.metrics; m != nil && v.delay > 0 {
 		m.DriftBackoff.Set(v.delay.Seconds())
 	}
 	if v.delay > 0 && !e.waitJoining(ctx, changes, v.delay) {
@@ -202,7 +202,7 @@ func (e *Engine) waitJoining(ctx context.Context, changes <-chan nftgen.Change, 
 			if !ok {
 				return false
 			}
-			if m := e.p.Metrics; m != nil && ch.Ours {
+			if m := e.metrics; m != nil && ch.Ours {
 				m.ForeignCommits.Inc()
 			}
 		}

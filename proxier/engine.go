@@ -16,7 +16,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/model"
+	"github.com/nftproxy/nftproxy/proxier/pipeline"
 	"github.com/nftproxy/nftproxy/proxier/runner"
 )
 
@@ -72,16 +74,22 @@ type EngineConfig struct {
 // reacts to drift that the dataplane reports, and tells the health server
 // and the metrics what happened. It is safe for concurrent use.
 type Engine struct {
-	p      *Proxier
-	dp     nftgen.Dataplane
-	cfg    EngineConfig
-	clock  clock.Clock
-	runner *runner.Runner
+	// store holds the Services and EndpointSlices, pipe programs them
+	// and after does what follows each sync.
+	store *model.Store
+	pipe  *pipeline.Pipeline
+	after *afterSync
+	// metrics may be nil.
+	metrics *metrics.Metrics
+	dp      nftgen.Dataplane
+	cfg     EngineConfig
+	clock   clock.Clock
+	runner  *runner.Runner
 	// runCtx is Run's context, for the syncs the runner starts (set
 	// before its loop starts, read only by it).
 	runCtx context.Context
 
-	// mu guards the store, the syncer and the fields below; a sync holds
+	// mu guards the store, the pipeline and the fields below; a sync holds
 	// it throughout.
 	mu sync.Mutex
 	// node is the last Node object seen; local the node's addresses the
@@ -114,14 +122,15 @@ type Engine struct {
 // million netlink messages, so it must not happen at every sync period.
 const FullSyncPeriod = time.Hour
 
-// newEngine returns an engine that syncs p's rules through dp.
-func newEngine(p *Proxier, dp nftgen.Dataplane, cfg EngineConfig) *Engine {
-	e := &Engine{p: p, dp: dp, cfg: cfg, clock: cfg.Clock, node: cfg.Node, local: cfg.Local, start: startOf(cfg.Node), reported: map[string]bool{}}
+// newEngine returns an engine that programs store's objects through pipe,
+// which writes to dp, with after following each sync.
+func newEngine(store *model.Store, pipe *pipeline.Pipeline, after *afterSync, dp nftgen.Dataplane, cfg EngineConfig) *Engine {
+	e := &Engine{store: store, pipe: pipe, after: after, metrics: after.metrics, dp: dp, cfg: cfg, clock: cfg.Clock, node: cfg.Node, local: cfg.Local, start: startOf(cfg.Node), reported: map[string]bool{}}
 	if e.clock == nil {
 		e.clock = clock.RealClock{}
 	}
-	p.Syncer.OnProblem = e.problem
-	p.Syncer.SetLocalAddresses(cfg.Local)
+	pipe.OnProblem = e.problem
+	pipe.SetLocalAddresses(cfg.Local)
 	e.runner = runner.New(func(r runner.Reason) error { _, err := e.Sync(e.runCtx, r); return err }, cfg.MinSyncPeriod, cfg.SyncPeriod, e.clock)
 	return e
 }
@@ -155,14 +164,14 @@ func (e *Engine) started() {
 	if e.cfg.Health == nil {
 		return
 	}
-	for _, f := range e.p.Syncer.Families() {
+	for _, f := range e.pipe.Families() {
 		e.cfg.Health.Updated(familyLabel(f))
 		e.cfg.Health.QueuedUpdate(familyLabel(f))
 	}
 }
 
 // Sync runs one sync now, for reason.
-func (e *Engine) Sync(ctx context.Context, reason runner.Reason) (SyncResult, error) {
+func (e *Engine) Sync(ctx context.Context, reason runner.Reason) (pipeline.Result, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.followAddresses()
@@ -170,7 +179,7 @@ func (e *Engine) Sync(ctx context.Context, reason runner.Reason) (SyncResult, er
 	if why != "" {
 		klog.FromContext(ctx).V(2).Info("Rewriting the whole table", "reason", why)
 	}
-	res, err := e.p.Sync(ctx, why)
+	res, err := e.after.sync(ctx, why)
 	if err == nil {
 		e.needFull = ""
 		if res.Full {
@@ -189,14 +198,14 @@ func (e *Engine) Sync(ctx context.Context, reason runner.Reason) (SyncResult, er
 	}
 	// Per family: one family's failure leaves the other's health alone.
 	if e.cfg.Health != nil {
-		for _, f := range e.p.Syncer.Families() {
+		for _, f := range e.pipe.Families() {
 			if err == nil || (len(res.Failed) > 0 && !slices.Contains(res.Failed, f)) {
 				e.cfg.Health.Updated(familyLabel(f))
 			}
 		}
 	}
-	if m := e.p.Metrics; m != nil {
-		services, endpoints := e.p.Store.Pending()
+	if m := e.metrics; m != nil {
+		services, endpoints := e.store.Pending()
 		m.ServicePending.Set(float64(services))
 		m.EndpointPending.Set(float64(endpoints))
 	}
@@ -209,18 +218,18 @@ func (e *Engine) Sync(ctx context.Context, reason runner.Reason) (SyncResult, er
 // changed records a change of kind "service" or "endpoints" and asks for
 // a sync.
 func (e *Engine) changed(endpoints bool) {
-	if m := e.p.Metrics; m != nil {
+	if m := e.metrics; m != nil {
 		if endpoints {
 			m.EndpointChanges.Inc()
 		} else {
 			m.ServiceChanges.Inc()
 		}
 	}
-	for _, f := range e.p.Syncer.Families() {
+	for _, f := range e.pipe.Families() {
 		if e.cfg.Health != nil {
 			e.cfg.Health.QueuedUpdate(familyLabel(f))
 		}
-		if m := e.p.Metrics; m != nil {
+		if m := e.metrics; m != nil {
 			m.LastQueuedTimestamp.WithLabelValues(familyLabel(f)).SetToCurrentTime()
 		}
 	}
@@ -234,7 +243,7 @@ func (e *Engine) SetService(svc *v1.Service) { e.SetParsedService(model.ParseSer
 // already (an informer's second delivery of it) asks for no sync.
 func (e *Engine) SetParsedService(svc *model.Service) {
 	e.mu.Lock()
-	changed := e.p.Store.SetParsedService(svc)
+	changed := e.store.SetParsedService(svc)
 	e.mu.Unlock()
 	if changed {
 		e.changed(false)
@@ -244,7 +253,7 @@ func (e *Engine) SetParsedService(svc *model.Service) {
 // DeleteService implements source.Sink.
 func (e *Engine) DeleteService(nn types.NamespacedName) {
 	e.mu.Lock()
-	e.p.Store.DeleteService(nn)
+	e.store.DeleteService(nn)
 	e.mu.Unlock()
 	e.changed(false)
 }
@@ -256,7 +265,7 @@ func (e *Engine) SetEndpointSlice(sl *discovery.EndpointSlice) { e.SetSlice(mode
 // for no sync.
 func (e *Engine) SetSlice(sl *model.Slice) {
 	e.mu.Lock()
-	changed, p := e.p.Store.SetSlice(sl)
+	changed, p := e.store.SetSlice(sl)
 	e.mu.Unlock()
 	if p != nil {
 		e.problem(*p)
@@ -269,7 +278,7 @@ func (e *Engine) SetSlice(sl *model.Slice) {
 // DeleteEndpointSlice implements source.Sink.
 func (e *Engine) DeleteEndpointSlice(namespace, name string) {
 	e.mu.Lock()
-	e.p.Store.DeleteEndpointSlice(namespace, name)
+	e.store.DeleteEndpointSlice(namespace, name)
 	e.mu.Unlock()
 	e.changed(true)
 }
@@ -279,7 +288,7 @@ func (e *Engine) DeleteEndpointSlice(namespace, name string) {
 // nothing, so a relist after a lost watch syncs only what really changed.
 func (e *Engine) Replace(services []*model.Service, slices []*model.Slice) {
 	e.mu.Lock()
-	changed, problems := e.p.Store.Replace(services, slices)
+	changed, problems := e.store.Replace(services, slices)
 	e.mu.Unlock()
 	for _, p := range problems {
 		e.problem(p)
@@ -313,8 +322,8 @@ func (e *Engine) SetNode(node *v1.Node) {
 		klog.ErrorS(err, "Cannot apply the node's new labels")
 		return
 	}
-	e.p.Node.Labels = node.Labels
-	e.p.Syncer.SetGenerators(rules.Generators...)
+	e.after.node.Labels = node.Labels
+	e.pipe.SetGenerators(rules.Generators...)
 	e.needFull = "the node's zone changed"
 	e.mu.Unlock()
 	e.changed(false)

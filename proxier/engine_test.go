@@ -21,9 +21,13 @@ import (
 
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/healthcheck"
+	"github.com/nftproxy/nftproxy/proxier/internal/testobj"
 	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/runner"
 )
+
+// svc and slice build the tests' Services and EndpointSlices.
+var svc, slice = testobj.Service, testobj.Slice
 
 // recordingHealth is a ProxyHealth that remembers what it was told.
 type recordingHealth struct {
@@ -292,14 +296,14 @@ func TestEngineRebuildsForANewZone(t *testing.T) {
 	f.e.SetNode(node("z1"))
 	f.sync(t, runner.Requested)
 	f.expectSyncs(t, "after the zone was set", 2, 0)
-	if got := f.e.p.Syncer.generators[0].Config().Node.Labels[v1.LabelTopologyZone]; got != "z1" {
+	if got := f.e.pipe.Generators()[0].Config().Node.Labels[v1.LabelTopologyZone]; got != "z1" {
 		t.Errorf("generators built for zone %q, want z1", got)
 	}
-	gens := f.e.p.Syncer.generators
+	gens := f.e.pipe.Generators()
 	f.e.SetNode(node("z1"))
 	f.sync(t, runner.Requested)
 	f.expectSyncs(t, "after the same zone again", 2, 1)
-	if !slices.Equal(gens, f.e.p.Syncer.generators) {
+	if !slices.Equal(gens, f.e.pipe.Generators()) {
 		t.Errorf("generators rebuilt for the same zone")
 	}
 	if f.health.node == nil {
@@ -322,14 +326,14 @@ func TestEngineFollowsNodePortAddresses(t *testing.T) {
 		c.LocalAddresses = func() ([]netip.Addr, error) { return addrs, nil }
 	})
 	health := &addressHealth{}
-	f.e.p.Health = health
+	f.e.after.health = health
 	f.sync(t, runner.Requested)
 	f.sync(t, runner.Requested)
 	f.expectSyncs(t, "addresses as before", 1, 1)
 	addrs = []netip.Addr{netip.MustParseAddr("192.0.2.2")}
 	f.sync(t, runner.Requested)
 	f.expectSyncs(t, "after the address changed", 2, 1)
-	if got := f.e.p.Syncer.generators[0].Config().NodePortAddresses; !slices.Equal(got, addrs) {
+	if got := f.e.pipe.Generators()[0].Config().NodePortAddresses; !slices.Equal(got, addrs) {
 		t.Errorf("node port addresses %v, want %v", got, addrs)
 	}
 	if len(health.addrs) != 2 || !slices.Equal(health.addrs[1], addrs) {

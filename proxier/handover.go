@@ -26,8 +26,8 @@ func (e *Engine) handOver(ctx context.Context) {
 	}
 	logger := klog.FromContext(ctx)
 	start := time.Now()
-	specs := e.p.Syncer.handoverSpecs(HandoverTTL)
-	for _, f := range e.p.Syncer.Families() {
+	specs := e.pipe.HandoverSpecs(HandoverTTL)
+	for _, f := range e.pipe.Families() {
 		wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		n, err := e.dp.WriteHandover(wctx, f, specs[f])
 		cancel()
@@ -48,7 +48,7 @@ func (e *Engine) handOver(ctx context.Context) {
 // until the next proxy's first sync, whichever proxy that is (an nftproxy
 // restarted builds its tables anew).
 func (e *Engine) leaveShards(ctx context.Context, f nftgen.Family) {
-	if !e.p.Syncer.Sharded(f) {
+	if !e.pipe.Sharded(f) {
 		return
 	}
 	logger := klog.FromContext(ctx)
@@ -64,7 +64,7 @@ func (e *Engine) leaveShards(ctx context.Context, f nftgen.Family) {
 // takeOver deletes the handover tables an earlier nftproxy left, once this
 // one's rules are in place.
 func (e *Engine) takeOver(ctx context.Context) {
-	for _, f := range e.p.Syncer.Families() {
+	for _, f := range e.pipe.Families() {
 		if err := e.dp.DeleteHandover(ctx, f); err != nil {
 			klog.FromContext(ctx).Error(err, "Could not delete the handover table of an earlier nftproxy", "family", f)
 		}
@@ -74,53 +74,16 @@ func (e *Engine) takeOver(ctx context.Context) {
 	}
 }
 
-// handoverSpecs returns the handover of each family: the fragments of
-// every Service, generated again from the store, with the destinations the
-// last sync gave each (see owners.go): a Service that lost one, or whose
-// address was refused, is not served there either. Each Service's state
-// is read once for all families; a family whose table holds no Service
-// destination is not generated at all.
-func (s *Syncer) handoverSpecs(ttl time.Duration) map[nftgen.Family]*nftgen.HandoverSpec {
-	specs := map[nftgen.Family]*nftgen.HandoverSpec{}
-	var fams []*familyState
-	for _, f := range s.Families() {
-		fs := s.families[f]
-		specs[f] = nftgen.NewHandoverSpec(fs.gen, ttl)
-		if fs.applied != nil {
-			if c := fs.applied.ElementCounts(); c[nftgen.MapServiceIPs]+c[nftgen.MapServiceNodePorts] == 0 {
-				continue
-			}
+// Cleanup deletes nftproxy's tables, the handover tables included, in
+// every family.
+func Cleanup(ctx context.Context, dp nftgen.Dataplane) error {
+	for _, f := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
+		if err := dp.DeleteTable(ctx, f); err != nil {
+			return err
 		}
-		fams = append(fams, fs)
-	}
-	if len(fams) == 0 {
-		return specs
-	}
-	owners := map[*familyState]map[destination]claim{}
-	for _, fs := range fams {
-		if owners[fs] = fs.owners; owners[fs] == nil {
-			// The last sync of this family failed: decide anew.
-			owners[fs] = map[destination]claim{}
-			for _, nn := range s.store.ServiceNames() {
-				states, _ := s.store.State(nn)
-				for _, c := range s.candidates(fs, nn, states) {
-					for _, d := range c.domains.destinations(c.frag) {
-						if cur, ok := owners[fs][d]; !ok || c.claimOn(d).beats(cur) {
-							owners[fs][d] = c.claimOn(d)
-						}
-					}
-				}
-			}
+		if err := dp.DeleteHandover(ctx, f); err != nil {
+			return err
 		}
 	}
-	for _, nn := range s.store.ServiceNames() {
-		states, _ := s.store.State(nn)
-		for _, fs := range fams {
-			for _, c := range s.candidates(fs, nn, states) {
-				f, _ := withoutLost(c, owners[fs])
-				specs[fs.gen.Family()].Add(f)
-			}
-		}
-	}
-	return specs
+	return nil
 }

@@ -1,6 +1,7 @@
 package proxier
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
@@ -8,6 +9,7 @@ import (
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/model"
+	"github.com/nftproxy/nftproxy/proxier/pipeline"
 )
 
 // Config is what an Engine is built from: the rules' configuration per IP
@@ -44,11 +46,9 @@ func New(cfg Config, dp nftgen.Dataplane) (*Engine, error) {
 	if store == nil {
 		store = model.NewStore()
 	}
-	s := newSyncer(store, dp, gens...)
-	s.ChunkOps, s.TableShards = cfg.ChunkOps, cfg.TableShards
-	p := newProxier(store, s, cfg.Node)
-	p.Health, p.Conntrack, p.Metrics = cfg.Health, cfg.Conntrack, cfg.Metrics
-	return newEngine(p, dp, cfg.Engine), nil
+	pipe := pipeline.New(store, dp, gens...)
+	pipe.ChunkOps, pipe.TableShards = cfg.ChunkOps, cfg.TableShards
+	return newEngine(store, pipe, newAfterSync(cfg, store, pipe), dp, cfg.Engine), nil
 }
 
 // Generators builds one generator per family configuration.
@@ -64,5 +64,42 @@ func Generators(families []nftgen.Config) ([]*nftgen.Generator, error) {
 	return gens, nil
 }
 
-// Proxier returns the engine's proxier: its store, syncer and metrics.
-func (e *Engine) Proxier() *Proxier { return e.p }
+// Families returns the families the engine programs.
+func (e *Engine) Families() []nftgen.Family {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pipe.Families()
+}
+
+// DesiredRuleset returns what a full sync would program in family f now,
+// as one table (see pipeline.Pipeline.DesiredRuleset); no kernel is read.
+func (e *Engine) DesiredRuleset(f nftgen.Family) *nftgen.Ruleset {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pipe.DesiredRuleset(f)
+}
+
+// DesiredTables returns the tables a full sync would program in family f
+// now, in the layout it would choose.
+func (e *Engine) DesiredTables(f nftgen.Family) []*nftgen.Ruleset {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.pipe.DesiredTables(f)
+}
+
+// Tables returns the rolling check's round: the largest number of tables
+// of any family as of its last full sync.
+func (e *Engine) Tables() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.tables()
+}
+
+// FullSync rewrites every family's tables now, for reason, whatever the
+// engine's policy would decide (a tool's measure of the periodic full
+// sync); the health and metrics follow as after any sync.
+func (e *Engine) FullSync(ctx context.Context, reason string) (pipeline.Result, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.after.sync(ctx, reason)
+}

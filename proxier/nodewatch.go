@@ -48,7 +48,7 @@ func (e *Engine) watchNode(node *v1.Node) {
 	now := startOf(node)
 	switch {
 	case node == nil:
-		klog.InfoS("Node is being deleted", "node", e.p.Node.Name)
+		klog.InfoS("Node is being deleted", "node", e.after.node.Name)
 	case w.PodCIDRs && !slices.Equal(now.podCIDRs, e.start.podCIDRs):
 		klog.InfoS("PodCIDRs changed for the node", "node", klog.KObj(node), "newPodCIDRs", now.podCIDRs, "oldPodCIDRs", e.start.podCIDRs)
 	case !slices.Equal(now.ips, e.start.ips):

@@ -9,13 +9,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/nftgen"
+	"github.com/nftproxy/nftproxy/proxier/pipeline"
 	"github.com/nftproxy/nftproxy/proxier/runner"
 )
 
 // Reasons for a full sync, as fullSyncReason reports them and the drift
 // repair metric counts them.
 const (
-	fullUnknown       = "table state unknown"
 	fullHourly        = "hourly full sync"
 	fullMapsChanged   = "map elements changed"
 	fullTableChanged  = "table changed"
@@ -23,36 +23,13 @@ const (
 	// fullTableCheck: the rolling check found a table that differs from
 	// what nftproxy applied (see checkDue).
 	fullTableCheck = "table check"
-	// fullLargeCluster is a family's own reason: its endpoint count
-	// crossed kube-proxy's large cluster threshold.
-	fullLargeCluster = "large cluster mode changed"
 )
-
-// familyFullReason decides, for one family of a sync, whether its table is
-// rewritten and why, or returns "" to patch what changed: the sync's
-// reason (fullSyncReason) applies to every family; otherwise a table the
-// syncer does not know (its last sync failed) is rewritten, and so is one
-// whose endpoint count crossed kube-proxy's large cluster threshold, which
-// changes every Service's comments. It is the only decision the syncer
-// makes itself; largeFlipped is asked (it counts the changed Services'
-// endpoints) only for a known table on a patching sync.
-func familyFullReason(syncReason string, known bool, largeFlipped func() bool) string {
-	switch {
-	case syncReason != "":
-		return syncReason
-	case !known:
-		return fullUnknown
-	case largeFlipped():
-		return fullLargeCluster
-	}
-	return ""
-}
 
 // fullSyncReason decides whether this sync rewrites the whole table and
 // says why, or returns "" for a sync of what changed only. With
 // familyFullReason and checkDue it is the one place that decides. A full
 // sync happens
-//   - when the syncer does not know a table (the first sync, or the last
+//   - when the pipeline does not know a table (the first sync, or the last
 //     one of that family failed);
 //   - when an event asked for one (drift seen by the watch or by the
 //     rolling check, new generators);
@@ -69,8 +46,8 @@ func familyFullReason(syncReason string, known bool, largeFlipped func() bool) s
 // Called with mu held.
 func (e *Engine) fullSyncReason(ctx context.Context, reason runner.Reason) string {
 	switch {
-	case !e.p.Syncer.Known():
-		return fullUnknown
+	case !e.pipe.Known():
+		return pipeline.FullUnknown
 	case e.needFull != "":
 		return e.needFull
 	case !e.rolling() && e.clock.Since(e.lastFull) >= FullSyncPeriod:
@@ -94,16 +71,16 @@ func (e *Engine) fullSyncReason(ctx context.Context, reason runner.Reason) strin
 
 // countRepair counts a drift repair for reason.
 func (e *Engine) countRepair(reason string) {
-	if e.p.Metrics != nil {
-		e.p.Metrics.DriftRepairs.WithLabelValues(reason).Inc()
+	if e.metrics != nil {
+		e.metrics.DriftRepairs.WithLabelValues(reason).Inc()
 	}
 }
 
 // mapsChanged compares the element counts of nftproxy's maps in the kernel
 // with what the last sync applied. Called with mu held.
 func (e *Engine) mapsChanged(ctx context.Context) bool {
-	for _, f := range e.p.Syncer.Families() {
-		want := e.p.Syncer.ElementCounts(f)
+	for _, f := range e.pipe.Families() {
+		want := e.pipe.ElementCounts(f)
 		if want == nil {
 			continue
 		}
@@ -146,7 +123,7 @@ func (e *Engine) driftReason(ctx context.Context, ch nftgen.Change) string {
 }
 
 // followAddresses looks the node's addresses up again before every sync:
-// no Service may capture one of them (Syncer.SetLocalAddresses), and when
+// no Service may capture one of them (pipeline.Pipeline.SetLocalAddresses), and when
 // FollowAddresses is set and the node port addresses changed (an
 // interface came up, a DHCP lease moved), the generators are replaced and
 // the sync is a full one. Called with mu held.
@@ -159,7 +136,7 @@ func (e *Engine) followAddresses() {
 		klog.ErrorS(err, "Cannot list the node's addresses; keeping the ones seen last")
 		return
 	}
-	e.p.Syncer.SetLocalAddresses(local)
+	e.pipe.SetLocalAddresses(local)
 	if e.cfg.Rules == nil || !e.cfg.Rules.FollowsAddresses() || slices.Equal(local, e.local) {
 		return
 	}
@@ -169,16 +146,14 @@ func (e *Engine) followAddresses() {
 		klog.ErrorS(err, "Cannot rebuild the rules for the node's addresses; keeping the node port addresses as they were")
 		return
 	}
-	before, after := nodePortAddresses(e.p.Syncer.generators), nodePortAddresses(rules.Generators)
+	before, after := nodePortAddresses(e.pipe.Generators()), nodePortAddresses(rules.Generators)
 	if slices.Equal(before, after) {
 		return
 	}
 	klog.InfoS("The node's addresses changed; node ports now answer on the new ones", "before", before, "after", after)
-	e.p.Syncer.SetGenerators(rules.Generators...)
+	e.pipe.SetGenerators(rules.Generators...)
 	e.needFull = "the node port addresses changed"
-	if e.p.Health != nil {
-		e.p.Health.SetAddresses(rules.HealthCheckAddresses())
-	}
+	e.after.setHealthCheckAddresses(rules.HealthCheckAddresses())
 }
 
 // nodePortAddresses returns the node port addresses of every family of
@@ -195,8 +170,8 @@ func nodePortAddresses(gens []*nftgen.Generator) []netip.Addr {
 // them one at a time (some family is sharded) instead of rewriting them
 // all every FullSyncPeriod. Called with mu held.
 func (e *Engine) rolling() bool {
-	for _, f := range e.p.Syncer.Families() {
-		if e.p.Syncer.Sharded(f) {
+	for _, f := range e.pipe.Families() {
+		if e.pipe.Sharded(f) {
 			return true
 		}
 	}
@@ -221,8 +196,8 @@ func (e *Engine) checkDue() bool {
 // any family. Called with mu held.
 func (e *Engine) tables() int {
 	n := 1
-	for _, f := range e.p.Syncer.Families() {
-		n = max(n, e.p.Syncer.Tables(f))
+	for _, f := range e.pipe.Families() {
+		n = max(n, e.pipe.Tables(f))
 	}
 	return n
 }

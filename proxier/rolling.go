@@ -37,15 +37,15 @@ func (e *Engine) CheckNextTable(ctx context.Context) (TableCheck, error) {
 
 // checkNextTable compares the next table of every family with what was
 // applied there and has the next sync recompute its Services
-// (Syncer.CheckTable). A table that differs makes the next sync a full
+// (pipeline.Pipeline.CheckTable). A table that differs makes the next sync a full
 // one, which starts a new round; one that cannot be read is read again at
 // the next sync. Called with mu held.
 func (e *Engine) checkNextTable(ctx context.Context) (TableCheck, error) {
 	start := time.Now()
 	res := TableCheck{Table: e.check.next}
 	logger := klog.FromContext(ctx)
-	for _, f := range e.p.Syncer.Families() {
-		drift, err := e.p.Syncer.CheckTable(ctx, f, res.Table)
+	for _, f := range e.pipe.Families() {
+		drift, err := e.pipe.CheckTable(ctx, f, res.Table)
 		if err != nil {
 			logger.Error(err, "Cannot check the table; checking it again at the next sync", "family", f)
 			res.Duration = time.Since(start)
@@ -61,7 +61,7 @@ func (e *Engine) checkNextTable(ctx context.Context) (TableCheck, error) {
 		}
 	}
 	res.Duration = time.Since(start)
-	if m := e.p.Metrics; m != nil {
+	if m := e.metrics; m != nil {
 		m.TableCheckDuration.Observe(res.Duration.Seconds())
 	}
 	if res.Drift == "" {

@@ -3,19 +3,17 @@ package proxier
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"testing"
 	"time"
+
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nftproxy/nftproxy/nftgen"
-	"github.com/nftproxy/nftproxy/proxier/model"
 	"github.com/nftproxy/nftproxy/proxier/runner"
 )
 
@@ -40,7 +38,7 @@ func TestEngineChecksShardedTablesInTurn(t *testing.T) {
 	step := FullSyncPeriod / tables
 	layout := nftgen.TableLayout{Shards: 3}
 	inTable := map[int]int{}
-	for _, nn := range f.e.p.Store.ServiceNames() {
+	for _, nn := range f.e.store.ServiceNames() {
 		inTable[layout.ShardOfService(nn.String())]++
 	}
 
@@ -87,14 +85,9 @@ func TestEngineChecksShardedTablesInTurn(t *testing.T) {
 
 	// A Service chain of one shard emptied behind nftproxy's back: found
 	// when that shard's turn comes, and not before.
-	key := ""
-	for k := range f.e.p.Syncer.families[nftgen.FamilyIPv4].applied.Services {
-		if key == "" || k < key {
-			key = k
-		}
-	}
-	tampered := layout.ShardOf(key)
-	chain := f.e.p.Syncer.families[nftgen.FamilyIPv4].applied.Services[key].Chains[0].Name
+	s0 := types.NamespacedName{Namespace: "ns", Name: "s0"}
+	tampered := layout.ShardOfService(s0.String())
+	chain := nftgen.ServiceChainName(svcmodel.ServicePortName{NamespacedName: s0, Port: "http", Protocol: v1.ProtocolTCP})
 	tx := &nftgen.Transaction{Family: nftgen.FamilyIPv4, Ops: []nftgen.Op{{Kind: nftgen.OpFlushChain, Name: chain, Table: nftgen.ShardTable(tampered)}}}
 	if err := f.fake.Apply(context.Background(), tx); err != nil {
 		t.Fatal(err)
@@ -151,70 +144,4 @@ func TestShardedPeriodicSyncsLeaveTheElementsToTheWatch(t *testing.T) {
 			t.Errorf("watching=%v: the periodic sync counted the elements %v times and made %d full syncs", watching, n, full)
 		}
 	}
-}
-
-// TestCheckTableRecomputesWhatTheTableHolds: the check of a shard has the
-// next sync recompute the Services placed in it; that of the main table
-// none (they go with their shards); that of a family with one table
-// beside another family's shards only that family's own Services, not
-// every one the store holds.
-func TestCheckTableRecomputesWhatTheTableHolds(t *testing.T) {
-	g4, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g6, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv6})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store := model.NewStore()
-	s := newSyncer(store, nftgen.NewFake(), g4, g6)
-	for i := range nftgen.ShardFromServices + 100 {
-		name := fmt.Sprintf("s%d", i)
-		store.SetService(svc(name, fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)))
-		store.SetEndpointSlice(slice(name, fmt.Sprintf("10.0.%d.%d", i/250, i%250+1)))
-	}
-	var v6 []types.NamespacedName
-	for i := range 3 {
-		name := fmt.Sprintf("v6-%d", i)
-		sv := svc(name, fmt.Sprintf("fd00::%d", i+1))
-		sv.Spec.IPFamilies = []v1.IPFamily{v1.IPv6Protocol}
-		sl := slice(name, fmt.Sprintf("fd01::%d", i+1))
-		sl.AddressType = discovery.AddressTypeIPv6
-		store.SetService(sv)
-		store.SetEndpointSlice(sl)
-		v6 = append(v6, types.NamespacedName{Namespace: "ns", Name: name})
-	}
-	ctx := context.Background()
-	if _, err := s.Sync(ctx, ""); err != nil {
-		t.Fatal(err)
-	}
-	if s.Tables(nftgen.FamilyIPv4) < 3 || s.Tables(nftgen.FamilyIPv6) != 1 {
-		t.Fatalf("tables: %d IPv4, %d IPv6; want IPv4 sharded, IPv6 one table", s.Tables(nftgen.FamilyIPv4), s.Tables(nftgen.FamilyIPv6))
-	}
-	layout := s.families[nftgen.FamilyIPv4].layout
-	check := func(f nftgen.Family, table int, want []types.NamespacedName) {
-		t.Helper()
-		clear(s.retry)
-		if drift, err := s.CheckTable(ctx, f, table); drift != "" || err != nil {
-			t.Fatalf("%s table %d: %q, %v", f, table, drift, err)
-		}
-		got := slices.SortedFunc(maps.Keys(s.retry), compareNames)
-		slices.SortFunc(want, compareNames)
-		if !slices.Equal(got, want) {
-			t.Errorf("%s table %d recomputes %d Services, want %d: %v", f, table, len(got), len(want), got)
-		}
-	}
-	check(nftgen.FamilyIPv6, 0, v6)
-	check(nftgen.FamilyIPv4, 0, nil)
-	var inShard []types.NamespacedName
-	for _, nn := range store.ServiceNames() {
-		if layout.ShardOfService(nn.String()) == 2 {
-			inShard = append(inShard, nn)
-		}
-	}
-	if len(inShard) == 0 {
-		t.Fatal("no Service in shard 2")
-	}
-	check(nftgen.FamilyIPv4, 2, inShard)
 }

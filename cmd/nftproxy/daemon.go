@@ -68,7 +68,7 @@ func runLoop(ctx context.Context, opts *options) error {
 		return err
 	}
 	defer done()
-	families := engine.Proxier().Syncer.Families()
+	families := engine.Families()
 	for _, f := range families {
 		m.InitFamily(familyName(f))
 	}

@@ -222,7 +222,7 @@ func runRender(opts *options, out io.Writer) error {
 		return err
 	}
 	for _, g := range st.rules.Generators {
-		for _, rs := range engine.Proxier().Syncer.DesiredTables(g.Family()) {
+		for _, rs := range engine.DesiredTables(g.Family()) {
 			fmt.Fprint(out, rs.Text())
 		}
 	}
@@ -239,7 +239,7 @@ func desiredRulesets(st *setup) ([]*nftgen.Ruleset, error) {
 	}
 	var out []*nftgen.Ruleset
 	for _, g := range st.rules.Generators {
-		out = append(out, engine.Proxier().Syncer.DesiredRuleset(g.Family()))
+		out = append(out, engine.DesiredRuleset(g.Family()))
 	}
 	return out, nil
 }

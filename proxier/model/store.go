@@ -4,7 +4,7 @@ import (
 	"iter"
 	"maps"
 	"slices"
-	"sort"
+	"strings"
 	"time"
 
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
@@ -308,13 +308,14 @@ func (s *Store) State(nn types.NamespacedName) ([]svcmodel.ServicePortState, []P
 	return out, problems
 }
 
-func sortNames(names []types.NamespacedName) {
-	sort.Slice(names, func(i, j int) bool {
-		if names[i].Namespace != names[j].Namespace {
-			return names[i].Namespace < names[j].Namespace
-		}
-		return names[i].Name < names[j].Name
-	})
+func sortNames(names []types.NamespacedName) { slices.SortFunc(names, CompareNames) }
+
+// CompareNames orders Services by namespace, then name.
+func CompareNames(a, b types.NamespacedName) int {
+	if a.Namespace != b.Namespace {
+		return strings.Compare(a.Namespace, b.Namespace)
+	}
+	return strings.Compare(a.Name, b.Name)
 }
 
 // Replace makes services and slices the store's objects: those it does

@@ -26,11 +26,11 @@ import (
 // the clock is moved along so that each periodic sync is followed by a
 // step, and m counts the steps.
 func measureChecks(ctx context.Context, engine *proxier.Engine, dp nftgen.Dataplane, clk *clocktesting.FakeClock, m *metrics.Metrics, n, endpoints int) (*harness.CheckReport, error) {
-	rep := &harness.CheckReport{Tables: engine.Proxier().Syncer.Tables(nftgen.FamilyIPv4)}
+	rep := &harness.CheckReport{Tables: engine.Tables()}
 	if err := measureSteps(ctx, engine, rep); err != nil {
 		return nil, err
 	}
-	res, err := engine.Proxier().Sync(ctx, "hourly full sync")
+	res, err := engine.FullSync(ctx, "hourly full sync")
 	if err != nil {
 		return nil, fmt.Errorf("full sync of the live tables: %w", err)
 	}

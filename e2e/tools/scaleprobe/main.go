@@ -264,7 +264,6 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 	if err != nil {
 		return nil, err
 	}
-	s := engine.Proxier().Syncer
 	ctx := context.Background()
 	rep := &Report{Services: n, Endpoints: endpoints}
 	// endpointsBefore and endpointsAfter are the family's endpoint counts
@@ -303,7 +302,11 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 			return nil, fmt.Errorf("in-use profile: %w", err)
 		}
 	}
-	if got := s.ElementCounts(nftgen.FamilyIPv4)["service-ips"]; got != n {
+	counts, err := dp.ElementCounts(ctx, nftgen.FamilyIPv4)
+	if err != nil {
+		return nil, fmt.Errorf("count the elements after the cold sync: %w", err)
+	}
+	if got := counts["service-ips"]; got != n {
 		return nil, fmt.Errorf("service-ips holds %d elements after the cold sync, want %d", got, n)
 	}
 	extra, extraSlice := harness.ScaleObjects(n, endpoints)

@@ -1,8 +1,9 @@
-package proxier
+package pipeline
 
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime"
 	"strings"
 	"testing"
@@ -17,10 +18,10 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
-// readCounter counts the syncer's reads of each Service from the store.
+// readCounter counts the pipeline's reads of each Service from the store.
 type readCounter map[types.NamespacedName]int
 
-func (rc readCounter) count(s *Syncer, store *model.Store) {
+func (rc readCounter) count(s *Pipeline, store *model.Store) {
 	s.readState = func(nn types.NamespacedName) ([]svcmodel.ServicePortState, []model.Problem) {
 		rc[nn]++
 		return store.State(nn)
@@ -37,7 +38,8 @@ func dualStackSvc(name, ip4, ip6 string) *v1.Service {
 
 // TestEachServiceIsReadOncePerSync: a sync reads each Service it looks at
 // from the store once, for every family, the planner, the endpoint counts
-// and what the proxier does after the sync (health check ports, conntrack);
+// and what the engine does after the sync (health check ports, conntrack,
+// told through OnRead);
 // only a dual-stack full sync reads once per family (see snapshot).
 func TestEachServiceIsReadOncePerSync(t *testing.T) {
 	for _, families := range [][]nftgen.Family{{nftgen.FamilyIPv4}, {nftgen.FamilyIPv4, nftgen.FamilyIPv6}} {
@@ -51,10 +53,13 @@ func TestEachServiceIsReadOncePerSync(t *testing.T) {
 				}
 				gens = append(gens, g)
 			}
-			s := newSyncer(store, nftgen.NewFake(), gens...)
-			p := newProxier(store, s, svcmodel.Node{Name: "node-a"})
+			s := New(store, nftgen.NewFake(), gens...)
 			reads := readCounter{}
 			reads.count(s, store)
+			// What the engine does after the sync takes what the sync
+			// read (OnRead), not a read of its own.
+			told := readCounter{}
+			s.OnRead = func(nn types.NamespacedName, _ []svcmodel.ServicePortState) { told[nn]++ }
 			for i := range 20 {
 				name := fmt.Sprintf("s%02d", i)
 				store.SetService(dualStackSvc(name, fmt.Sprintf("10.96.0.%d", i+1), fmt.Sprintf("fd00::%x", i+1)))
@@ -63,8 +68,12 @@ func TestEachServiceIsReadOncePerSync(t *testing.T) {
 			sync := func(what string, want map[string]int) {
 				t.Helper()
 				clear(reads)
-				if _, err := p.Sync(context.Background(), ""); err != nil {
+				clear(told)
+				if _, err := s.Sync(context.Background(), ""); err != nil {
 					t.Fatalf("%s: %v", what, err)
+				}
+				if !maps.Equal(reads, told) {
+					t.Errorf("%s: the Services read %v and told %v differ", what, reads, told)
 				}
 				for nn, n := range reads {
 					if n != want[nn.Name] {
@@ -82,15 +91,9 @@ func TestEachServiceIsReadOncePerSync(t *testing.T) {
 				all[fmt.Sprintf("s%02d", i)] = len(families)
 			}
 			sync("cold sync", all)
-			if len(p.info) != 20 {
-				t.Errorf("cold sync: the proxier knows %d Services' UDP and health details, want 20", len(p.info))
-			}
 			store.SetEndpointSlice(slice("s03", "10.0.0.99"))
 			store.DeleteService(types.NamespacedName{Namespace: "ns", Name: "s07"})
 			sync("partial sync", map[string]int{"s03": 1, "s07": 1})
-			if _, ok := p.info[types.NamespacedName{Namespace: "ns", Name: "s07"}]; ok {
-				t.Error("partial sync: the deleted Service's details are still kept")
-			}
 			sync("sync without changes", map[string]int{})
 		})
 	}
@@ -122,8 +125,8 @@ func TestLargeClusterModeIsDecidedInOnePass(t *testing.T) {
 	}
 	// 20 more: 1,010 endpoints, over it. The partial sync turns full.
 	f.store.SetEndpointSlice(slice("s000", endpointsOf(0, 30)...))
-	if res := f.sync(t); !res.Full || commented() || res.FullReason != fullLargeCluster {
-		t.Errorf("1,010 endpoints: full=%v (%q), endpoint comments %v; want a full sync (%q) without comments", res.Full, res.FullReason, commented(), fullLargeCluster)
+	if res := f.sync(t); !res.Full || commented() || res.FullReason != FullLargeCluster {
+		t.Errorf("1,010 endpoints: full=%v (%q), endpoint comments %v; want a full sync (%q) without comments", res.Full, res.FullReason, commented(), FullLargeCluster)
 	}
 	if got, want := f.fake.Dump(nftgen.FamilyIPv4), f.fresh(t); got != want {
 		t.Errorf("after crossing the threshold:\n%s\nwant what a cold sync programs:\n%s", got, want)
@@ -176,7 +179,7 @@ func TestUndecidedFamilyHoldsOnlyItsOwn(t *testing.T) {
 		}
 		store.SetEndpointSlice(slice(name, ips...))
 	}
-	s := newSyncer(store, nftgen.NewFake(), gens...)
+	s := New(store, nftgen.NewFake(), gens...)
 	// The IPv4 pass reads every Service, then the IPv6 pass does; weak
 	// pointers to the endpoints the IPv6 pass read tell which it holds.
 	var reads int

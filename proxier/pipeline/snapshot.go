@@ -1,4 +1,4 @@
-package proxier
+package pipeline
 
 import (
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
@@ -12,12 +12,12 @@ import (
 // Service the sync looks at, with their endpoints. Store.State merges the
 // Service's EndpointSlices' endpoints, so each read is kept for every
 // consumer of the sync: the endpoint counts of the large cluster mode, the
-// planner and its claims, and, through the Syncer's OnRead, what follows
+// planner and its claims, and, through the Pipeline's OnRead, what follows
 // the sync (health check node ports, conntrack, metrics). A read's
 // problems are reported once, when it is read.
 //
 // A partial sync keeps what it reads until the sync ends: every family and
-// the proxier look at the same few Services. A full sync's pass over every
+// the engine look at the same few Services. A full sync's pass over every
 // Service keeps nothing beyond the Service in hand (see get): at 30,000
 // Services x 10 endpoints the states of all of them take 45 MiB of heap,
 // more than the rest of a cold sync holds at a time. A dual-stack full sync
@@ -30,7 +30,7 @@ type snapshot struct {
 }
 
 // newSnapshot returns the snapshot of one sync of s.
-func (s *Syncer) newSnapshot() *snapshot {
+func (s *Pipeline) newSnapshot() *snapshot {
 	read := s.readState
 	if read == nil {
 		read = s.store.State
@@ -60,7 +60,7 @@ func (sn *snapshot) get(nn types.NamespacedName, keep bool) []svcmodel.ServicePo
 // fs, as kube-proxy counts them for its large cluster mode: per service
 // port that has a cluster IP of the family.
 func familyEndpoints(fs *familyState, states []svcmodel.ServicePortState) int {
-	fam := modelFamily(fs.gen.Family())
+	fam := fs.gen.Family().IPFamily()
 	n := 0
 	for i := range states {
 		if _, ok := states[i].ClusterIP(fam); !ok {
@@ -82,7 +82,7 @@ func familyEndpoints(fs *familyState, states []svcmodel.ServicePortState) int {
 // large cluster mode was undecided, were all held whole: 47 MB of heap at
 // 30,000 Services x 10 endpoints.
 func familyStates(fs *familyState, states []svcmodel.ServicePortState) []svcmodel.ServicePortState {
-	fam := modelFamily(fs.gen.Family())
+	fam := fs.gen.Family().IPFamily()
 	var out []svcmodel.ServicePortState
 	for i := range states {
 		if _, ok := states[i].ClusterIP(fam); !ok {

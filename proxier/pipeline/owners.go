@@ -1,4 +1,4 @@
-package proxier
+package pipeline
 
 import (
 	"k8s.io/apimachinery/pkg/types"
@@ -16,7 +16,7 @@ import (
 
 // owner returns the Service whose port owns key in map m of family f after
 // the last successful sync, and whether one does.
-func (s *Syncer) owner(f nftgen.Family, m string, key nftgen.MapKey) (types.NamespacedName, bool) {
+func (s *Pipeline) owner(f nftgen.Family, m string, key nftgen.MapKey) (types.NamespacedName, bool) {
 	fs := s.families[f]
 	if fs == nil || fs.owners == nil {
 		return types.NamespacedName{}, false
@@ -28,7 +28,7 @@ func (s *Syncer) owner(f nftgen.Family, m string, key nftgen.MapKey) (types.Name
 // owns reports whether nn owns key in family f: in the dispatch map (its
 // DNAT), or, where no Service DNATs it, in the map of destinations
 // without endpoints (m's counterpart, noEndpoints).
-func (s *Syncer) owns(f nftgen.Family, nn types.NamespacedName, dispatch, noEndpoints string, key nftgen.MapKey) bool {
+func (s *Pipeline) owns(f nftgen.Family, nn types.NamespacedName, dispatch, noEndpoints string, key nftgen.MapKey) bool {
 	if o, ok := s.owner(f, dispatch, key); ok {
 		return o == nn
 	}
@@ -36,10 +36,10 @@ func (s *Syncer) owns(f nftgen.Family, nn types.NamespacedName, dispatch, noEndp
 	return ok && o == nn
 }
 
-// ownedUDP returns the destinations and node port of nn's UDP service
+// OwnedUDP returns the destinations and node port of nn's UDP service
 // ports in list that nn owns in family f (a UDP service port whose every
 // destination is another's, or refused, is left out).
-func (s *Syncer) ownedUDP(f nftgen.Family, nn types.NamespacedName, list []conntrack.UDPService) []conntrack.UDPService {
+func (s *Pipeline) OwnedUDP(f nftgen.Family, nn types.NamespacedName, list []conntrack.UDPService) []conntrack.UDPService {
 	const udp = 17
 	var out []conntrack.UDPService
 	for _, u := range list {
@@ -59,10 +59,10 @@ func (s *Syncer) ownedUDP(f nftgen.Family, nn types.NamespacedName, list []connt
 	return out
 }
 
-// ownsHealthCheckPort reports whether no other Service owns health check
+// OwnsHealthCheckPort reports whether no other Service owns health check
 // node port port in any family (a Service with no port of a family claims
 // nothing there).
-func (s *Syncer) ownsHealthCheckPort(nn types.NamespacedName, port uint16) bool {
+func (s *Pipeline) OwnsHealthCheckPort(nn types.NamespacedName, port uint16) bool {
 	const tcp = 6
 	for _, f := range s.Families() {
 		if o, ok := s.owner(f, nftgen.MapHealthCheckNodePorts, nftgen.MapKey{Proto: tcp, Port: port}); ok && o != nn {

@@ -1,4 +1,4 @@
-package proxier
+package pipeline
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func newFullSync(applied *nftgen.Applied, layout nftgen.TableLayout) *fullSync {
 // top level and started is called, before either callback. Both callbacks
 // are given the fragment's key. It stops when a callback returns false
 // (done is then false) or ctx ends (the error).
-func (s *Syncer) streamFull(ctx context.Context, fs *familyState, snap *snapshot, r *fullSync, started func(), chains func(string, *nftgen.Fragment, *nftgen.FragmentSummary) bool, elements func(string, *nftgen.Fragment) bool) (done bool, err error) {
+func (s *Pipeline) streamFull(ctx context.Context, fs *familyState, snap *snapshot, r *fullSync, started func(), chains func(string, *nftgen.Fragment, *nftgen.FragmentSummary) bool, elements func(string, *nftgen.Fragment) bool) (done bool, err error) {
 	var counter nftgen.RuleCounter
 	begun := false
 	start := func() {
@@ -125,7 +125,7 @@ func (h heldElements) candidate() *candidate {
 // digest, against what the read recorded in digests, whose Applied is
 // applied) and only those that differ are kept for the transaction; the
 // map elements are compared once the last Service is read.
-func (s *Syncer) planLive(ctx context.Context, fs *familyState, snap *snapshot, live *nftgen.TableState, digests *nftgen.LiveDigests, applied *nftgen.Applied, layout nftgen.TableLayout) (*nftgen.Transaction, *fullSync, error) {
+func (s *Pipeline) planLive(ctx context.Context, fs *familyState, snap *snapshot, live *nftgen.TableState, digests *nftgen.LiveDigests, applied *nftgen.Applied, layout nftgen.TableLayout) (*nftgen.Transaction, *fullSync, error) {
 	r := newFullSync(applied, layout)
 	var rec *nftgen.LayoutReconciler
 	_, err := s.streamFull(ctx, fs, snap, r,

@@ -1,4 +1,4 @@
-package proxier
+package pipeline
 
 import (
 	"context"
@@ -17,11 +17,11 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
-// Syncer programs the dataplane from a model.Store. The first sync, any
+// Pipeline programs the dataplane from a model.Store. The first sync, any
 // sync after a failure and any sync asked to be full rewrite the whole
 // table; every other sync touches only the services that changed. It is not
 // safe for concurrent use.
-type Syncer struct {
+type Pipeline struct {
 	store      *model.Store
 	generators []*nftgen.Generator
 	dp         nftgen.Dataplane
@@ -94,8 +94,8 @@ type familyState struct {
 	refused map[types.NamespacedName]*[numRefusals]int32
 }
 
-// SyncResult describes one sync.
-type SyncResult struct {
+// Result describes one sync.
+type Result struct {
 	// Full is true when the whole table was rewritten.
 	Full bool
 	// FullReason says why (of the first family rewritten).
@@ -115,9 +115,9 @@ type SyncResult struct {
 	Duration time.Duration
 }
 
-// newSyncer returns a Syncer that programs one table per generator.
-func newSyncer(store *model.Store, dp nftgen.Dataplane, generators ...*nftgen.Generator) *Syncer {
-	s := &Syncer{store: store, generators: generators, dp: dp, families: map[nftgen.Family]*familyState{}, retry: map[types.NamespacedName]bool{},
+// New returns a Pipeline that programs one table per generator.
+func New(store *model.Store, dp nftgen.Dataplane, generators ...*nftgen.Generator) *Pipeline {
+	s := &Pipeline{store: store, generators: generators, dp: dp, families: map[nftgen.Family]*familyState{}, retry: map[types.NamespacedName]bool{},
 		local: map[netip.Addr]bool{}, refusedAt: map[netip.Addr]map[types.NamespacedName]bool{}}
 	for _, g := range generators {
 		s.families[g.Family()] = newFamilyState(g)
@@ -127,7 +127,7 @@ func newSyncer(store *model.Store, dp nftgen.Dataplane, generators ...*nftgen.Ge
 
 // SetGenerators replaces the generators (for example when the node's zone
 // label changes) and makes the next Sync a full one.
-func (s *Syncer) SetGenerators(generators ...*nftgen.Generator) {
+func (s *Pipeline) SetGenerators(generators ...*nftgen.Generator) {
 	s.generators = generators
 	for _, g := range generators {
 		fs := s.families[g.Family()]
@@ -139,18 +139,21 @@ func (s *Syncer) SetGenerators(generators ...*nftgen.Generator) {
 	}
 }
 
+// Generators returns the generators, one per family.
+func (s *Pipeline) Generators() []*nftgen.Generator { return s.generators }
+
 // Sharded reports whether family f's tables are sharded, as of its last
 // full sync.
-func (s *Syncer) Sharded(f nftgen.Family) bool {
+func (s *Pipeline) Sharded(f nftgen.Family) bool {
 	fs := s.families[f]
 	return fs != nil && fs.layout.Sharded()
 }
 
-// Known reports whether the syncer knows what every family's table holds.
+// Known reports whether the pipeline knows what every family's table holds.
 // It does not before its first sync, after a family's sync failed, and
 // after SetGenerators; its next Sync then rewrites those tables whatever
 // it is asked.
-func (s *Syncer) Known() bool {
+func (s *Pipeline) Known() bool {
 	for _, g := range s.generators {
 		if s.families[g.Family()].applied == nil {
 			return false
@@ -164,7 +167,7 @@ func (s *Syncer) Known() bool {
 // rewrites the whole table, which repairs any drift between the kernel and
 // the model; otherwise it touches only the Services that changed. Whether
 // to give a reason is the caller's policy (see Engine).
-func (s *Syncer) Sync(ctx context.Context, reason string) (SyncResult, error) {
+func (s *Pipeline) Sync(ctx context.Context, reason string) (Result, error) {
 	start := time.Now()
 	logger := klog.FromContext(ctx)
 	changed := s.store.TakeChanged()
@@ -177,7 +180,7 @@ func (s *Syncer) Sync(ctx context.Context, reason string) (SyncResult, error) {
 		}
 	}
 	clear(s.retry)
-	res := SyncResult{FamilyOps: map[nftgen.Family]int{}}
+	res := Result{FamilyOps: map[nftgen.Family]int{}}
 	snap := s.newSnapshot()
 	var firstErr error
 	for _, g := range s.generators {
@@ -215,7 +218,7 @@ func (s *Syncer) Sync(ctx context.Context, reason string) (SyncResult, error) {
 // planFamily plans one family's part of a sync: the whole table when
 // familyFullReason says so (res says which Services that recomputes), or
 // else the changed Services; commit records what was applied.
-func (s *Syncer) planFamily(ctx context.Context, fs *familyState, snap *snapshot, reason string, changed []types.NamespacedName, res *SyncResult) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error, err error) {
+func (s *Pipeline) planFamily(ctx context.Context, fs *familyState, snap *snapshot, reason string, changed []types.NamespacedName, res *Result) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error, err error) {
 	why := familyFullReason(reason, fs.applied != nil, func() bool { return s.countChanged(fs, snap, changed) })
 	if why == "" {
 		if !res.Full {
@@ -245,7 +248,7 @@ func (s *Syncer) planFamily(ctx context.Context, fs *familyState, snap *snapshot
 // two transactions when ctx ends. It says at V(2) when it starts; at V(0)
 // how far it got every few seconds and, if it took a second or more, when
 // it ended.
-func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error) (int, error) {
+func (s *Pipeline) apply(ctx context.Context, fam nftgen.Family, services int, txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error) (int, error) {
 	logger := klog.FromContext(ctx)
 	start, lastLog := time.Now(), time.Now()
 	if streamed {
@@ -295,7 +298,7 @@ func (s *Syncer) apply(ctx context.Context, fam nftgen.Family, services int, txs
 // progressInterval is how often a long sync logs how far it got.
 const progressInterval = 5 * time.Second
 
-func (s *Syncer) report(problems []model.Problem) {
+func (s *Pipeline) report(problems []model.Problem) {
 	if s.OnProblem == nil {
 		return
 	}
@@ -307,7 +310,7 @@ func (s *Syncer) report(problems []model.Problem) {
 // RuleCounts returns, per iptables table, the number of -A rules of the
 // compat view of what the last successful sync applied in family f. It is
 // computed at sync time, without listing the kernel.
-func (s *Syncer) RuleCounts(f nftgen.Family) nftgen.RuleCounts {
+func (s *Pipeline) RuleCounts(f nftgen.Family) nftgen.RuleCounts {
 	fs := s.families[f]
 	if fs == nil || fs.counts == nil {
 		return nftgen.RuleCounts{}
@@ -319,7 +322,7 @@ func (s *Syncer) RuleCounts(f nftgen.Family) nftgen.RuleCounts {
 
 // LastRuleCounts returns, per iptables table, the rules of the fragments
 // that the last successful sync wrote in family f.
-func (s *Syncer) LastRuleCounts(f nftgen.Family) nftgen.RuleCounts {
+func (s *Pipeline) LastRuleCounts(f nftgen.Family) nftgen.RuleCounts {
 	out := nftgen.RuleCounts{}
 	if fs := s.families[f]; fs != nil {
 		out.Add(fs.lastCounts)
@@ -329,7 +332,7 @@ func (s *Syncer) LastRuleCounts(f nftgen.Family) nftgen.RuleCounts {
 
 // Objects returns the nftables objects of family f's table after the last
 // successful sync.
-func (s *Syncer) Objects(f nftgen.Family) nftgen.ObjectCounts {
+func (s *Pipeline) Objects(f nftgen.Family) nftgen.ObjectCounts {
 	if fs := s.families[f]; fs != nil {
 		return fs.objects
 	}
@@ -338,7 +341,7 @@ func (s *Syncer) Objects(f nftgen.Family) nftgen.ObjectCounts {
 
 // ElementCounts returns the number of elements of each named map that the
 // last successful sync left in family f's table.
-func (s *Syncer) ElementCounts(f nftgen.Family) map[string]int {
+func (s *Pipeline) ElementCounts(f nftgen.Family) map[string]int {
 	fs := s.families[f]
 	if fs == nil || fs.applied == nil {
 		return nil
@@ -346,8 +349,8 @@ func (s *Syncer) ElementCounts(f nftgen.Family) map[string]int {
 	return fs.applied.ElementCounts()
 }
 
-// Families returns the families the syncer programs.
-func (s *Syncer) Families() []nftgen.Family {
+// Families returns the families the pipeline programs.
+func (s *Pipeline) Families() []nftgen.Family {
 	var out []nftgen.Family
 	for _, g := range s.generators {
 		out = append(out, g.Family())
@@ -359,7 +362,7 @@ func (s *Syncer) Families() []nftgen.Family {
 // Services and reports whether the total crossed kube-proxy's large cluster
 // threshold, which switches the generator's mode and changes every
 // Service's rules. (A full sync counts as it goes: see eachCandidate.)
-func (s *Syncer) countChanged(fs *familyState, snap *snapshot, changed []types.NamespacedName) bool {
+func (s *Pipeline) countChanged(fs *familyState, snap *snapshot, changed []types.NamespacedName) bool {
 	for _, nn := range changed {
 		fs.setEndpoints(nn, familyEndpoints(fs, snap.get(nn, true)))
 	}
@@ -372,27 +375,6 @@ func (fs *familyState) ruleCounter() nftgen.RuleCounter {
 		fs.counter, fs.counterOf = nftgen.NewRuleCounter(fs.gen.Top()), fs.gen
 	}
 	return fs.counter
-}
-
-func modelFamily(f nftgen.Family) svcmodel.IPFamily {
-	if f == nftgen.FamilyIPv6 {
-		return svcmodel.IPv6
-	}
-	return svcmodel.IPv4
-}
-
-// Cleanup deletes nftproxy's tables, the handover tables included, in
-// every family.
-func Cleanup(ctx context.Context, dp nftgen.Dataplane) error {
-	for _, f := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
-		if err := dp.DeleteTable(ctx, f); err != nil {
-			return err
-		}
-		if err := dp.DeleteHandover(ctx, f); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func newFamilyState(g *nftgen.Generator) *familyState {

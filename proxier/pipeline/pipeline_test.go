@@ -1,4 +1,4 @@
-package proxier
+package pipeline
 
 import (
 	"context"
@@ -9,46 +9,24 @@ import (
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nftproxy/nftproxy/compat"
 	"github.com/nftproxy/nftproxy/nftgen"
-	"github.com/nftproxy/nftproxy/proxier/metrics"
+	"github.com/nftproxy/nftproxy/proxier/internal/testobj"
 	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // fullRequested is the reason these tests give for a rewrite.
 const fullRequested = "requested by the test"
 
-func svc(name, ip string) *v1.Service {
-	return &v1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
-		Spec: v1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip},
-			Ports: []v1.ServicePort{{Name: "http", Port: 80, Protocol: v1.ProtocolTCP}}},
-	}
-}
-
-func slice(svcName string, ips ...string) *discovery.EndpointSlice {
-	name, port, proto := "http", int32(8080), v1.ProtocolTCP
-	sl := &discovery.EndpointSlice{
-		ObjectMeta:  metav1.ObjectMeta{Namespace: "ns", Name: svcName + "-1", Labels: map[string]string{discovery.LabelServiceName: svcName}},
-		AddressType: discovery.AddressTypeIPv4,
-		Ports:       []discovery.EndpointPort{{Name: &name, Port: &port, Protocol: &proto}},
-	}
-	for _, ip := range ips {
-		sl.Endpoints = append(sl.Endpoints, discovery.Endpoint{Addresses: []string{ip}})
-	}
-	return sl
-}
+// svc and slice build the tests' Services and EndpointSlices.
+var svc, slice = testobj.Service, testobj.Slice
 
 type fixture struct {
 	store    *model.Store
 	fake     *nftgen.Fake
-	syncer   *Syncer
+	pipe     *Pipeline
 	problems []model.Problem
 }
 
@@ -58,14 +36,14 @@ func newFixture(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{store: model.NewStore(), fake: nftgen.NewFake()}
-	f.syncer = newSyncer(f.store, f.fake, g)
-	f.syncer.OnProblem = func(p model.Problem) { f.problems = append(f.problems, p) }
+	f.pipe = New(f.store, f.fake, g)
+	f.pipe.OnProblem = func(p model.Problem) { f.problems = append(f.problems, p) }
 	return f
 }
 
-func (f *fixture) sync(t *testing.T) SyncResult {
+func (f *fixture) sync(t *testing.T) Result {
 	t.Helper()
-	res, err := f.syncer.Sync(context.Background(), "")
+	res, err := f.pipe.Sync(context.Background(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +54,7 @@ func (f *fixture) sync(t *testing.T) SyncResult {
 func (f *fixture) fresh(t *testing.T) string {
 	g, _ := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4})
 	fake := nftgen.NewFake()
-	if _, err := newSyncer(f.store, fake, g).Sync(context.Background(), ""); err != nil {
+	if _, err := New(f.store, fake, g).Sync(context.Background(), ""); err != nil {
 		t.Fatal(err)
 	}
 	return fake.Dump(nftgen.FamilyIPv4)
@@ -116,7 +94,7 @@ func TestSyncAfterFailureIsFull(t *testing.T) {
 	f.sync(t)
 	f.store.SetEndpointSlice(slice("a", "10.0.0.1"))
 	f.fake.FailNext = errors.New("injected")
-	if _, err := f.syncer.Sync(context.Background(), ""); err == nil {
+	if _, err := f.pipe.Sync(context.Background(), ""); err == nil {
 		t.Fatal("injected failure not returned")
 	}
 	if res := f.sync(t); !res.Full {
@@ -161,7 +139,7 @@ func TestFullSyncRepairsDrift(t *testing.T) {
 	if err := f.fake.Apply(context.Background(), tamper); err != nil {
 		t.Fatal(err)
 	}
-	res, err := f.syncer.Sync(context.Background(), fullRequested)
+	res, err := f.pipe.Sync(context.Background(), fullRequested)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +163,7 @@ func TestRuleCountsFollowIncrementalSyncs(t *testing.T) {
 				want[tb.Name] = tb.RuleCount()
 			}
 		}
-		got := f.syncer.RuleCounts(nftgen.FamilyIPv4)
+		got := f.pipe.RuleCounts(nftgen.FamilyIPv4)
 		if got["nat"] != want["nat"] || got["filter"] != want["filter"] {
 			t.Errorf("%s: counts %v, compat view has %v", step, got, want)
 		}
@@ -209,31 +187,4 @@ func TestRuleCountsFollowIncrementalSyncs(t *testing.T) {
 	f.store.DeleteService(types.NamespacedName{Namespace: "ns", Name: "a"})
 	f.sync(t)
 	check("after deleting a Service")
-}
-
-// TestFailedSyncIsCountedAndRetriedInFull checks the failure metric and
-// that the sync after a failure rewrites the table.
-func TestFailedSyncIsCountedAndRetriedInFull(t *testing.T) {
-	f := newFixture(t)
-	p := newProxier(f.store, f.syncer, svcmodel.Node{Name: "n"})
-	p.Metrics = metrics.New()
-	f.store.SetService(svc("a", "10.96.0.1"))
-	if _, err := p.Sync(context.Background(), ""); err != nil {
-		t.Fatal(err)
-	}
-	f.store.SetEndpointSlice(slice("a", "10.0.0.1"))
-	f.fake.FailNext = errors.New("kernel says no")
-	if _, err := p.Sync(context.Background(), ""); err == nil {
-		t.Fatal("no error")
-	}
-	if got := testutil.ToFloat64(p.Metrics.SyncFailures.WithLabelValues("IPv4")); got != 1 {
-		t.Errorf("sync failures = %v, want 1", got)
-	}
-	res, err := p.Sync(context.Background(), "")
-	if err != nil || !res.Full {
-		t.Errorf("retry: %+v %v, want a full sync", res, err)
-	}
-	if !strings.Contains(f.fake.Dump(nftgen.FamilyIPv4), "10.0.0.1") {
-		t.Error("the change was lost with the failed sync")
-	}
 }

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
@@ -18,6 +17,7 @@ import (
 	"github.com/nftproxy/nftproxy/proxier/host/conntrack"
 	"github.com/nftproxy/nftproxy/proxier/metrics"
 	"github.com/nftproxy/nftproxy/proxier/model"
+	"github.com/nftproxy/nftproxy/proxier/pipeline"
 )
 
 // HealthServer serves health check node ports (healthcheck.ServiceServer).
@@ -32,21 +32,23 @@ type ConntrackCleaner interface {
 	Clean(services []conntrack.UDPService) (int, error)
 }
 
-// Proxier runs a sync and what must follow it: the health check node ports
-// of Local-policy Services and the cleanup of stale UDP conntrack entries.
-type Proxier struct {
-	Store  *model.Store
-	Syncer *Syncer
-	Node   svcmodel.Node
-	// Health, Conntrack and Metrics may be nil.
-	Health    HealthServer
-	Conntrack ConntrackCleaner
-	Metrics   *metrics.Metrics
+// afterSync is the engine's work after each sync: the health check node
+// ports of Local-policy Services, the cleanup of stale UDP conntrack
+// entries and the sync metrics. It keeps what the syncs read of each
+// Service for them. The engine calls it with its lock held.
+type afterSync struct {
+	store *model.Store
+	pipe  *pipeline.Pipeline
+	node  svcmodel.Node
+	// health, conntrack and metrics may be nil.
+	health    HealthServer
+	conntrack ConntrackCleaner
+	metrics   *metrics.Metrics
 
 	info map[types.NamespacedName]serviceInfo
 	// read holds the serviceInfo of each Service the running sync read
-	// (the Syncer's OnRead); it replaces info's entries once the sync is
-	// done.
+	// (the pipeline's OnRead); it replaces info's entries once the sync
+	// is done.
 	read map[types.NamespacedName]serviceInfo
 	// retryUDP holds, per family, the UDP Services whose last conntrack
 	// cleanup failed in part; the next sync cleans them again (before the
@@ -66,49 +68,59 @@ type serviceInfo struct {
 	noLocal map[[2]string]int
 }
 
-// newProxier returns a Proxier over store and syncer for node.
-func newProxier(store *model.Store, syncer *Syncer, node svcmodel.Node) *Proxier {
-	p := &Proxier{Store: store, Syncer: syncer, Node: node, info: map[types.NamespacedName]serviceInfo{}, retryUDP: map[nftgen.Family][]conntrack.UDPService{}}
-	syncer.OnRead = func(nn types.NamespacedName, states []svcmodel.ServicePortState) {
-		if p.read == nil { // not in p.Sync
+// newAfterSync returns the work that follows each sync of pipe, which
+// it has report what it reads of each Service.
+func newAfterSync(cfg Config, store *model.Store, pipe *pipeline.Pipeline) *afterSync {
+	a := &afterSync{store: store, pipe: pipe, node: cfg.Node, health: cfg.Health, conntrack: cfg.Conntrack, metrics: cfg.Metrics,
+		info: map[types.NamespacedName]serviceInfo{}, retryUDP: map[nftgen.Family][]conntrack.UDPService{}}
+	pipe.OnRead = func(nn types.NamespacedName, states []svcmodel.ServicePortState) {
+		if a.read == nil { // not in a sync
 			return
 		}
 		// A Service with nothing to track is kept only to drop what an
 		// earlier sync tracked of it: at 30,000 Services over TCP an entry
 		// for each was 6 MB of the sync's peak.
-		if info := p.serviceInfo(states); !info.empty() || p.tracks(nn) {
-			p.read[nn] = info
+		if info := a.serviceInfo(states); !info.empty() || a.tracks(nn) {
+			a.read[nn] = info
 		}
 	}
-	return p
+	return a
 }
 
-// Sync programs the rules (the whole table with a fullReason, see
-// Syncer.Sync),
-// then updates health checks and conntrack.
-func (p *Proxier) Sync(ctx context.Context, fullReason string) (SyncResult, error) {
+// sync runs one sync of the pipeline (the whole table with a fullReason,
+// see pipeline.Pipeline.Sync), then updates the metrics and, for the
+// families that synced, the health check ports and conntrack.
+func (a *afterSync) sync(ctx context.Context, fullReason string) (pipeline.Result, error) {
 	start := time.Now()
-	p.read = map[types.NamespacedName]serviceInfo{}
-	defer func() { p.read = nil }()
-	res, err := p.Syncer.Sync(ctx, fullReason)
-	if err != nil && len(res.Failed) >= len(p.Syncer.Families()) {
-		p.record(res, start)
+	a.read = map[types.NamespacedName]serviceInfo{}
+	defer func() { a.read = nil }()
+	res, err := a.pipe.Sync(ctx, fullReason)
+	if err != nil && len(res.Failed) >= len(a.pipe.Families()) {
+		a.record(res, start)
 		return res, err
 	}
 	// A family that failed does not hold back what follows for the
 	// others: their latency, the health check ports, their conntrack.
-	defer p.record(res, start)
-	p.observeProgramming(res)
-	udp := p.takeRead(res.Full)
+	defer a.record(res, start)
+	a.observeProgramming(res)
+	udp := a.takeRead(res.Full)
 	// After a change, and at every sync while a port could not be opened
 	// (the old pod may still hold it).
-	if p.Health != nil && (len(res.Changed) > 0 || p.healthFailed) {
-		p.syncHealthCheckPorts(ctx)
+	if a.health != nil && (len(res.Changed) > 0 || a.healthFailed) {
+		a.syncHealthCheckPorts(ctx)
 	}
-	if p.Conntrack != nil {
-		p.cleanConntrack(ctx, res, udp)
+	if a.conntrack != nil {
+		a.cleanConntrack(ctx, res, udp)
 	}
 	return res, err
+}
+
+// setHealthCheckAddresses sets the addresses the health check node ports
+// listen on (nil: all).
+func (a *afterSync) setHealthCheckAddresses(addrs []netip.Addr) {
+	if a.health != nil {
+		a.health.SetAddresses(addrs)
+	}
 }
 
 // serviceUDP is what one Service's sync read of its UDP ports.
@@ -120,14 +132,14 @@ type serviceUDP struct {
 // observeProgramming records kubeproxy_network_programming_duration_seconds
 // for each change the sync applied, in the family of the slice that
 // carried it, as kube-proxy's per-family proxiers observe them.
-func (p *Proxier) observeProgramming(res SyncResult) {
-	if p.Metrics == nil {
+func (a *afterSync) observeProgramming(res pipeline.Result) {
+	if a.metrics == nil {
 		return
 	}
-	for _, t := range p.Store.TakeTriggerTimes(res.Changed) {
-		for _, f := range p.Syncer.Families() {
-			if modelFamily(f) == t.Family && !slices.Contains(res.Failed, f) {
-				p.Metrics.NetworkProgramming.WithLabelValues(familyLabel(f)).Observe(metrics.Since(t.Time))
+	for _, t := range a.store.TakeTriggerTimes(res.Changed) {
+		for _, f := range a.pipe.Families() {
+			if f.IPFamily() == t.Family && !slices.Contains(res.Failed, f) {
+				a.metrics.NetworkProgramming.WithLabelValues(familyLabel(f)).Observe(metrics.Since(t.Time))
 			}
 		}
 	}
@@ -136,17 +148,17 @@ func (p *Proxier) observeProgramming(res SyncResult) {
 // takeRead makes what the sync read of each Service the tracked state
 // (all of it after a full sync) and returns the UDP ports of the Services
 // it read, in name order.
-func (p *Proxier) takeRead(full bool) []serviceUDP {
+func (a *afterSync) takeRead(full bool) []serviceUDP {
 	if full {
-		clear(p.info)
+		clear(a.info)
 	}
 	var udp []serviceUDP
-	for _, nn := range slices.SortedFunc(maps.Keys(p.read), compareNames) {
-		info := p.read[nn]
+	for _, nn := range slices.SortedFunc(maps.Keys(a.read), model.CompareNames) {
+		info := a.read[nn]
 		if info.empty() {
-			delete(p.info, nn)
+			delete(a.info, nn)
 		} else {
-			p.info[nn] = info
+			a.info[nn] = info
 		}
 		if len(info.udp) > 0 {
 			udp = append(udp, serviceUDP{nn, info.udp})
@@ -157,20 +169,20 @@ func (p *Proxier) takeRead(full bool) []serviceUDP {
 
 // syncHealthCheckPorts opens and closes the health check node ports of
 // the tracked Services.
-func (p *Proxier) syncHealthCheckPorts(ctx context.Context) {
+func (a *afterSync) syncHealthCheckPorts(ctx context.Context) {
 	ports := map[types.NamespacedName]uint16{}
 	counts := map[types.NamespacedName]int{}
-	for nn, info := range p.info {
+	for nn, info := range a.info {
 		// Only a port the Service owns: ports are unique in a valid
 		// cluster, but not in an objects file.
-		if info.hcPort != 0 && p.Syncer.ownsHealthCheckPort(nn, info.hcPort) {
+		if info.hcPort != 0 && a.pipe.OwnsHealthCheckPort(nn, info.hcPort) {
 			ports[nn], counts[nn] = info.hcPort, info.localEndpoints
 		}
 	}
-	err := p.Health.Sync(ports, counts)
-	p.healthFailed = err != nil
-	if p.Metrics != nil {
-		p.Metrics.HealthCheckPortsFailed.Set(map[bool]float64{false: 0, true: 1}[p.healthFailed])
+	err := a.health.Sync(ports, counts)
+	a.healthFailed = err != nil
+	if a.metrics != nil {
+		a.metrics.HealthCheckPortsFailed.Set(map[bool]float64{false: 0, true: 1}[a.healthFailed])
 	}
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Cannot serve some health check node ports; retrying at every sync")
@@ -181,8 +193,8 @@ func (p *Proxier) syncHealthCheckPorts(ctx context.Context) {
 // read, per family, as kube-proxy's per-family proxiers reconcile and
 // count; a family whose sync failed is cleaned once its rules are in
 // place, and a cleanup that failed in part is retried at the next sync.
-func (p *Proxier) cleanConntrack(ctx context.Context, res SyncResult, udp []serviceUDP) {
-	for _, f := range p.Syncer.Families() {
+func (a *afterSync) cleanConntrack(ctx context.Context, res pipeline.Result, udp []serviceUDP) {
+	for _, f := range a.pipe.Families() {
 		if slices.Contains(res.Failed, f) {
 			continue
 		}
@@ -190,22 +202,22 @@ func (p *Proxier) cleanConntrack(ctx context.Context, res SyncResult, udp []serv
 		// that lost a destination to another Service, or whose address
 		// was refused, must not delete the flows of another Service or
 		// of the node.
-		own := p.retryUDP[f]
+		own := a.retryUDP[f]
 		for _, u := range udp {
-			own = append(own, p.Syncer.ownedUDP(f, u.nn, udpOfFamily(u.list, f == nftgen.FamilyIPv4))...)
+			own = append(own, a.pipe.OwnedUDP(f, u.nn, udpOfFamily(u.list, f == nftgen.FamilyIPv4))...)
 		}
-		delete(p.retryUDP, f)
+		delete(a.retryUDP, f)
 		if len(own) == 0 {
 			continue
 		}
 		start := time.Now()
-		n, err := p.Conntrack.Clean(own)
-		if p.Metrics != nil {
-			p.Metrics.ConntrackSyncDuration.WithLabelValues(familyLabel(f)).Observe(metrics.Since(start))
-			p.Metrics.ConntrackDeleted.WithLabelValues(familyLabel(f)).Add(float64(n))
+		n, err := a.conntrack.Clean(own)
+		if a.metrics != nil {
+			a.metrics.ConntrackSyncDuration.WithLabelValues(familyLabel(f)).Observe(metrics.Since(start))
+			a.metrics.ConntrackDeleted.WithLabelValues(familyLabel(f)).Add(float64(n))
 		}
 		if err != nil {
-			p.retryUDP[f] = latestUDP(own)
+			a.retryUDP[f] = latestUDP(own)
 			klog.FromContext(ctx).Error(err, "Cannot clean all stale UDP conntrack entries; retrying at the next sync", "family", f, "deleted", n)
 		} else if n > 0 {
 			klog.FromContext(ctx).V(2).Info("Deleted stale UDP conntrack entries", "family", f, "count", n)
@@ -237,13 +249,13 @@ func udpOfFamily(udp []conntrack.UDPService, is4 bool) []conntrack.UDPService {
 }
 
 // record updates the metrics after a sync.
-func (p *Proxier) record(res SyncResult, start time.Time) {
-	m := p.Metrics
+func (a *afterSync) record(res pipeline.Result, start time.Time) {
+	m := a.metrics
 	if m == nil {
 		return
 	}
 	elapsed := metrics.Since(start)
-	for _, f := range p.Syncer.Families() {
+	for _, f := range a.pipe.Families() {
 		fam := familyLabel(f)
 		if slices.Contains(res.Failed, f) {
 			m.SyncFailures.WithLabelValues(fam).Inc()
@@ -263,37 +275,29 @@ func (p *Proxier) record(res SyncResult, start time.Time) {
 		}
 		m.SyncOperations.WithLabelValues(fam, kind).Observe(float64(res.FamilyOps[f]))
 		m.LastSyncTimestamp.WithLabelValues(fam).SetToCurrentTime()
-		o := p.Syncer.Objects(f)
+		o := a.pipe.Objects(f)
 		for kind, n := range map[string]int{"chains": o.Chains, "rules": o.Rules, "map_elements": o.Elements, "sets": o.Sets} {
 			m.TableObjects.WithLabelValues(fam, kind).Set(float64(n))
 		}
 		for _, table := range []string{"nat", "filter"} {
-			m.RulesTotal.WithLabelValues(table, fam).Set(float64(p.Syncer.RuleCounts(f)[table]))
-			m.RulesLast.WithLabelValues(table, fam).Set(float64(p.Syncer.LastRuleCounts(f)[table]))
+			m.RulesTotal.WithLabelValues(table, fam).Set(float64(a.pipe.RuleCounts(f)[table]))
+			m.RulesLast.WithLabelValues(table, fam).Set(float64(a.pipe.LastRuleCounts(f)[table]))
 		}
 	}
-	for reason, n := range p.Syncer.Refused() {
+	for reason, n := range a.pipe.Refused() {
 		m.RefusedDestinations.WithLabelValues(reason).Set(float64(n))
 	}
 	noLocal := map[[2]string]int{}
-	for _, info := range p.info {
+	for _, info := range a.info {
 		for k, n := range info.noLocal {
 			noLocal[k] += n
 		}
 	}
-	for _, f := range p.Syncer.Families() {
+	for _, f := range a.pipe.Families() {
 		for _, policy := range []string{"internal", "external"} {
 			m.NoLocalEndpoints.WithLabelValues(policy, familyLabel(f)).Set(float64(noLocal[[2]string{policy, familyLabel(f)}]))
 		}
 	}
-}
-
-// compareNames orders Services by namespace, then name.
-func compareNames(a, b types.NamespacedName) int {
-	if a.Namespace != b.Namespace {
-		return strings.Compare(a.Namespace, b.Namespace)
-	}
-	return strings.Compare(a.Name, b.Name)
 }
 
 func familyLabel(f nftgen.Family) string {
@@ -309,24 +313,24 @@ func (info *serviceInfo) empty() bool {
 }
 
 // tracks reports whether p tracks something of nn.
-func (p *Proxier) tracks(nn types.NamespacedName) bool {
-	_, ok := p.info[nn]
+func (a *afterSync) tracks(nn types.NamespacedName) bool {
+	_, ok := a.info[nn]
 	return ok
 }
 
 // serviceInfo computes the health check port, the number of local ready
 // endpoints and the UDP destinations of one Service from its service
 // ports.
-func (p *Proxier) serviceInfo(states []svcmodel.ServicePortState) serviceInfo {
+func (a *afterSync) serviceInfo(states []svcmodel.ServicePortState) serviceInfo {
 	var info serviceInfo
 	local := map[netip.Addr]bool{}
 	for _, st := range states {
-		p.countNoLocal(&info, &st)
+		a.countNoLocal(&info, &st)
 		if st.HealthCheckNodePort != 0 {
 			info.hcPort = st.HealthCheckNodePort
 		}
 		for _, e := range st.Endpoints {
-			if e.Ready && p.Node.Name != "" && e.NodeName == p.Node.Name {
+			if e.Ready && a.node.Name != "" && e.NodeName == a.node.Name {
 				local[e.Addr] = true
 			}
 		}
@@ -351,7 +355,7 @@ func (p *Proxier) serviceInfo(states []svcmodel.ServicePortState) serviceInfo {
 // countNoLocal counts, per family, a port with a Local policy whose
 // endpoints are all on other nodes (kube-proxy's
 // sync_proxy_rules_no_local_endpoints_total).
-func (p *Proxier) countNoLocal(info *serviceInfo, st *svcmodel.ServicePortState) {
+func (a *afterSync) countNoLocal(info *serviceInfo, st *svcmodel.ServicePortState) {
 	if !st.InternalPolicyLocal && !st.ExternalPolicyLocal {
 		return
 	}
@@ -365,7 +369,7 @@ func (p *Proxier) countNoLocal(info *serviceInfo, st *svcmodel.ServicePortState)
 				eps = append(eps, e)
 			}
 		}
-		c := svcmodel.Categorize(&st.ServicePort, eps, p.Node)
+		c := svcmodel.Categorize(&st.ServicePort, eps, a.node)
 		if !c.Any || len(c.Local) > 0 {
 			continue
 		}

@@ -1,4 +1,4 @@
-package proxier
+package pipeline
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/nftproxy/nftproxy/compat"
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/model"
-	"github.com/nftproxy/nftproxy/proxier/runner"
 )
 
 // addServices stores Services s0 to s(n-1), each with two endpoints.
@@ -33,7 +32,7 @@ func (f *fixture) freshCompat(t *testing.T) string {
 	t.Helper()
 	g, _ := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4})
 	fake := nftgen.NewFake()
-	s := newSyncer(f.store, fake, g)
+	s := New(f.store, fake, g)
 	s.TableShards = 1
 	if _, err := s.Sync(context.Background(), ""); err != nil {
 		t.Fatal(err)
@@ -48,7 +47,7 @@ func (f *fixture) freshCompat(t *testing.T) string {
 // only the main table and the changed Service's shard.
 func TestShardedSyncFollowsTheLayout(t *testing.T) {
 	f := newFixture(t)
-	f.syncer.TableShards = 4
+	f.pipe.TableShards = 4
 	f.addServices(20)
 	check := func(when string, shards int) {
 		t.Helper()
@@ -91,14 +90,14 @@ func TestShardedSyncFollowsTheLayout(t *testing.T) {
 	if res := f.sync(t); res.Ops != 0 {
 		t.Errorf("a sync with no change sent %d operations", res.Ops)
 	}
-	if res, err := f.syncer.Sync(context.Background(), fullRequested); err != nil || !res.Full || res.Ops != 0 {
+	if res, err := f.pipe.Sync(context.Background(), fullRequested); err != nil || !res.Full || res.Ops != 0 {
 		t.Errorf("full check of untouched shards: %+v, %v; want full with no operation", res, err)
 	}
 	for _, step := range []struct {
 		shards, tables int
 	}{{8, 8}, {1, 0}, {4, 4}} {
-		f.syncer.TableShards = step.shards
-		if _, err := f.syncer.Sync(context.Background(), fullRequested); err != nil {
+		f.pipe.TableShards = step.shards
+		if _, err := f.pipe.Sync(context.Background(), fullRequested); err != nil {
 			t.Fatal(err)
 		}
 		check(fmt.Sprintf("moved to %d shards", step.shards), step.tables)
@@ -108,55 +107,19 @@ func TestShardedSyncFollowsTheLayout(t *testing.T) {
 	}
 }
 
-// TestShardedStopHandsOverAndLeavesNoTable: a stopping nftproxy whose
-// tables are sharded leaves the handover and deletes its tables, which a
-// kube-proxy started next would not (it deletes only the table of
-// nftproxy's name); one with the single table leaves it in place.
-func TestShardedStopHandsOverAndLeavesNoTable(t *testing.T) {
-	for _, shards := range []int{1, 4} {
-		fake := nftgen.NewFake()
-		e, err := New(Config{Families: []nftgen.Config{{Family: nftgen.FamilyIPv4}}, TableShards: shards}, fake)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range 8 {
-			name := fmt.Sprintf("s%d", i)
-			e.SetService(svc(name, fmt.Sprintf("10.96.0.%d", i+1)))
-			e.SetEndpointSlice(slice(name, fmt.Sprintf("10.0.%d.1", i)))
-		}
-		if _, err := e.Sync(context.Background(), runner.Requested); err != nil {
-			t.Fatal(err)
-		}
-		if got := len(fake.ShardTables(nftgen.FamilyIPv4)); shards > 1 && got != shards {
-			t.Fatalf("%d shards configured, %d tables", shards, got)
-		}
-		e.handOver(context.Background())
-		if spec := fake.Handovers[nftgen.FamilyIPv4]; spec == nil || spec.Destinations() != 8 {
-			t.Errorf("shards=%d: handover %+v, want 8 destinations", shards, spec)
-		}
-		st := fake.State(nftgen.FamilyIPv4)
-		switch {
-		case shards > 1 && (st != nil || len(fake.ShardTables(nftgen.FamilyIPv4)) > 0):
-			t.Errorf("shards=%d: tables left after the stop", shards)
-		case shards == 1 && st == nil:
-			t.Errorf("the single table was deleted at the stop")
-		}
-	}
-}
-
 // TestShardedFailedCommitChangesNoTable: a partial sync whose commit fails
 // leaves every table as it was (one transaction per family spans the main
 // table and the shards), and the next sync, a full one, programs them all.
 func TestShardedFailedCommitChangesNoTable(t *testing.T) {
 	f := newFixture(t)
-	f.syncer.TableShards = 4
+	f.pipe.TableShards = 4
 	f.addServices(12)
 	f.sync(t)
 	before := f.fake.Dump(nftgen.FamilyIPv4)
 	f.store.SetEndpointSlice(slice("s1", "10.0.1.9"))
 	f.store.SetEndpointSlice(slice("s2", "10.0.2.9"))
 	f.fake.FailNext = fmt.Errorf("injected")
-	if _, err := f.syncer.Sync(context.Background(), ""); err == nil {
+	if _, err := f.pipe.Sync(context.Background(), ""); err == nil {
 		t.Fatal("the injected failure was not returned")
 	}
 	if got := f.fake.Dump(nftgen.FamilyIPv4); got != before {
@@ -180,7 +143,7 @@ func TestAutomaticLayoutCountsTheFamilysServices(t *testing.T) {
 	g4, _ := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4})
 	g6, _ := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv6})
 	f := &fixture{store: model.NewStore(), fake: nftgen.NewFake()}
-	f.syncer = newSyncer(f.store, f.fake, g4, g6)
+	f.pipe = New(f.store, f.fake, g4, g6)
 	n := nftgen.ShardFromServices + 1
 	for i := range n {
 		f.store.SetService(svc(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.%d.%d", i/250, 1+i%250)))

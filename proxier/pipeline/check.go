@@ -1,4 +1,4 @@
-package proxier
+package pipeline
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 // Tables returns the number of tables of family f as of its last full
 // sync: 1 for the single table, else the main table and its shards. The
 // rolling check takes them in turn, 0 to Tables-1.
-func (s *Syncer) Tables(f nftgen.Family) int {
+func (s *Pipeline) Tables(f nftgen.Family) int {
 	fs := s.families[f]
 	if fs == nil || !fs.layout.Sharded() {
 		return 1
@@ -19,14 +19,14 @@ func (s *Syncer) Tables(f nftgen.Family) int {
 }
 
 // CheckTable compares table t of family f (0 the main table, i its shard
-// i) as the kernel holds it with what the syncer applied there, and has
+// i) as the kernel holds it with what the pipeline applied there, and has
 // the next sync recompute from the model every Service placed in that
 // table (only what differs from the applied rules is written). It returns
 // "" when the table holds what was applied, or else what differs, which a
 // full sync repairs (the caller's decision). A family whose table is not
 // known (its next sync is a full one anyway), or a table beyond its
 // layout, is not read.
-func (s *Syncer) CheckTable(ctx context.Context, f nftgen.Family, t int) (string, error) {
+func (s *Pipeline) CheckTable(ctx context.Context, f nftgen.Family, t int) (string, error) {
 	fs := s.families[f]
 	if fs == nil || fs.applied == nil || t >= s.Tables(f) {
 		return "", nil

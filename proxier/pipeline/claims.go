@@ -1,4 +1,4 @@
-package proxier
+package pipeline
 
 import (
 	"fmt"
@@ -61,7 +61,7 @@ func (c claim) beats(o claim) bool {
 }
 
 // incumbents tells who held each destination before a sync: the owners
-// the syncer applied last, or, when it knows none (after a restart or a
+// the pipeline applied last, or, when it knows none (after a restart or a
 // failed sync), the chains the kernel's map elements jump to. Without
 // either (a new table, render), nobody held anything.
 type incumbents struct {
@@ -99,7 +99,7 @@ func kernelIncumbents(live *nftgen.TableState, domains claimDomains) *incumbents
 }
 
 // appliedIncumbents returns who held each destination in owners, the
-// owners the syncer applied.
+// owners the pipeline applied.
 func appliedIncumbents(owners map[destination]claim) *incumbents {
 	return &incumbents{frag: func(d destination) string { return owners[d].frag }}
 }

@@ -1,4 +1,4 @@
-package proxier
+package pipeline
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // is held is what this family's generator reads (see familyStates), so it
 // stays small: at most the threshold's endpoints, and nothing of a Service
 // the family has no port of.
-func (s *Syncer) eachCandidate(ctx context.Context, fs *familyState, snap *snapshot, owners map[destination]claim, visit func(*candidate) bool) error {
+func (s *Pipeline) eachCandidate(ctx context.Context, fs *familyState, snap *snapshot, owners map[destination]claim, visit func(*candidate) bool) error {
 	type read struct {
 		nn     types.NamespacedName
 		states []svcmodel.ServicePortState
@@ -76,7 +76,7 @@ func (s *Syncer) eachCandidate(ctx context.Context, fs *familyState, snap *snaps
 // claimAndVisit makes each candidate of nn's states claim its
 // destinations in owners (the best claim wins) and visits it; false when
 // visit said stop.
-func (s *Syncer) claimAndVisit(fs *familyState, nn types.NamespacedName, states []svcmodel.ServicePortState, owners map[destination]claim, visit func(*candidate) bool) bool {
+func (s *Pipeline) claimAndVisit(fs *familyState, nn types.NamespacedName, states []svcmodel.ServicePortState, owners map[destination]claim, visit func(*candidate) bool) bool {
 	for _, c := range s.candidates(fs, nn, states) {
 		for _, k := range c.domains.destinations(c.frag) {
 			cl := c.claimOn(k)
@@ -93,7 +93,7 @@ func (s *Syncer) claimAndVisit(fs *familyState, nn types.NamespacedName, states 
 
 // settle returns c's fragment without the destinations it lost to another
 // Service in owners, and reports those.
-func (s *Syncer) settle(c *candidate, owners map[destination]claim) *nftgen.Fragment {
+func (s *Pipeline) settle(c *candidate, owners map[destination]claim) *nftgen.Fragment {
 	f, lost := withoutLost(c, owners)
 	s.reportLost(c, lost)
 	return f
@@ -103,7 +103,7 @@ func (s *Syncer) settle(c *candidate, owners map[destination]claim) *nftgen.Frag
 // a destination decided (see claim). It is what a full sync of a live table
 // programs and what render prints; a cold sync builds the same through
 // planCold, a Service at a time.
-func (s *Syncer) desired(ctx context.Context, fs *familyState, snap *snapshot) (*nftgen.Ruleset, map[types.NamespacedName][]string, map[destination]claim, error) {
+func (s *Pipeline) desired(ctx context.Context, fs *familyState, snap *snapshot) (*nftgen.Ruleset, map[types.NamespacedName][]string, map[destination]claim, error) {
 	rs := &nftgen.Ruleset{Family: fs.gen.Family(), Maps: fs.gen.Maps(), Top: fs.gen.Top(), Services: map[string]*nftgen.Fragment{}}
 	var cands []*candidate
 	owners := map[destination]claim{}
@@ -124,8 +124,8 @@ func (s *Syncer) desired(ctx context.Context, fs *familyState, snap *snapshot) (
 // DesiredRuleset returns the ruleset a full sync would program in family f
 // now, through the same path as Sync: conflicts, node addresses and large
 // cluster mode are decided as they are for the kernel. It is meant for a
-// Syncer that has not synced (render); problems go to OnProblem.
-func (s *Syncer) DesiredRuleset(f nftgen.Family) *nftgen.Ruleset {
+// Pipeline that has not synced (render); problems go to OnProblem.
+func (s *Pipeline) DesiredRuleset(f nftgen.Family) *nftgen.Ruleset {
 	fs := s.families[f]
 	if fs == nil {
 		return nil
@@ -139,7 +139,7 @@ func (s *Syncer) DesiredRuleset(f nftgen.Family) *nftgen.Ruleset {
 // reportLost reports the destinations a service port lost to another
 // Service, and retries that Service on the next sync, when the other one
 // may be gone.
-func (s *Syncer) reportLost(c *candidate, lost []lostDestination) {
+func (s *Pipeline) reportLost(c *candidate, lost []lostDestination) {
 	if len(lost) == 0 {
 		return
 	}
@@ -153,7 +153,7 @@ func (s *Syncer) reportLost(c *candidate, lost []lostDestination) {
 // candidates computes the fragments of one Service's ports in one family,
 // from what the sync read of it, before conflicts with other Services are
 // decided.
-func (s *Syncer) candidates(fs *familyState, nn types.NamespacedName, states []svcmodel.ServicePortState) []*candidate {
+func (s *Pipeline) candidates(fs *familyState, nn types.NamespacedName, states []svcmodel.ServicePortState) []*candidate {
 	var out []*candidate
 	var since int64
 	if t := s.store.Created(nn); !t.IsZero() {

@@ -1,4 +1,4 @@
-package proxier
+package pipeline
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ func (fs *familyState) refuse(nn types.NamespacedName, reason, n int) {
 // Refused returns the destinations the last sync did not program, by
 // metrics.RefusedConflict and metrics.RefusedNodeAddress, over every
 // family.
-func (s *Syncer) Refused() map[string]int {
+func (s *Pipeline) Refused() map[string]int {
 	var sum [numRefusals]int
 	for _, fs := range s.families {
 		for _, r := range fs.refused {
@@ -53,7 +53,7 @@ func (s *Syncer) Refused() map[string]int {
 // Service may capture (see withoutNodeAddresses). The engine looks them up
 // before every sync; a Service that names an address that became, or is
 // no longer, the node's is recomputed at the next sync.
-func (s *Syncer) SetLocalAddresses(addrs []netip.Addr) {
+func (s *Pipeline) SetLocalAddresses(addrs []netip.Addr) {
 	now := make(map[netip.Addr]bool, len(addrs))
 	for _, a := range addrs {
 		now[a.Unmap()] = true
@@ -103,11 +103,11 @@ func (s *Syncer) SetLocalAddresses(addrs []netip.Addr) {
 //     balancer controller, and some (kube-vip, keepalived) put the
 //     address they announce on the node's interface for kube-proxy to
 //     DNAT.
-func (s *Syncer) withoutNodeAddresses(fs *familyState, nn types.NamespacedName, st *svcmodel.ServicePortState) bool {
+func (s *Pipeline) withoutNodeAddresses(fs *familyState, nn types.NamespacedName, st *svcmodel.ServicePortState) bool {
 	nodeIPs := fs.gen.Config().NodeIPs
-	fam := fs.gen.Family()
-	isNode := func(a netip.Addr) bool { return familyOf(a) == fam && slices.Contains(nodeIPs, a) }
-	isLocal := func(a netip.Addr) bool { return familyOf(a) == fam && (s.local[a] || isNode(a)) }
+	fam := fs.gen.Family().IPFamily()
+	isNode := func(a netip.Addr) bool { return svcmodel.FamilyOf(a) == fam && slices.Contains(nodeIPs, a) }
+	isLocal := func(a netip.Addr) bool { return svcmodel.FamilyOf(a) == fam && (s.local[a] || isNode(a)) }
 	refuse := func(a netip.Addr, field, what string) {
 		fs.refuse(nn, refusedNodeAddress, 1)
 		if s.local[a] {
@@ -119,7 +119,7 @@ func (s *Syncer) withoutNodeAddresses(fs *familyState, nn types.NamespacedName, 
 		s.report([]model.Problem{{Kind: "Service", Object: nn, Field: field,
 			Reason: fmt.Sprintf("%s is this node's own address; %s, it would capture the node's port %d", a, what, st.Port)}})
 	}
-	if ip, ok := st.ClusterIP(modelFamily(fam)); ok && isLocal(ip) {
+	if ip, ok := st.ClusterIP(fam); ok && isLocal(ip) {
 		refuse(ip, "spec.clusterIPs", "the port is not programmed in this family")
 		return false
 	}

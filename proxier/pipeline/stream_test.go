@@ -1,4 +1,4 @@
-package proxier
+package pipeline
 
 import (
 	"context"
@@ -19,10 +19,10 @@ func TestStreamedColdSyncStopsCleanlyAndRecovers(t *testing.T) {
 	for _, how := range []string{"chunk rejected", "context cancelled", "chunk rejected, 4 shards"} {
 		t.Run(how, func(t *testing.T) {
 			f := newFixture(t)
-			f.syncer.ChunkOps = 200
+			f.pipe.ChunkOps = 200
 			sharded := strings.HasSuffix(how, "shards")
 			if sharded {
-				f.syncer.TableShards = 4
+				f.pipe.TableShards = 4
 			}
 			for i := range 100 {
 				name := fmt.Sprintf("s%d", i)
@@ -43,7 +43,7 @@ func TestStreamedColdSyncStopsCleanlyAndRecovers(t *testing.T) {
 				}
 				return nil
 			}
-			if _, err := f.syncer.Sync(ctx, ""); err == nil {
+			if _, err := f.pipe.Sync(ctx, ""); err == nil {
 				t.Fatal("the interrupted sync reported no error")
 			}
 			dump := f.fake.Dump(nftgen.FamilyIPv4)
@@ -54,7 +54,7 @@ func TestStreamedColdSyncStopsCleanlyAndRecovers(t *testing.T) {
 				t.Errorf("%d transactions after the context ended, want none", applies-3)
 			}
 			f.fake.BeforeApply = nil
-			res, err := f.syncer.Sync(context.Background(), "")
+			res, err := f.pipe.Sync(context.Background(), "")
 			if err != nil || !res.Full {
 				t.Fatalf("recovery: %+v, %v", res, err)
 			}

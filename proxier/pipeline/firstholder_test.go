@@ -1,4 +1,4 @@
-package proxier
+package pipeline
 
 import (
 	"context"
@@ -91,16 +91,16 @@ func TestFirstHolderKeepsADestination(t *testing.T) {
 	if got := holder(t, f); got != "zzz" {
 		t.Fatalf("the holder lost the address when it changed: holder %s", got)
 	}
-	if _, err := f.syncer.Sync(context.Background(), "test"); err != nil {
+	if _, err := f.pipe.Sync(context.Background(), "test"); err != nil {
 		t.Fatal(err)
 	}
 	if got := holder(t, f); got != "zzz" {
 		t.Fatalf("a full sync changed the holder to %s", got)
 	}
 
-	// A restart: a new syncer over the same kernel state.
+	// A restart: a new pipeline over the same kernel state.
 	g, _ := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4})
-	f.syncer = newSyncer(f.store, f.fake, g)
+	f.pipe = New(f.store, f.fake, g)
 	f.store.TakeChanged()
 	f.sync(t)
 	if got := holder(t, f); got != "zzz" {

@@ -1,4 +1,4 @@
-package proxier
+package pipeline
 
 import (
 	"context"
@@ -57,7 +57,7 @@ func fullSyncOf(rs *nftgen.Ruleset, layout nftgen.TableLayout, counter nftgen.Ru
 // DesiredTables returns DesiredRuleset(f) spread over the tables of the
 // layout a full sync would choose now (nftgen.ChooseLayout): the main
 // table first, then each shard.
-func (s *Syncer) DesiredTables(f nftgen.Family) []*nftgen.Ruleset {
+func (s *Pipeline) DesiredTables(f nftgen.Family) []*nftgen.Ruleset {
 	rs := s.DesiredRuleset(f)
 	if rs == nil {
 		return nil
@@ -68,14 +68,14 @@ func (s *Syncer) DesiredTables(f nftgen.Family) []*nftgen.Ruleset {
 
 // chooseLayout is the table layout of fs's family at a full sync now: by
 // the configuration and the number of Services of the family.
-func (s *Syncer) chooseLayout(fs *familyState) nftgen.TableLayout {
+func (s *Pipeline) chooseLayout(fs *familyState) nftgen.TableLayout {
 	return nftgen.ChooseLayout(s.TableShards, s.store.ServiceCount(fs.gen.Family() == nftgen.FamilyIPv6), fs.layout)
 }
 
 // planFull returns the transactions that install the whole ruleset over
 // what the tables hold (now, as observe read them), and what to record
 // once they are applied. It reads nothing from the kernel.
-func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot, now observed) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error, err error) {
+func (s *Pipeline) planFull(ctx context.Context, fs *familyState, snap *snapshot, now observed) (txs iter.Seq[*nftgen.Transaction], streamed bool, commit func() error, err error) {
 	fam := fs.gen.Family()
 	top := &nftgen.Ruleset{Top: fs.gen.Top()}
 	layout := s.chooseLayout(fs)
@@ -121,7 +121,7 @@ func (s *Syncer) planFull(ctx context.Context, fs *familyState, snap *snapshot, 
 // exist that nothing hooks up (unfinished, the inventory of what an
 // interrupted streamed sync left), the stream's first transaction
 // deletes them.
-func (s *Syncer) planAnew(ctx context.Context, fs *familyState, snap *snapshot, applied *nftgen.Applied, layout nftgen.TableLayout, unfinished *nftgen.Inventory) (iter.Seq[*nftgen.Transaction], bool, func() error, error) {
+func (s *Pipeline) planAnew(ctx context.Context, fs *familyState, snap *snapshot, applied *nftgen.Applied, layout nftgen.TableLayout, unfinished *nftgen.Inventory) (iter.Seq[*nftgen.Transaction], bool, func() error, error) {
 	chunk := s.ChunkOps
 	if chunk <= 0 {
 		chunk = nftgen.ChunkOps
@@ -179,9 +179,9 @@ type observed struct {
 
 // observe reads the family's tables once, keeping the shared chains whole
 // and the others as digests, and learns from them who held each
-// destination when the syncer does not know (a restart, a failed sync).
+// destination when the pipeline does not know (a restart, a failed sync).
 // Only if they cannot be read are their objects listed by name instead.
-func (s *Syncer) observe(ctx context.Context, fs *familyState, snap *snapshot) (observed, error) {
+func (s *Pipeline) observe(ctx context.Context, fs *familyState, snap *snapshot) (observed, error) {
 	fam := fs.gen.Family()
 	applied := nftgen.NewApplied(fam, nil, nil)
 	digests := fs.liveDigests(applied)
@@ -239,7 +239,7 @@ func planRewrite(g *nftgen.Generator, rs *nftgen.Ruleset, layout nftgen.TableLay
 // the whole ruleset never exists in memory at once. The result is complete
 // once every transaction was taken; its err says why not otherwise. The
 // summaries go into applied, an empty Applied.
-func (s *Syncer) planCold(ctx context.Context, fs *familyState, snap *snapshot, applied *nftgen.Applied, layout nftgen.TableLayout, chunk int) (iter.Seq[*nftgen.Transaction], *fullSync) {
+func (s *Pipeline) planCold(ctx context.Context, fs *familyState, snap *snapshot, applied *nftgen.Applied, layout nftgen.TableLayout, chunk int) (iter.Seq[*nftgen.Transaction], *fullSync) {
 	fam := fs.gen.Family()
 	r := newFullSync(applied, layout)
 	r.err = errors.New("the streamed sync did not finish")
@@ -275,7 +275,7 @@ func (s *Syncer) planCold(ctx context.Context, fs *familyState, snap *snapshot, 
 // transaction that replaces only those. A changed Service that wins a
 // destination from another Service makes that one recomputed too, so the
 // result is the same as a full sync's.
-func (s *Syncer) planUpdate(fs *familyState, snap *snapshot, changed []types.NamespacedName) (*nftgen.Transaction, func()) {
+func (s *Pipeline) planUpdate(fs *familyState, snap *snapshot, changed []types.NamespacedName) (*nftgen.Transaction, func()) {
 	updates := map[string]*nftgen.Fragment{}
 	newKeys := map[types.NamespacedName][]string{}
 	// The owner index is updated in place: if the transaction fails, the
