@@ -470,6 +470,10 @@ func (b *builder) stmt(out *iptRule, dport *uint16, table, chain string, s nftge
 		// (CountedMap, handled by rule).
 		b.note(table, "rule in %s matches the keys of @%s without counting them; kube-proxy writes no such rule", chain, s.Map)
 		return "", false
+	case nftgen.DestIn, nftgen.AddrIn, nftgen.BucketDNAT:
+		// Only the handover table, which is not kube-proxy's, has them.
+		b.note(table, "rule in %s is one of the handover table's (%T); kube-proxy writes no such rule", chain, s)
+		return "", false
 	case nftgen.Unknown:
 		b.note(table, "rule in %s with an expression nftproxy did not write: %s", chain, s.Desc)
 		return "", false

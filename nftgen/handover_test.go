@@ -3,6 +3,7 @@ package nftgen
 import (
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,5 +47,45 @@ func TestHandoverServesWhatTheRulesDNATTo(t *testing.T) {
 	}
 	if counts[want[0]] != 6 || counts[want[1]] != 5 || counts[want[2]] != 5 {
 		t.Errorf("16 buckets over 3 endpoints: %v", counts)
+	}
+}
+
+// TestHandoverTableServesWhatTheConfigSays: the handover table marks with
+// the configured masquerade bit, serves node ports on the restricted node
+// port addresses of its own family only (or on any local address), and
+// holds in every filter hook.
+func TestHandoverTableServesWhatTheConfigSays(t *testing.T) {
+	bit := 10
+	g, err := NewGenerator(Config{Family: FamilyIPv4, MasqueradeBit: &bit, RestrictNodePorts: true,
+		NodePortAddresses: []netip.Addr{netip.MustParseAddr("192.0.2.1")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := NewHandoverSpec(g, time.Minute)
+	spec.NodePortAddresses = append(spec.NodePortAddresses, netip.MustParseAddr("2001:db8::1"))
+	table := spec.Table(FamilyIPv4)
+	text := table.Text()
+	for _, want := range []string{
+		"meta mark set meta mark | 0x00000400 dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 16 map @dnat-ips",
+		"ip daddr @nodeport-addresses meta mark set meta mark | 0x00000400 dnat ip to meta l4proto",
+		"elements = { 192.0.2.1 }",
+		"type nat hook postrouting priority 101;",
+		"type filter hook forward priority 10;",
+		"timeout 1m",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the handover lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "2001:db8::1") {
+		t.Errorf("an IPv6 node port address in the IPv4 handover:\n%s", text)
+	}
+	open, err := NewGenerator(Config{Family: FamilyIPv6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = NewHandoverSpec(open, time.Minute).Table(FamilyIPv6).Text()
+	if !strings.Contains(text, "fib daddr type local meta mark set meta mark | 0x00004000 dnat ip6 to meta l4proto") || strings.Contains(text, "nodeport-addresses") {
+		t.Errorf("unrestricted node ports are not served on every local address:\n%s", text)
 	}
 }

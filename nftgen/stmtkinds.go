@@ -2,9 +2,9 @@ package nftgen
 
 import "net/netip"
 
-// StmtKinds returns one statement of every kind nftproxy writes, the
-// closed list of Stmt implementations (Unknown, which only the decoder
-// makes, last). Every layer that switches on a statement's kind (the
+// StmtKinds returns one statement of every kind nftproxy writes (two of a
+// kind whose variants encode differently), the closed list of Stmt
+// implementations (Unknown, which only the decoder makes, last). Every layer that switches on a statement's kind (the
 // kernel's encoder and decoder, the compat view, explain) is tested with
 // each of them, and a test fails when a type that implements Stmt is
 // missing here: a new kind cannot reach a `default:` unnoticed.
@@ -33,6 +33,10 @@ func StmtKinds() []Stmt {
 		Masquerade{FullyRandom: true},
 		Reject{},
 		Verdict{Kind: VerdictJump, Chain: "KUBE-SVC-AAAAAAAAAAAAAAAA"},
+		DestIn{Set: HandoverServiceIPs},
+		AddrIn{Dir: Daddr, Set: HandoverNodePortAddresses},
+		BucketDNAT{Map: HandoverDNATIPs, Buckets: HandoverBuckets, MarkBits: 0x4000},
+		BucketDNAT{Map: HandoverDNATNodePorts, NodePort: true, Buckets: HandoverBuckets, MarkBits: 0x4000},
 		Unknown{Desc: "an expression of another program"},
 	}
 }

@@ -41,6 +41,20 @@ func (e *Engine) handOver(ctx context.Context) {
 	}
 }
 
+// HandoverTables returns the handover table of each family that a stop
+// would leave now (its sets are filled from the kernel when it is
+// written).
+func (e *Engine) HandoverTables() []*nftgen.HandoverTable {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	specs := e.pipe.HandoverSpecs(HandoverTTL)
+	var out []*nftgen.HandoverTable
+	for _, f := range e.pipe.Families() {
+		out = append(out, specs[f].Table(f))
+	}
+	return out
+}
+
 // leaveShards deletes a sharded family's tables once its handover is in
 // place. kube-proxy, started next in a rollback, deletes only the table of
 // nftproxy's name; shard tables left behind would go on DNATing with the

@@ -211,15 +211,21 @@ func runRender(opts *options, out io.Writer) error {
 		return err
 	}
 	switch opts.format {
-	case "nft":
+	case "nft", "handover":
 	case "iptables-save":
 		return renderSave(st, opts.ipv6, out)
 	default:
-		return usageError{fmt.Errorf("--format: %q is neither nft nor iptables-save", opts.format)}
+		return usageError{fmt.Errorf("--format: %q is neither nft, handover nor iptables-save", opts.format)}
 	}
 	engine, err := proxier.New(st.engineConfig(), nftgen.NewFake())
 	if err != nil {
 		return err
+	}
+	if opts.format == "handover" {
+		for _, t := range engine.HandoverTables() {
+			fmt.Fprint(out, t.Text())
+		}
+		return nil
 	}
 	for _, g := range st.rules.Generators {
 		for _, rs := range engine.DesiredTables(g.Family()) {

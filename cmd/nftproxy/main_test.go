@@ -52,6 +52,26 @@ func TestRenderExample(t *testing.T) {
 	}
 }
 
+// TestRenderHandover: render shows, without a kernel, the handover table a
+// stopping nftproxy leaves, with the masquerade bit of the flags.
+func TestRenderHandover(t *testing.T) {
+	code, out, stderr := captureRun(t, "render", "--objects", "../../deploy/examples/services.yaml", "--cluster-cidr", "10.244.0.0/16",
+		"--masquerade-bit", "10", "--format", "handover")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"table ip nftproxy-handover {",
+		"map dnat-ips {",
+		"meta mark set meta mark | 0x00000400 dnat ip to ip daddr . meta l4proto . th dport . numgen random mod 16 map @dnat-ips",
+		"ct state new ct status & dnat == 0 ip daddr . meta l4proto . th dport @service-ips drop",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("render --format handover lacks %q:\n%s", want, out)
+		}
+	}
+}
+
 func TestBadInputExitCodes(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	os.WriteFile(bad, []byte("apiVersion: v1\nkind: Service\nmetadata: {name: web, namespace: shop}\nspec:\n  clusterIP: 10.96.0.1\n  ports: [{port: \"http\"}]\n"), 0o644)

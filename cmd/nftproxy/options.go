@@ -83,7 +83,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.objects, "objects", o.objects, "Read Services and EndpointSlices from this file (kubectl -o yaml List, multi-document YAML or JSON) instead of the API server.")
 	fs.StringVar(&o.netns, "netns", o.netns, "Program the network namespace at this path (e.g. /run/netns/NAME) instead of the current one.")
 	fs.StringVar(&o.metricsBindAddress, "metrics-bind-address", o.metricsBindAddress, "The IP address and port for the metrics server to serve on (/metrics, /proxyMode, /compat/iptables-save); empty or 0 to disable.")
-	fs.StringVar(&o.format, "format", o.format, "render: output format, nft or iptables-save (the compat view kube-proxy's iptables mode would write).")
+	fs.StringVar(&o.format, "format", o.format, "render: output format, nft, iptables-save (the compat view kube-proxy's iptables mode would write) or handover (the table a stopping nftproxy leaves).")
 	fs.BoolVarP(&o.ipv6, "ipv6", "6", o.ipv6, "render --format iptables-save: the IPv6 view.")
 	fs.BoolVar(&o.cleanup, "cleanup", o.cleanup, "If true cleanup nftproxy's tables and exit.")
 	fs.DurationVar(&o.syncPeriod, "iptables-sync-period", o.syncPeriod, "The maximum interval between rule syncs. A periodic sync rewrites the whole table when the maps differ from the last sync or the last full sync is an hour old (e.g. '5s', '1m').")

@@ -130,12 +130,19 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 	case nftgen.ProtoPortMap:
 		return w.lookup(b, st.Map, nftgen.MapKey{Proto: s.proto, Port: s.dport})
 	case nftgen.ProtoPortIn:
-		m := w.st.Map(st.Map)
-		if m == nil {
-			return missingMap(b, st.Map)
+		return w.member(b, st.Map, nftgen.MapKey{Proto: s.proto, Port: s.dport})
+	case nftgen.DestIn:
+		return w.member(b, st.Set, nftgen.MapKey{Addr: s.dst, Proto: s.proto, Port: s.dport})
+	case nftgen.AddrIn:
+		a := s.dst
+		if st.Dir == nftgen.Saddr {
+			a = s.src
 		}
-		key := nftgen.MapKey{Proto: s.proto, Port: s.dport}
-		return match(slices.ContainsFunc(m.Elements, func(e nftgen.MapElement) bool { return e.Key == key }))
+		return w.member(b, st.Set, nftgen.MapKey{Addr: a})
+	case nftgen.BucketDNAT:
+		// Only the handover table, which a stopped nftproxy leaves, has
+		// one; its map's endpoints are not part of a table's state.
+		return w.unknown(b, c, i, "the handover's DNAT through @"+st.Map+", whose endpoints explain does not read")
 	case nftgen.NumgenVmap:
 		return w.numgen(b, st)
 	case nftgen.AffinityCheck:
@@ -289,6 +296,15 @@ func (w *walker) unknown(b *branch, c *nftgen.Chain, i int, what string) []*bran
 	b.actions = append(b.actions, "stops the walk")
 	b.s.cause = fmt.Sprintf("rule %d of %s has %s", i+1, c.Name, what)
 	return []*branch{b}
+}
+
+// member matches when the named set (or map) holds key.
+func (w *walker) member(b *branch, name string, key nftgen.MapKey) []*branch {
+	m := w.st.Map(name)
+	if m == nil {
+		return missingMap(b, name)
+	}
+	return matched(b, slices.ContainsFunc(m.Elements, func(e nftgen.MapElement) bool { return e.Key == key }))
 }
 
 // missingMap ends a branch at a look-up in a map the table lacks.

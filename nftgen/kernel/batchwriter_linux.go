@@ -81,21 +81,7 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 	case nftgen.OpDeleteTable:
 		w.objs.deleteTable()
 	case nftgen.OpAddChain:
-		ch := &nftables.Chain{Table: w.table, Name: op.Name}
-		if op.Base != nil {
-			ch.Hooknum = hooks[op.Base.Hook]
-			ch.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(op.Base.Priority))
-			ch.Type = nftables.ChainTypeFilter
-			// Always said: a chain that exists keeps its policy unless
-			// the message names one, and another process may have set
-			// drop.
-			accept := nftables.ChainPolicyAccept
-			ch.Policy = &accept
-			if op.Base.Type == nftgen.NATType {
-				ch.Type = nftables.ChainTypeNAT
-			}
-		}
-		w.objs.addBaseChain(ch)
+		w.objs.addBaseChain(chainOf(w.table, op.Name, op.Base))
 	case nftgen.OpFlushChain:
 		w.objs.flushChain(op.Name)
 	case nftgen.OpDeleteChain:
@@ -219,4 +205,24 @@ func (w *batchWriter) addRule(op nftgen.Op) error {
 	}
 	_, err = ruleMessage(w.table.Family, w.table.Name, op.Name, exprs, userData, &w.scratch, w.batch)
 	return err
+}
+
+// chainOf returns the chain name of table, a base chain as base says (nil:
+// a regular chain).
+func chainOf(table *nftables.Table, name string, base *nftgen.BaseChain) *nftables.Chain {
+	ch := &nftables.Chain{Table: table, Name: name}
+	if base == nil {
+		return ch
+	}
+	ch.Hooknum = hooks[base.Hook]
+	ch.Priority = nftables.ChainPriorityRef(nftables.ChainPriority(base.Priority))
+	ch.Type = nftables.ChainTypeFilter
+	if base.Type == nftgen.NATType {
+		ch.Type = nftables.ChainTypeNAT
+	}
+	// Always said: a chain that exists keeps its policy unless the message
+	// names one, and another process may have set drop.
+	accept := nftables.ChainPolicyAccept
+	ch.Policy = &accept
+	return ch
 }

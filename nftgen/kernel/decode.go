@@ -172,6 +172,9 @@ func (d *exprDecoder) matchMeta(e *expr.Meta, at func(int) expr.Any) (nftgen.Stm
 					return nftgen.ProtoPortIn{Map: l.SetName}, 3
 				}
 			}
+			if s, n := bucketDNAT(at, 2, true); n > 0 {
+				return s, n
+			}
 		}
 	case e.Key == expr.MetaKeyMARK && !e.SourceRegister:
 		b, ok := at(1).(*expr.Bitwise)
@@ -208,11 +211,20 @@ func (d *exprDecoder) matchPayload(e *expr.Payload, at func(int) expr.Any, saddr
 	if e.Offset == saddr {
 		dir = nftgen.Saddr
 	}
-	// Dispatch: addr . l4proto . dport vmap @map
+	// addr . l4proto . dport: vmap @map (the dispatch), @set, or a
+	// random bucket's endpoint in a map (the handover's DNAT).
 	if m, ok := at(1).(*expr.Meta); ok && dir == nftgen.Daddr && m.Key == expr.MetaKeyL4PROTO {
 		if p, ok := at(2).(*expr.Payload); ok && p.Base == expr.PayloadBaseTransportHeader && p.Offset == 2 {
-			if l, ok := at(3).(*expr.Lookup); ok && l.IsDestRegSet && l.DestRegister == regVerdict && l.SetName != "" {
-				return nftgen.DispatchMap{Map: l.SetName}, 4
+			if l, ok := at(3).(*expr.Lookup); ok && l.SetName != "" && !l.Invert {
+				switch {
+				case l.IsDestRegSet && l.DestRegister == regVerdict:
+					return nftgen.DispatchMap{Map: l.SetName}, 4
+				case !l.IsDestRegSet:
+					return nftgen.DestIn{Set: l.SetName}, 4
+				}
+			}
+			if s, n := bucketDNAT(at, 3, false); n > 0 {
+				return s, n
 			}
 		}
 	}
@@ -236,6 +248,9 @@ func (d *exprDecoder) matchPayload(e *expr.Payload, at func(int) expr.Any, saddr
 	if ds, ok := at(1).(*expr.Dynset); ok && dir == nftgen.Saddr && ds.Operation == unix.NFT_DYNSET_OP_UPDATE {
 		return nftgen.AffinityUpdate{Set: ds.SetName}, 2
 	}
+	if l, ok := at(1).(*expr.Lookup); ok && !l.IsDestRegSet && !l.Invert && l.SetName != "" {
+		return nftgen.AddrIn{Dir: dir, Set: l.SetName}, 2
+	}
 	// Address or prefix match.
 	i := 1
 	bits := int(alen * 8)
@@ -257,6 +272,31 @@ func (d *exprDecoder) matchPayload(e *expr.Payload, at func(int) expr.Any, saddr
 		return nil, 0
 	}
 	return nftgen.MatchAddr{Dir: dir, Prefix: netip.PrefixFrom(a, bits), Negate: c.Op == expr.CmpOpNeq}, i + 1
+}
+
+// bucketDNAT recognises the rest of a BucketDNAT from its random bucket
+// on (expression i): the map's look-up of the endpoint, the mark and the
+// DNAT from the look-up's register. It returns the expressions used from
+// the statement's first, or 0.
+func bucketDNAT(at func(int) expr.Any, i int, nodePort bool) (nftgen.Stmt, int) {
+	ng, ok1 := at(i).(*expr.Numgen)
+	l, ok2 := at(i + 1).(*expr.Lookup)
+	if !ok1 || !ok2 || ng.Type != unix.NFT_NG_RANDOM || ng.Offset != 0 || !l.IsDestRegSet || l.DestRegister == regVerdict || l.SetName == "" {
+		return nil, 0
+	}
+	load, ok1 := at(i + 2).(*expr.Meta)
+	bw, ok2 := at(i + 3).(*expr.Bitwise)
+	set, ok3 := at(i + 4).(*expr.Meta)
+	nat, ok4 := at(i + 5).(*expr.NAT)
+	if !ok1 || !ok2 || !ok3 || !ok4 || load.Key != expr.MetaKeyMARK || load.SourceRegister || set.Key != expr.MetaKeyMARK || !set.SourceRegister ||
+		len(bw.Mask) != 4 || len(bw.Xor) != 4 || nat.Type != expr.NATTypeDestNAT || nat.RegAddrMin != l.DestRegister {
+		return nil, 0
+	}
+	bits := binary.NativeEndian.Uint32(bw.Xor)
+	if binary.NativeEndian.Uint32(bw.Mask) != ^bits {
+		return nil, 0
+	}
+	return nftgen.BucketDNAT{Map: l.SetName, NodePort: nodePort, Buckets: ng.Modulus, MarkBits: bits}, i + 6
 }
 
 // reg32 is register r in 4-byte slot numbering: the kernel reports a slot

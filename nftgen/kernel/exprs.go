@@ -183,8 +183,60 @@ func (b *exprBuilder) appendStmt(out []expr.Any, s nftgen.Stmt) ([]expr.Any, err
 		return append(out, &expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: code}), nil
 	case nftgen.Verdict:
 		return append(out, verdictExpr(s)), nil
+	case nftgen.DestIn:
+		return b.appendDestLookup(out, s.Set, false), nil
+	case nftgen.AddrIn:
+		saddr, daddr, length := b.addrOffsets()
+		if s.Dir == nftgen.Saddr {
+			daddr = saddr
+		}
+		return append(out,
+			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: length},
+			&expr.Lookup{SourceRegister: reg1, SetName: s.Set},
+		), nil
+	case nftgen.BucketDNAT:
+		return b.appendBucketDNAT(out, s)
 	}
 	return out, fmt.Errorf("unknown statement %T", s)
+}
+
+// bucketDataReg is where a BucketDNAT's look-up puts the endpoint's
+// "address . port", past the registers of its key.
+const bucketDataReg = reg32Base + 8
+
+// appendDestLookup appends the look-up of the packet's daddr . l4proto .
+// dport in the named set, or, with verdict, verdict map.
+func (b *exprBuilder) appendDestLookup(out []expr.Any, set string, verdict bool) []expr.Any {
+	_, daddr, length := b.addrOffsets()
+	protoReg := uint32(reg32Base + length/4)
+	return append(out,
+		&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: length},
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: protoReg},
+		&expr.Payload{DestRegister: protoReg + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Lookup{SourceRegister: reg1, SetName: set, DestRegister: regVerdict, IsDestRegSet: verdict},
+	)
+}
+
+// appendBucketDNAT appends a BucketDNAT: the key and a random bucket, the
+// map's look-up of the endpoint, the mark and the DNAT.
+func (b *exprBuilder) appendBucketDNAT(out []expr.Any, s nftgen.BucketDNAT) ([]expr.Any, error) {
+	if s.Buckets < 1 {
+		return out, fmt.Errorf("dnat map %s with %d buckets", s.Map, s.Buckets)
+	}
+	_, daddr, length := b.addrOffsets()
+	next := uint32(reg32Base)
+	if !s.NodePort {
+		out = append(out, &expr.Payload{DestRegister: reg32Base, Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: length})
+		next += length / 4
+	}
+	out = append(out,
+		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: next},
+		&expr.Payload{DestRegister: next + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
+		&expr.Numgen{Register: next + 2, Modulus: s.Buckets, Type: unix.NFT_NG_RANDOM},
+		&expr.Lookup{SourceRegister: reg32Base, SetName: s.Map, DestRegister: bucketDataReg, IsDestRegSet: true},
+	)
+	out = append(out, markSet(^s.MarkBits, s.MarkBits)...)
+	return append(out, &expr.NAT{Type: expr.NATTypeDestNAT, Family: b.nfproto(), RegAddrMin: bucketDataReg, RegProtoMin: bucketDataReg + length/4}), nil
 }
 
 // appendAddrMatch appends the match of a source or destination prefix.
@@ -216,14 +268,7 @@ func (b *exprBuilder) appendAddrMatch(out []expr.Any, s nftgen.MatchAddr) ([]exp
 // appendDispatchLookup appends the look-up of the packet's daddr . l4proto
 // . dport in a verdict map.
 func (b *exprBuilder) appendDispatchLookup(out []expr.Any, m string) []expr.Any {
-	_, daddr, length := b.addrOffsets()
-	protoReg := uint32(reg32Base + length/4)
-	return append(out,
-		&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: daddr, Len: length},
-		&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: protoReg},
-		&expr.Payload{DestRegister: protoReg + 1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
-		&expr.Lookup{SourceRegister: reg1, SetName: m, DestRegister: regVerdict, IsDestRegSet: true},
-	)
+	return b.appendDestLookup(out, m, true)
 }
 
 // appendMaskedTest appends load (a 32-bit value into reg1) and a test of
