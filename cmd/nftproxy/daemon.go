@@ -216,7 +216,7 @@ func announceStart(ev events.EventRecorder, nodeRef *v1.ObjectReference, mode st
 // opened) or the objects file. False when ctx ended first.
 func startSource(ctx context.Context, opts *options, client kubernetes.Interface, engine *proxier.Engine, st *setup, ev events.EventRecorder, connErrors chan struct{}) bool {
 	if client == nil {
-		go watchFile(ctx, opts.objects, max(opts.minSyncPeriod, 100*time.Millisecond), engine)
+		go source.WatchObjectsFile(ctx, opts.objects, max(opts.minSyncPeriod, 100*time.Millisecond), engine)
 		return true
 	}
 	// As kube-proxy: an Event on the Service whose health check node port

@@ -9,9 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
 	logsapi "k8s.io/component-base/logs/api/v1"
-	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier"
@@ -235,7 +233,7 @@ func loadObjects(path string) (*objfile.Objects, error) {
 // fill puts objs into store, leaving out what kube-proxy's informers would
 // not see (Services another proxy handles, headless Services' slices).
 func fill(store *model.Store, objs *objfile.Objects) {
-	services, slices := selected(objs)
+	services, slices := source.SelectedObjects(objs)
 	for _, svc := range services {
 		store.SetService(svc)
 	}
@@ -244,26 +242,6 @@ func fill(store *model.Store, objs *objfile.Objects) {
 			proxier.LogProblem(*p)
 		}
 	}
-}
-
-// selected returns the Services and EndpointSlices of objs that kube-proxy
-// would program (its label selector, see source.Selected).
-func selected(objs *objfile.Objects) ([]*v1.Service, []*discovery.EndpointSlice) {
-	var services []*v1.Service
-	for _, svc := range objs.Services {
-		if !source.Selected(svc.Labels) {
-			klog.V(2).InfoS("Ignoring Service by its labels, as kube-proxy does", "service", klog.KObj(svc))
-			continue
-		}
-		services = append(services, svc)
-	}
-	var slices []*discovery.EndpointSlice
-	for _, sl := range objs.EndpointSlices {
-		if source.Selected(sl.Labels) {
-			slices = append(slices, sl)
-		}
-	}
-	return services, slices
 }
 
 // applyModeDefaults gives mode nftables kube-proxy's nftables-mode

@@ -1,22 +1,22 @@
-package main
+package source
 
 import (
-	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"time"
 
+	v1 "k8s.io/api/core/v1"
+	discovery "k8s.io/api/discovery/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/nftproxy/nftproxy/proxier/model"
 	"github.com/nftproxy/nftproxy/proxier/objfile"
-	"github.com/nftproxy/nftproxy/proxier/source"
 )
 
-// watchFile re-reads the objects file at path when it changed, checking
-// every interval, and hands what kube-proxy would select to sink.
-func watchFile(ctx context.Context, path string, every time.Duration, sink source.Replacer) {
+// WatchObjectsFile re-reads the objects file at path when it changed,
+// checking every interval, and hands what kube-proxy would select
+// (SelectedObjects) to sink, until ctx ends.
+func WatchObjectsFile(ctx context.Context, path string, every time.Duration, sink Replacer) {
 	w := fileWatch{path: path, last: statFile(path)}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
@@ -34,7 +34,7 @@ func watchFile(ctx context.Context, path string, every time.Duration, sink sourc
 			klog.ErrorS(err, "Cannot use the objects file; keeping the current rules (write it elsewhere and rename it over the old one to replace it atomically)")
 			continue
 		}
-		services, slices := selected(objs)
+		services, slices := SelectedObjects(objs)
 		sink.Replace(model.ParseServices(services), model.ParseSlices(slices))
 	}
 }
@@ -85,29 +85,22 @@ func (w *fileWatch) changedAndSettled(now time.Time) bool {
 	return true
 }
 
-// configPoll is how often the daemon looks at its --config file.
-const configPoll = 2 * time.Second
-
-// watchConfigFile sends an error to changed once the content of the
-// configuration file differs from what it was at start (or the file is
-// gone): kube-proxy exits then, so that it restarts with the new one.
-func watchConfigFile(ctx context.Context, path string, every time.Duration, changed chan<- error) {
-	initial, err := os.ReadFile(path)
-	if err != nil {
-		return
-	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
+// SelectedObjects returns the Services and EndpointSlices of objs that
+// kube-proxy would program (its label selector, see Selected).
+func SelectedObjects(objs *objfile.Objects) ([]*v1.Service, []*discovery.EndpointSlice) {
+	var services []*v1.Service
+	for _, svc := range objs.Services {
+		if !Selected(svc.Labels) {
+			klog.V(2).InfoS("Ignoring Service by its labels, as kube-proxy does", "service", klog.KObj(svc))
+			continue
 		}
-		now, err := os.ReadFile(path)
-		if err != nil || !bytes.Equal(now, initial) {
-			changed <- fmt.Errorf("the configuration file %s changed; exiting so that the new one is used", path)
-			return
+		services = append(services, svc)
+	}
+	var slices []*discovery.EndpointSlice
+	for _, sl := range objs.EndpointSlices {
+		if Selected(sl.Labels) {
+			slices = append(slices, sl)
 		}
 	}
+	return services, slices
 }
