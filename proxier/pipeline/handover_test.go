@@ -7,7 +7,6 @@ import (
 
 	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/internal/testobj"
-	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 // nodeAddr is the node's own address in the ownership tests.
@@ -15,14 +14,7 @@ const nodeAddr = "192.0.2.1"
 
 // newNodeAddrFixture is a fixture whose node has the address nodeAddr.
 func newNodeAddrFixture(t *testing.T) *fixture {
-	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4, NodeIPs: []netip.Addr{netip.MustParseAddr(nodeAddr)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{store: model.NewStore(), fake: nftgen.NewFake()}
-	f.pipe = New(f.store, f.fake, g)
-	f.pipe.OnProblem = func(p model.Problem) { f.problems = append(f.problems, p) }
-	return f
+	return newFixtureOf(t, nftgen.Config{Family: nftgen.FamilyIPv4, NodeIPs: []netip.Addr{netip.MustParseAddr(nodeAddr)}})
 }
 
 // udpService adds the UDP Service of testobj.UDPService.

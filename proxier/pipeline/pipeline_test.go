@@ -30,8 +30,15 @@ type fixture struct {
 	problems []model.Problem
 }
 
+// newFixture returns a pipeline of one IPv4 table on a Fake, over an
+// empty store, that records the problems it reports.
 func newFixture(t *testing.T) *fixture {
-	g, err := nftgen.NewGenerator(nftgen.Config{Family: nftgen.FamilyIPv4})
+	return newFixtureOf(t, nftgen.Config{Family: nftgen.FamilyIPv4})
+}
+
+// newFixtureOf is newFixture with the table's configuration.
+func newFixtureOf(t *testing.T, cfg nftgen.Config) *fixture {
+	g, err := nftgen.NewGenerator(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
