@@ -163,6 +163,28 @@ func ForwardRules(markBits uint32) []Rule {
 	}
 }
 
+// IptablesForwardChain is kube-proxy's forwarding chain in iptables'
+// filter tables.
+const IptablesForwardChain = "KUBE-FORWARD"
+
+// ForwardJump returns the jump to kube-proxy's forwarding chain called
+// chain that a FORWARD chain starts with.
+func ForwardJump(chain string) Rule { return NewRule("kubernetes forwarding rules", jump(chain)) }
+
+// HostForward is kube-proxy's forwarding rules as iptables' own filter
+// tables hold them: FORWARD's first rule, Jump, to IptablesForwardChain,
+// which holds Accepts.
+type HostForward struct {
+	Jump    Rule
+	Accepts []Rule
+}
+
+// NewHostForward returns kube-proxy's forwarding rules of iptables' filter
+// tables for the masquerade mark bits (KUBE-MARK-MASQ's).
+func NewHostForward(markBits uint32) HostForward {
+	return HostForward{Jump: ForwardJump(IptablesForwardChain), Accepts: ForwardRules(markBits)}
+}
+
 func hostPrefix(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, a.BitLen()) }
 
 // Top returns the base chains and shared chains, which do not depend on any
@@ -202,7 +224,7 @@ func (g *Generator) Top() *Fragment {
 		NewRule("kubernetes service portals", ctNew, jump(ChainFilterServices)))
 	forward := []Rule{
 		NewRule("kubernetes load balancer firewall", ctNew, jump(ChainFilterProxyFirewall)),
-		NewRule("kubernetes forwarding rules", jump(ChainFilterForwardRules)),
+		ForwardJump(ChainFilterForwardRules),
 		NewRule("kubernetes service portals", ctNew, jump(ChainFilterServices)),
 		NewRule("kubernetes externally-visible service portals", ctNew, jump(ChainFilterExternalServices)),
 	}

@@ -74,16 +74,16 @@ func RemoveKubeProxyRules(ctx context.Context, nsPath string) {
 	})
 }
 
-// keepForwardRules writes the forwarding accepts where they are missing,
+// keepForwardRules writes the forwarding rules where they are missing,
 // now and every Period, until ctx ends.
 func (t KubeProxyTakeOver) keepForwardRules(ctx context.Context) {
-	// The generator's accepts, so that the mark bit reaches the kernel by
+	// The generator's rules, so that the mark bit reaches the kernel by
 	// one road, whichever table holds the rules.
-	accepts := nftgen.ForwardRules(t.MasqueradeMark)
+	rules := nftgen.NewHostForward(t.MasqueradeMark)
 	for {
 		_ = netns.Do(t.NetNS, func() error {
-			for _, ensure := range []func([]nftgen.Rule) (forward.Result, error){forward.EnsureNFT, forward.EnsureLegacy} {
-				res, err := ensure(accepts)
+			for _, ensure := range []func(nftgen.HostForward) (forward.Result, error){forward.EnsureNFT, forward.EnsureLegacy} {
+				res, err := ensure(rules)
 				if err != nil {
 					klog.ErrorS(err, "Could not write the forwarding rules; forwarded Service traffic may be dropped by the host's FORWARD chain")
 				}

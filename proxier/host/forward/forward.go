@@ -6,12 +6,9 @@ import (
 	"github.com/nftproxy/nftproxy/nftgen"
 )
 
-// The name of kube-proxy's forwarding chain and the comment of FORWARD's
-// jump to it (its rules' comments are the generator's, nftgen.ForwardRules).
-const (
-	Chain       = "KUBE-FORWARD"
-	JumpComment = "kubernetes forwarding rules"
-)
+// Chain is kube-proxy's forwarding chain, which the writers manage (its
+// rules, and FORWARD's jump to it, are the generator's: nftgen.HostForward).
+const Chain = nftgen.IptablesForwardChain
 
 // Result says where the rules were written: "nft ip", "legacy ip6", ...
 type Result struct {
@@ -26,32 +23,43 @@ type rule struct {
 	ctState uint32 // -m conntrack --ctstate, when not 0
 }
 
-// rulesOf translates the generator's KUBE-FORWARD accepts
-// (nftgen.ForwardRules) into what iptables writes: each rule a comment, a
-// mark or conntrack state match, and accept. Any other shape is an error,
-// so that a rule the generator adds cannot be written half.
-func rulesOf(rs []nftgen.Rule) ([]rule, error) {
-	out := make([]rule, 0, len(rs))
-	for _, r := range rs {
+// forwardRules is what both iptables backends write: the comment of
+// FORWARD's jump to Chain, and Chain's accepts.
+type forwardRules struct {
+	jumpComment string
+	accepts     []rule
+}
+
+// rulesOf translates the generator's forwarding rules (nftgen.HostForward)
+// into what iptables writes: a jump to Chain with a comment, and accepts,
+// each a comment, a mark or conntrack state match, and accept. Any other
+// shape is an error, so that a rule the generator adds cannot be written
+// half.
+func rulesOf(hf nftgen.HostForward) (forwardRules, error) {
+	if len(hf.Jump.Stmts) != 1 || hf.Jump.Stmts[0] != (nftgen.Verdict{Kind: nftgen.VerdictJump, Chain: Chain}) {
+		return forwardRules{}, fmt.Errorf("forwarding jump %q: want one jump to %s", hf.Jump.Comment, Chain)
+	}
+	out := forwardRules{jumpComment: hf.Jump.Comment, accepts: make([]rule, 0, len(hf.Accepts))}
+	for _, r := range hf.Accepts {
 		x := rule{comment: r.Comment}
 		if len(r.Stmts) != 2 || r.Stmts[1] != (nftgen.Verdict{Kind: nftgen.VerdictAccept}) {
-			return nil, fmt.Errorf("forwarding rule %q: want one match and accept", r.Comment)
+			return forwardRules{}, fmt.Errorf("forwarding rule %q: want one match and accept", r.Comment)
 		}
 		switch s := r.Stmts[0].(type) {
 		case nftgen.MatchMark:
 			if s.Zero {
-				return nil, fmt.Errorf("forwarding rule %q: a negated mark match", r.Comment)
+				return forwardRules{}, fmt.Errorf("forwarding rule %q: a negated mark match", r.Comment)
 			}
 			x.mark = s.Mask
 		case nftgen.MatchCtState:
 			if s.None {
-				return nil, fmt.Errorf("forwarding rule %q: a negated conntrack match", r.Comment)
+				return forwardRules{}, fmt.Errorf("forwarding rule %q: a negated conntrack match", r.Comment)
 			}
 			x.ctState = s.Mask
 		default:
-			return nil, fmt.Errorf("forwarding rule %q: no iptables match for %T", r.Comment, s)
+			return forwardRules{}, fmt.Errorf("forwarding rule %q: no iptables match for %T", r.Comment, s)
 		}
-		out = append(out, x)
+		out.accepts = append(out.accepts, x)
 	}
 	return out, nil
 }

@@ -63,7 +63,7 @@ func xtEntry(l xtables.Layout, target []byte, matches ...[]byte) []byte {
 // withForwardRules returns the legacy filter table blob with kube-proxy's
 // KUBE-FORWARD chain (written anew) and its jump at the head of FORWARD,
 // when FORWARD can drop (see needed); a nil blob when nothing changes.
-func withForwardRules(blob []byte, info xtables.Info, l xtables.Layout, rules []rule) ([]byte, xtables.Info, error) {
+func withForwardRules(blob []byte, info xtables.Info, l xtables.Layout, rules forwardRules) ([]byte, xtables.Info, error) {
 	if info.ValidHooks&(1<<hookForward) == 0 {
 		return nil, info, nil
 	}
@@ -80,9 +80,9 @@ func withForwardRules(blob []byte, info xtables.Info, l xtables.Layout, rules []
 		return nil, info, nil
 	}
 	comment := func(c string) []byte { b, _ := commentInfo(c); return xtMatch("comment", 0, b) }
-	jump := xtEntry(l, standardTarget(0), comment(JumpComment)) // offset patched below
+	jump := xtEntry(l, standardTarget(0), comment(rules.jumpComment)) // offset patched below
 	chain := [][]byte{xtEntry(l, errorTarget(Chain))}
-	for _, r := range rules {
+	for _, r := range rules.accepts {
 		match := xtMatch("conntrack", 3, conntrackInfo(r.ctState))
 		if r.mark != 0 {
 			match = xtMatch("mark", 1, markInfo(r.mark))

@@ -18,9 +18,9 @@ import (
 // filter table, or with the rules in place, is only read; a write holds
 // the x_tables lock, as iptables-legacy does, and reads the table again
 // under it.
-// accepts are the generator's KUBE-FORWARD accepts (nftgen.ForwardRules).
-func EnsureLegacy(accepts []nftgen.Rule) (Result, error) {
-	rules, err := rulesOf(accepts)
+// hf is the generator's (nftgen.NewHostForward).
+func EnsureLegacy(hf nftgen.HostForward) (Result, error) {
+	rules, err := rulesOf(hf)
 	if err != nil {
 		return Result{}, err
 	}
@@ -34,7 +34,7 @@ func EnsureLegacy(accepts []nftgen.Rule) (Result, error) {
 	return res, errors.Join(errs...)
 }
 
-func ensureLegacyFamily(fam xtables.Family, rules []rule, res *Result) error {
+func ensureLegacyFamily(fam xtables.Family, rules forwardRules, res *Result) error {
 	fd, err := fam.Socket()
 	if err != nil {
 		return err

@@ -26,7 +26,7 @@ func TestEnsureLegacyWritesKubeProxysForwardRules(t *testing.T) {
 	}
 	for i, want := range []string{"legacy ip,legacy ip6", ""} {
 		var res Result
-		err := netns.Do(ns.Path(), func() (err error) { res, err = EnsureLegacy(nftgen.ForwardRules(1 << 14)); return err })
+		err := netns.Do(ns.Path(), func() (err error) { res, err = EnsureLegacy(nftgen.NewHostForward(1 << 14)); return err })
 		if err != nil || strings.Join(res.Written, ",") != want {
 			t.Fatalf("call %d wrote %v, %v; want %q (the second finds them in place)", i+1, res.Written, err, want)
 		}

@@ -20,10 +20,10 @@ import (
 // iptables-nft filter table of each family whose FORWARD chain can drop
 // (see needed), in one transaction per family, in the current network
 // namespace. A table without a FORWARD chain is left alone: nothing of
-// iptables-nft filters forwarded traffic there. accepts are the
-// generator's KUBE-FORWARD accepts (nftgen.ForwardRules).
-func EnsureNFT(accepts []nftgen.Rule) (Result, error) {
-	rules, err := rulesOf(accepts)
+// iptables-nft filters forwarded traffic there. hf is the generator's
+// (nftgen.NewHostForward).
+func EnsureNFT(hf nftgen.HostForward) (Result, error) {
+	rules, err := rulesOf(hf)
 	if err != nil {
 		return Result{}, err
 	}
@@ -52,7 +52,7 @@ func familyName(fam nftables.TableFamily) string {
 	return "ip"
 }
 
-func ensureNFTFamily(c *nftables.Conn, fam nftables.TableFamily, rules []rule) (bool, error) {
+func ensureNFTFamily(c *nftables.Conn, fam nftables.TableFamily, rules forwardRules) (bool, error) {
 	f, err := readNFTForward(c, fam)
 	if err != nil || f == nil {
 		return false, err
@@ -62,7 +62,7 @@ func ensureNFTFamily(c *nftables.Conn, fam nftables.TableFamily, rules []rule) (
 		return false, nil
 	}
 	if f.ours != nil && f.jumps == 1 && jumpsTo(f.rules[0], Chain) {
-		if current, err := c.GetRules(f.t, f.ours); err == nil && inPlace(current, rules) {
+		if current, err := c.GetRules(f.t, f.ours); err == nil && inPlace(current, rules.accepts) {
 			return false, nil
 		}
 	}
@@ -123,14 +123,14 @@ func readNFTForward(c *nftables.Conn, fam nftables.TableFamily) (*nftForward, er
 
 // write (re)writes KUBE-FORWARD's accept rules and makes FORWARD's first
 // rule the one jump to it, in one transaction.
-func (f *nftForward) write(c *nftables.Conn, rules []rule) error {
+func (f *nftForward) write(c *nftables.Conn, rules forwardRules) error {
 	ours := f.ours
 	if ours == nil {
 		ours = c.AddChain(&nftables.Chain{Name: Chain, Table: f.t})
 	} else {
 		c.FlushChain(ours)
 	}
-	for _, r := range rules {
+	for _, r := range rules.accepts {
 		accept, err := nftRule(f.t, ours, r.comment, nftMatch(r), &expr.Verdict{Kind: expr.VerdictAccept})
 		if err != nil {
 			return err
@@ -145,7 +145,7 @@ func (f *nftForward) write(c *nftables.Conn, rules []rule) error {
 				}
 			}
 		}
-		jump, err := nftRule(f.t, f.fwd, JumpComment, nil, &expr.Verdict{Kind: expr.VerdictJump, Chain: Chain})
+		jump, err := nftRule(f.t, f.fwd, rules.jumpComment, nil, &expr.Verdict{Kind: expr.VerdictJump, Chain: Chain})
 		if err != nil {
 			return err
 		}

@@ -55,7 +55,7 @@ func TestEnsureNFTWritesKubeProxysForwardRules(t *testing.T) {
 }
 
 func inNS(ns *testns.NS, bit uint32) (res Result, err error) {
-	err = netns.Do(ns.Path(), func() error { res, err = EnsureNFT(nftgen.ForwardRules(bit)); return err })
+	err = netns.Do(ns.Path(), func() error { res, err = EnsureNFT(nftgen.NewHostForward(bit)); return err })
 	return res, err
 }
 
