@@ -183,6 +183,16 @@ func (b *exprBuilder) appendStmt(out []expr.Any, s nftgen.Stmt) ([]expr.Any, err
 		return append(out, &expr.Reject{Type: unix.NFT_REJECT_ICMP_UNREACH, Code: code}), nil
 	case nftgen.Verdict:
 		return append(out, verdictExpr(s)), nil
+	case nftgen.DestIn, nftgen.AddrIn, nftgen.BucketDNAT:
+		return b.appendHandoverStmt(out, s)
+	}
+	return out, fmt.Errorf("unknown statement %T", s)
+}
+
+// appendHandoverStmt appends a statement of the handover table's: a
+// look-up in one of its sets, or its DNAT through a map.
+func (b *exprBuilder) appendHandoverStmt(out []expr.Any, s nftgen.Stmt) ([]expr.Any, error) {
+	switch s := s.(type) {
 	case nftgen.DestIn:
 		return b.appendDestLookup(out, s.Set, false), nil
 	case nftgen.AddrIn:
