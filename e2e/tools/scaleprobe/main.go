@@ -386,7 +386,7 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 
 // writeTexts writes the ruleset of the store's Services as nft text to
 // nftOut and its compat view to iptOut (either may be empty). The
-// generator must have the large-cluster setting the Syncer used.
+// generator must have the large-cluster setting the pipeline used.
 func writeTexts(store *model.Store, g *nftgen.Generator, n int, nftOut, iptOut string) error {
 	var states []svcmodel.ServicePortState
 	for i := range n {
