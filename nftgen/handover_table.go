@@ -120,11 +120,11 @@ func (t *HandoverTable) NodePortAddresses() []netip.Addr {
 	return out
 }
 
-// Text renders the table in nft syntax, as `nft list` prints it. Its
-// elements are the kernel's to fill (see HandoverSet); only the node port
-// addresses are shown. It is for reading: nft cannot parse the DNAT rules
-// back, since their buckets (numgen, an integer) look up a key typed as a
-// mark.
+// Text renders the table in nft syntax, each set with a comment naming
+// the map it is filled from. Its elements are the kernel's to fill (see
+// HandoverSet); only the node port addresses are shown. It is for
+// reading: nft cannot parse the DNAT rules back, since their buckets
+// (numgen, an integer) look up a key typed as a mark.
 func (t *HandoverTable) Text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "table %s %s {\n", t.Family, HandoverTableName)

@@ -35,11 +35,23 @@ type batchWriter struct {
 	family    nftgen.Family
 }
 
-func (w *batchWriter) addrType() nftables.SetDatatype {
-	if w.family == nftgen.FamilyIPv6 {
+// addrType is the type of an address of family f.
+func addrType(f nftgen.Family) nftables.SetDatatype {
+	if f == nftgen.FamilyIPv6 {
 		return nftables.TypeIP6Addr
 	}
 	return nftables.TypeIPAddr
+}
+
+// keyTypes are the types of the fields of a key of kind k in family f.
+func keyTypes(f nftgen.Family, k nftgen.KeyKind) []nftables.SetDatatype {
+	switch k {
+	case nftgen.KeyAddr:
+		return []nftables.SetDatatype{addrType(f)}
+	case nftgen.KeyProtoPort:
+		return []nftables.SetDatatype{nftables.TypeInetProto, nftables.TypeInetService}
+	}
+	return []nftables.SetDatatype{addrType(f), nftables.TypeInetProto, nftables.TypeInetService}
 }
 
 // serviceMap returns a named verdict map. The key type only matters when
@@ -48,11 +60,7 @@ func (w *batchWriter) serviceMap(name string, spec *nftgen.MapSpec) *nftables.Se
 	s := &nftables.Set{Table: w.table, Name: name, IsMap: true, Concatenation: true, DataType: nftables.TypeVerdict}
 	if spec != nil {
 		s.Comment = spec.Comment
-		if spec.Key == nftgen.KeyProtoPort {
-			s.KeyType = nftables.MustConcatSetType(nftables.TypeInetProto, nftables.TypeInetService)
-		} else {
-			s.KeyType = nftables.MustConcatSetType(w.addrType(), nftables.TypeInetProto, nftables.TypeInetService)
-		}
+		s.KeyType = nftables.MustConcatSetType(keyTypes(w.family, spec.Key)...)
 	}
 	return s
 }
@@ -102,13 +110,13 @@ func (w *batchWriter) write(ops []nftgen.Op, i int) (int, error) {
 		set := &nftables.Set{
 			Table:      w.table,
 			Name:       op.Name,
-			KeyType:    w.addrType(),
+			KeyType:    addrType(w.family),
 			Dynamic:    true,
 			HasTimeout: true,
 			Timeout:    time.Duration(op.Set.TimeoutSeconds) * time.Second,
 		}
 		if op.Set.ByEndpoint { // "client . endpoint address . port"
-			set.KeyType = nftables.MustConcatSetType(w.addrType(), w.addrType(), nftables.TypeInetService)
+			set.KeyType = nftables.MustConcatSetType(addrType(w.family), addrType(w.family), nftables.TypeInetService)
 			set.Concatenation = true
 		}
 		if err := w.addSet(set, nil); err != nil {

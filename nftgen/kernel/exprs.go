@@ -139,7 +139,7 @@ func (b *exprBuilder) appendStmt(out []expr.Any, s nftgen.Stmt) ([]expr.Any, err
 	case nftgen.MatchMark:
 		return appendMaskedTest(out, &expr.Meta{Key: expr.MetaKeyMARK, Register: reg1}, s.Mask, s.Zero), nil
 	case nftgen.DispatchMap:
-		return b.appendDispatchLookup(out, s.Map), nil
+		return b.appendDestLookup(out, s.Map, true), nil
 	case nftgen.NumgenVmap:
 		if len(s.Targets) == 0 {
 			return out, fmt.Errorf("numgen vmap with no targets")
@@ -273,12 +273,6 @@ func (b *exprBuilder) appendAddrMatch(out []expr.Any, s nftgen.MatchAddr) ([]exp
 		out = append(out, &expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: length, Mask: mask, Xor: make([]byte, length)})
 	}
 	return append(out, &expr.Cmp{Op: op, Register: reg1, Data: addr.AsSlice()}), nil
-}
-
-// appendDispatchLookup appends the look-up of the packet's daddr . l4proto
-// . dport in a verdict map.
-func (b *exprBuilder) appendDispatchLookup(out []expr.Any, m string) []expr.Any {
-	return b.appendDestLookup(out, m, true)
 }
 
 // appendMaskedTest appends load (a 32-bit value into reg1) and a test of

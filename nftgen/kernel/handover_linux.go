@@ -147,24 +147,6 @@ func (w *handoverWriter) write(keys map[string][][]byte) error {
 	return nil
 }
 
-func (w *handoverWriter) addrType() nftables.SetDatatype {
-	if w.f == nftgen.FamilyIPv6 {
-		return nftables.TypeIP6Addr
-	}
-	return nftables.TypeIPAddr
-}
-
-// keyType returns the type of a key of kind k.
-func (w *handoverWriter) keyType(k nftgen.KeyKind) []nftables.SetDatatype {
-	switch k {
-	case nftgen.KeyAddr:
-		return []nftables.SetDatatype{w.addrType()}
-	case nftgen.KeyProtoPort:
-		return []nftables.SetDatatype{nftables.TypeInetProto, nftables.TypeInetService}
-	}
-	return []nftables.SetDatatype{w.addrType(), nftables.TypeInetProto, nftables.TypeInetService}
-}
-
 // addElements adds els to s, at most elementsPerMessage per message, and
 // commits what is queued every elementsPerCommit elements: one batch of
 // 480,000 elements (30,000 Services, 29 MB) is larger than the netlink
@@ -193,7 +175,7 @@ func (w *handoverWriter) addElements(s *nftables.Set, els []nftables.SetElement)
 // connections the filter chains drop.
 func (w *handoverWriter) holdSet(s nftgen.HandoverSet, keys [][]byte) error {
 	set := &nftables.Set{Table: w.t, Name: s.Name, Concatenation: true, HasTimeout: true, Timeout: s.Timeout,
-		KeyType: nftables.MustConcatSetType(w.keyType(s.Key)...)}
+		KeyType: nftables.MustConcatSetType(keyTypes(w.f, s.Key)...)}
 	els := make([]nftables.SetElement, len(keys))
 	for j, k := range keys {
 		els[j] = nftables.SetElement{Key: k, Timeout: s.Timeout}
@@ -227,8 +209,8 @@ func (w *handoverWriter) dnatMap(s nftgen.HandoverSet, keys [][]byte) error {
 		}
 	}
 	set := &nftables.Set{Table: w.t, Name: s.Name, IsMap: true, Concatenation: true, HasTimeout: true, Timeout: s.Timeout,
-		KeyType:  nftables.MustConcatSetType(append(w.keyType(s.Key), nftables.TypeMark)...),
-		DataType: nftables.MustConcatSetType(w.addrType(), nftables.TypeInetService)}
+		KeyType:  nftables.MustConcatSetType(append(keyTypes(w.f, s.Key), nftables.TypeMark)...),
+		DataType: nftables.MustConcatSetType(addrType(w.f), nftables.TypeInetService)}
 	return w.addElements(set, els)
 }
 
@@ -239,5 +221,5 @@ func (w *handoverWriter) addressSet(s nftgen.HandoverSet) error {
 	for _, a := range addrs {
 		els = append(els, nftables.SetElement{Key: a.AsSlice()})
 	}
-	return w.addElements(&nftables.Set{Table: w.t, Name: s.Name, KeyType: w.addrType()}, els)
+	return w.addElements(&nftables.Set{Table: w.t, Name: s.Name, KeyType: addrType(w.f)}, els)
 }
