@@ -300,12 +300,9 @@ func (a *afterSync) record(res pipeline.Result, start time.Time) {
 	}
 }
 
-func familyLabel(f nftgen.Family) string {
-	if f == nftgen.FamilyIPv6 {
-		return "IPv6"
-	}
-	return "IPv4"
-}
+// familyLabel is the family label of kube-proxy's metrics and health
+// ("IPv4", "IPv6").
+func familyLabel(f nftgen.Family) string { return f.IPFamily().String() }
 
 // empty reports whether info holds nothing a sync tracks.
 func (info *serviceInfo) empty() bool {

@@ -70,7 +70,7 @@ func runLoop(ctx context.Context, opts *options) error {
 	defer done()
 	families := engine.Families()
 	for _, f := range families {
-		m.InitFamily(familyName(f))
+		m.InitFamily(f.IPFamily().String())
 	}
 	registerPacketCounters(m, st.dp, families)
 	// A health check node port answers 503 while nftproxy's own rules are

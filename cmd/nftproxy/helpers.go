@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 
-	"github.com/nftproxy/nftproxy/nftgen"
 	"github.com/nftproxy/nftproxy/proxier/host/netns"
 )
 
@@ -19,12 +18,4 @@ func netnsDialer(path string) func(ctx context.Context, network, addr string) (n
 		})
 		return c, err
 	}
-}
-
-// familyName is Kubernetes' name of a family ("IPv4", "IPv6").
-func familyName(f nftgen.Family) string {
-	if f == nftgen.FamilyIPv6 {
-		return "IPv6"
-	}
-	return "IPv4"
 }
