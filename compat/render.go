@@ -470,6 +470,11 @@ func (b *builder) stmt(out *iptRule, dport *uint16, table, chain string, s nftge
 		// (CountedMap, handled by rule).
 		b.note(table, "rule in %s matches the keys of @%s without counting them; kube-proxy writes no such rule", chain, s.Map)
 		return "", false
+	case nftgen.DestBits:
+		// Only a shard's base chains have one, and a merged view shows
+		// the main table's.
+		b.note(table, "rule in %s is a shard's guard; kube-proxy writes no such rule", chain)
+		return "", false
 	case nftgen.DestIn, nftgen.AddrIn, nftgen.BucketDNAT:
 		// Only the handover table, which is not kube-proxy's, has them.
 		b.note(table, "rule in %s is one of the handover table's (%T); kube-proxy writes no such rule", chain, s)

@@ -11,6 +11,7 @@ import (
 	"github.com/nftproxy/nftproxy/e2e/harness"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -26,9 +27,7 @@ import (
 	"github.com/nftproxy/nftproxy/e2e/testns"
 	"github.com/nftproxy/nftproxy/e2e/tools/benchreport"
 	"github.com/nftproxy/nftproxy/nftgen"
-	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
 	"golang.org/x/sys/unix"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // benchConfig is the side-by-side benchmark's configuration, from the
@@ -397,9 +396,7 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 	// A new connection passes the dispatch of every shard before its
 	// Service's, in the order the tables were made.
 	if layout := (nftgen.TableLayout{Shards: rep.TableShards}); layout.Sharded() {
-		key := nftgen.ServiceKey(svcmodel.ServicePortName{NamespacedName: types.NamespacedName{Namespace: harness.ScaleNamespace, Name: fmt.Sprintf("svc-%d", probed)},
-			Port: harness.ScalePort.Name, Protocol: harness.ScalePort.Protocol})
-		t.Logf("%d Services: the probed Service svc-%d is in shard %d of %d", n, probed, layout.ShardOf(key), layout.Shards)
+		t.Logf("%d Services: the probed Service svc-%d is in shard %d of %d", n, probed, layout.ShardOf(nftgen.AddrLow32(netip.MustParseAddr(clusterIP))), layout.Shards)
 	}
 	if d := destinationRE.FindSubmatch(last[0]); d == nil || string(d[1]) != clusterIP {
 		t.Fatalf("last KUBE-SERVICES rule %q does not match svc-%d's cluster IP %s", last[0], probed, clusterIP)

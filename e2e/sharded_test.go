@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/netip"
 	"os/exec"
 	"strings"
 	"sync"
@@ -33,6 +34,11 @@ func shardTables(t *testing.T, tp *harness.Topology) []string {
 	return out
 }
 
+// webExternalIP is an external IP of the sharded test's Service: its
+// connections are bound by the shards' unguarded stage, not the cluster IP
+// guard.
+const webExternalIP = "198.51.100.70"
+
 // TestShardedLayoutMovesUnderTraffic runs new connections every 10 ms to a
 // ClusterIP from a pod and to a NodePort from outside, and five held
 // connections, while nftproxy programs the single table, is replaced by one
@@ -53,7 +59,7 @@ func TestShardedLayoutMovesUnderTraffic(t *testing.T) {
 	dir := t.TempDir()
 	write := func(flip int) string {
 		objs := []any{
-			harness.With(harness.ClusterIPService("demo", "web", "10.96.0.70", httpPort), harness.NodePorts(30080)),
+			harness.With(harness.ClusterIPService("demo", "web", "10.96.0.70", httpPort), harness.NodePorts(30080), harness.ExternalIPs(webExternalIP)),
 			harness.Slice("demo", "web", "web-1", []harness.PortSpec{httpPort}, eps...),
 		}
 		// Enough Services that every shard holds some, one of them
@@ -140,7 +146,7 @@ func TestShardedLayoutMovesUnderTraffic(t *testing.T) {
 	for _, dst := range []struct {
 		ns   *harness.Pod
 		addr string
-	}{{client, "10.96.0.70:80"}, {nil, harness.NodeIP + ":30080"}} {
+	}{{client, "10.96.0.70:80"}, {nil, harness.NodeIP + ":30080"}, {nil, webExternalIP + ":80"}} {
 		every(10*time.Millisecond, func() {
 			ns := tp.External
 			if dst.ns != nil {
@@ -214,7 +220,7 @@ func TestShardedLayoutMovesUnderTraffic(t *testing.T) {
 	}
 	// A Service chain flushed in its shard is repaired by the daemon.
 	web := svcmodel.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "demo", Name: "web"}, Port: "http", Protocol: v1.ProtocolTCP}
-	shard := nftgen.ShardTable(nftgen.TableLayout{Shards: 8}.ShardOf(nftgen.ServiceKey(web)))
+	shard := nftgen.ShardTable(nftgen.TableLayout{Shards: 8}.ShardOf(nftgen.AddrLow32(netip.MustParseAddr("10.96.0.70"))))
 	tp.Node.MustRun(t, "nft", "flush", "chain", "ip", shard, nftgen.ServiceChainName(web))
 	eventually(t, "the flushed shard chain repaired", 10*time.Second, renderedIsSaved)
 	served("the repaired shard serves")

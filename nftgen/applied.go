@@ -39,6 +39,8 @@ type FragmentSummary struct {
 	Rules int
 	// EndpointMaps are the endpoint maps its chains' numgen rules read.
 	EndpointMaps []ChainMap
+	// Place is the fragment's Place: where its shard is.
+	Place uint32
 }
 
 // ChainMap names a chain and the endpoint map its numgen rule reads.
@@ -78,7 +80,7 @@ func (a *Applied) Summarize(f *Fragment) *FragmentSummary {
 	if f == nil {
 		return nil
 	}
-	s := &FragmentSummary{Chains: make([]ChainDigest, len(f.Chains)), Sets: slices.Clip(slices.Clone(f.Sets))}
+	s := &FragmentSummary{Chains: make([]ChainDigest, len(f.Chains)), Sets: slices.Clip(slices.Clone(f.Sets)), Place: f.Place}
 	for i, c := range f.Chains {
 		s.Chains[i] = ChainDigest{Name: c.Name, Digest: a.digestRecording(c, s)}
 		s.Rules += len(c.Rules)
@@ -107,7 +109,7 @@ func (s *FragmentSummary) equal(o *FragmentSummary) bool {
 	if s == nil || o == nil {
 		return s == o
 	}
-	return slices.Equal(s.Chains, o.Chains) && slices.Equal(s.Sets, o.Sets) && slices.Equal(s.Elements, o.Elements) && slices.Equal(s.EndpointMaps, o.EndpointMaps)
+	return s.Place == o.Place && slices.Equal(s.Chains, o.Chains) && slices.Equal(s.Sets, o.Sets) && slices.Equal(s.Elements, o.Elements) && slices.Equal(s.EndpointMaps, o.EndpointMaps)
 }
 
 // Matches reports whether f is what s summarizes.

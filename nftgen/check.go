@@ -19,18 +19,18 @@ import "fmt"
 // Chains that nothing reaches in a table too large to list
 // (TableState.Unreached) are not seen here, as a full sync does not see
 // them either.
-func (a *Applied) CheckTable(t int, live *TableState, digests *LiveDigests, shardTop *Fragment, shardMaps []MapSpec) string {
+func (a *Applied) CheckTable(t int, live *TableState, digests *LiveDigests, shardTops []*Fragment, shardMaps []MapSpec) string {
 	if live == nil {
 		return fmt.Sprintf("table %s is missing", ShardTable(t))
 	}
 	top, maps := a.Top, a.Maps
 	if t > 0 {
-		top, maps = shardTop, shardMaps
+		top, maps = shardTops[t], shardMaps
 	}
 	r := NewReconciler(live, digests, top, maps)
 	// Only what the table holds is made of each summary: at 100,000
 	// Services the whole of every one was most of a step's time.
-	for key, sum := range a.Services {
+	for _, sum := range a.Services {
 		switch {
 		case !a.Layout.Sharded():
 			r.Add(sum.fragment(), sum)
@@ -38,7 +38,7 @@ func (a *Applied) CheckTable(t int, live *TableState, digests *LiveDigests, shar
 			if main := sum.mainElements(); main != nil {
 				r.Add(main, nil)
 			}
-		case a.Layout.ShardOf(key) == t:
+		case a.Layout.ShardOf(sum.Place) == t:
 			_, shard := splitFragment(sum.fragment())
 			r.Add(shard, sum)
 		}
@@ -62,7 +62,7 @@ func (a *Applied) CheckTable(t int, live *TableState, digests *LiveDigests, shar
 // name only (their rules are compared by digest, see Reconciler), its sets
 // and its map elements.
 func (s *FragmentSummary) fragment() *Fragment {
-	f := &Fragment{Chains: make([]*Chain, len(s.Chains)), Sets: s.Sets, Elements: map[string][]MapElement{}}
+	f := &Fragment{Chains: make([]*Chain, len(s.Chains)), Sets: s.Sets, Elements: map[string][]MapElement{}, Place: s.Place}
 	for i, c := range s.Chains {
 		f.Chains[i] = &Chain{Name: c.Name}
 	}

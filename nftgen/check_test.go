@@ -14,7 +14,7 @@ import (
 func shardedOnto(t *testing.T, g *Generator, rs *Ruleset, l TableLayout) (*Fake, *Applied) {
 	t.Helper()
 	fake := NewFake()
-	parts := SplitRuleset(rs, l, g.ShardTop(), g.ShardMaps())
+	parts := SplitRuleset(rs, l, g.ShardTops(l), g.ShardMaps())
 	if err := fake.Apply(context.Background(), PlanFullSharded(parts, nil, nil)); err != nil {
 		t.Fatalf("full sync: %v", err)
 	}
@@ -27,7 +27,7 @@ func shardedOnto(t *testing.T, g *Generator, rs *Ruleset, l TableLayout) (*Fake,
 // what each says.
 func checkTables(t *testing.T, g *Generator, fake *Fake, applied *Applied) []string {
 	t.Helper()
-	keep := append((&Ruleset{Top: applied.Top}).ChainNames(), (&Ruleset{Top: g.ShardTop()}).ChainNames()...)
+	keep := append((&Ruleset{Top: applied.Top}).ChainNames(), ShardTopChainNames()...)
 	tables := 1
 	if applied.Layout.Sharded() {
 		tables += applied.Layout.Shards
@@ -39,7 +39,7 @@ func checkTables(t *testing.T, g *Generator, fake *Fake, applied *Applied) []str
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = applied.CheckTable(i, live, digests, g.ShardTop(), g.ShardMaps())
+		out[i] = applied.CheckTable(i, live, digests, g.ShardTops(applied.Layout), g.ShardMaps())
 	}
 	return out
 }
@@ -52,7 +52,7 @@ func TestCheckTableFindsTamperingInItsTableOnly(t *testing.T) {
 	g := featureGenerator(t)
 	ports := nftgentest.FeaturePorts()
 	rs := g.Ruleset(ports)
-	for _, l := range []TableLayout{{}, {Shards: 3}} {
+	for _, l := range []TableLayout{{}, {Shards: 4}} {
 		fake, applied := shardedOnto(t, g, rs, l)
 		for i, got := range checkTables(t, g, fake, applied) {
 			if got != "" {
@@ -61,10 +61,10 @@ func TestCheckTableFindsTamperingInItsTableOnly(t *testing.T) {
 		}
 	}
 
-	l := TableLayout{Shards: 3}
+	l := TableLayout{Shards: 4}
 	key := ServiceKey(ports[0].Name)
 	frag := rs.Services[key]
-	shard := l.ShardOf(key)
+	shard := l.ShardOf(frag.Place)
 	stray := MapElement{Key: MapKey{Addr: netip.MustParseAddr("10.99.9.9"), Proto: 6, Port: 80}, Verdict: Verdict{Kind: VerdictDrop}}
 	var dispatch MapElement
 	for _, e := range frag.Elements[MapServiceIPs] {

@@ -263,18 +263,15 @@ func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 		if oldF.equal(newS) {
 			continue
 		}
-		shard := applied.Layout.ShardOf(key)
-		changedSet := ops.sets(oldF, newF, opTable(shard))
-		ops.chains(oldF, newF, newS, changedSet, opTable(shard))
-		d, a := diffElements(oldF, newF)
-		for i := range d {
-			d[i].Table = opTableOfMap(shard, d[i].Name)
+		if oldF != nil && newF != nil && oldF.Place != newF.Place && applied.Layout.ShardOf(oldF.Place) != applied.Layout.ShardOf(newF.Place) {
+			// Its cluster IP changed and moved it to another shard:
+			// deleted from the old one, added to the new one.
+			ops.fragment(oldF, nil, nil, applied.Layout.ShardOf(oldF.Place))
+			ops.fragment(nil, newF, newS, applied.Layout.ShardOf(newF.Place))
+			continue
 		}
-		for i := range a {
-			a[i].Table = opTableOfMap(shard, a[i].Name)
-		}
-		ops.delElems = append(ops.delElems, d...)
-		ops.addElems = append(ops.addElems, a...)
+		place := newF.placeOr(oldF)
+		ops.fragment(oldF, newF, newS, applied.Layout.ShardOf(place))
 	}
 	slices.SortStableFunc(ops.deleteSets, func(a, b Op) int { return strings.Compare(a.Name, b.Name) })
 	for _, list := range [][]Op{ops.addChains, ops.addSets, ops.delElems, ops.flushChains, ops.dropMaps, ops.replaceSets, ops.rulesOf, ops.addElems, ops.deleteChains, ops.deleteSets} {
@@ -288,6 +285,33 @@ func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 // (Applied.Layout).
 type updateOps struct {
 	addChains, flushChains, deleteChains, rulesOf, delElems, addElems, addSets, replaceSets, dropMaps, deleteSets []Op
+}
+
+// fragment adds the operations that replace oldF by newF (either may be
+// nil) in shard.
+func (ops *updateOps) fragment(oldF *FragmentSummary, newF *Fragment, newS *FragmentSummary, shard int) {
+	changedSet := ops.sets(oldF, newF, opTable(shard))
+	ops.chains(oldF, newF, newS, changedSet, opTable(shard))
+	d, a := diffElements(oldF, newF)
+	for i := range d {
+		d[i].Table = opTableOfMap(shard, d[i].Name)
+	}
+	for i := range a {
+		a[i].Table = opTableOfMap(shard, a[i].Name)
+	}
+	ops.delElems = append(ops.delElems, d...)
+	ops.addElems = append(ops.addElems, a...)
+}
+
+// placeOr returns f's Place, or old's when f is nil (a deletion).
+func (f *Fragment) placeOr(old *FragmentSummary) uint32 {
+	if f == nil {
+		if old == nil {
+			return 0
+		}
+		return old.Place
+	}
+	return f.Place
 }
 
 // sets adds the operations on a fragment's sets in table: a set whose

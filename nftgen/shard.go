@@ -2,7 +2,7 @@ package nftgen
 
 import (
 	"fmt"
-	"hash/fnv"
+	"slices"
 	"strings"
 )
 
@@ -16,12 +16,14 @@ import (
 // The main table (TableName) keeps everything it holds in the single
 // layout, Service chains and the nat dispatch elements excepted: the
 // filter side, postrouting, the named counters, and empty copies of the
-// dispatch maps. Shard i (ShardTable(i)) holds the Services whose key
-// ShardOf puts there: their chains, sets and the elements of the two nat
-// dispatch maps (ShardMaps), with its own copies of the chains they reach
-// (ShardTop). Jumps cannot cross tables, so all of a Service's entry points
-// are in its shard: a Service is placed by its namespace and name, never
-// by port or address.
+// dispatch maps. Shard i (ShardTable(i)) holds the Services ShardOf puts
+// there: their chains, sets and the elements of the two nat dispatch maps
+// (ShardMaps), with its own copies of the chains they reach (ShardTop).
+// Jumps cannot cross tables, so all of a Service's entry points are in its
+// shard. A Service is placed by the low bits of its cluster IP, so that a
+// packet sent to a cluster IP passes only a compare in the shards before
+// its own (ShardGuard); external IPs, load balancer IPs and node ports
+// follow their Service and are looked up in every shard.
 
 // TableLayout is how a family's ruleset is spread over tables.
 type TableLayout struct {
@@ -30,8 +32,8 @@ type TableLayout struct {
 }
 
 // Automatic layouts (ChooseLayout with no configured count): one table up
-// to ShardFromServices Services, above that one shard per
-// ServicesPerShard, at most MaxAutoShards.
+// to ShardFromServices Services, above that about one shard per
+// ServicesPerShard, rounded up to a power of two, at most MaxAutoShards.
 const (
 	ShardFromServices = 2000
 	ServicesPerShard  = 500
@@ -39,32 +41,48 @@ const (
 )
 
 // ChooseLayout is the one place that decides a family's table layout, at
-// each full sync: configured shards when set (1 is the single table), else
-// by the number of Services. An automatic layout changes only when the
-// count it wants is at least twice or at most half the current one, so that
-// a cluster near a boundary is not moved back and forth: each move rewrites
-// every table.
+// each full sync: configured shards when set (1 is the single table; any
+// other count is rounded up to a power of two, see ShardOf), else by the
+// number of Services. An automatic layout grows when its shards would hold
+// more than ServicesPerShard Services each and shrinks only when a quarter
+// of them would do, so that a cluster near a boundary is not moved back and
+// forth: each move rewrites every table.
 func ChooseLayout(configured, services int, current TableLayout) TableLayout {
 	if configured > 0 {
-		return TableLayout{Shards: min(configured, MaxShards)}
+		if configured == 1 {
+			return TableLayout{Shards: 1}
+		}
+		return TableLayout{Shards: min(powerOfTwoAtLeast(configured), MaxShards)}
 	}
 	want := 0
 	if services > ShardFromServices {
 		want = min(max((services+ServicesPerShard-1)/ServicesPerShard, 2), MaxAutoShards)
 	}
 	cur := current.Shards
-	if !current.Sharded() {
+	if !current.Sharded() || !isPowerOfTwo(cur) {
 		cur = 0
 	}
 	switch {
-	case want == cur:
 	case want == 0 && services > ShardFromServices/2 && cur > 0:
-		want = cur // just below the boundary: stay sharded
-	case want > 0 && cur > 0 && want < 2*cur && 2*want > cur:
-		want = cur
+		return TableLayout{Shards: cur} // just below the boundary: stay sharded
+	case want == 0:
+		return TableLayout{}
+	case cur > 0 && want <= cur && 4*want > cur:
+		return TableLayout{Shards: cur}
 	}
-	return TableLayout{Shards: want}
+	return TableLayout{Shards: powerOfTwoAtLeast(want)}
 }
+
+// powerOfTwoAtLeast returns the smallest power of two not below n (n > 0).
+func powerOfTwoAtLeast(n int) int {
+	p := 1
+	for p < n {
+		p <<= 1
+	}
+	return p
+}
+
+func isPowerOfTwo(n int) bool { return n > 0 && n&(n-1) == 0 }
 
 // MaxShards bounds TableLayout.Shards: each shard adds its base chains to
 // the nat hooks, which every new connection passes.
@@ -73,10 +91,24 @@ const MaxShards = 256
 // Sharded reports whether the layout has shard tables.
 func (l TableLayout) Sharded() bool { return l.Shards > 1 }
 
-// Validate reports a shard count outside 0..MaxShards.
+// Validate reports a shard count outside 0..MaxShards, or a sharded one
+// that is not a power of two (ShardOf places by the low bits of an
+// address).
 func (l TableLayout) Validate() error {
-	if l.Shards < 0 || l.Shards > MaxShards {
-		return fmt.Errorf("%d table shards is outside 0..%d", l.Shards, MaxShards)
+	if err := ValidShardCount(l.Shards); err != nil {
+		return err
+	}
+	if l.Sharded() && !isPowerOfTwo(l.Shards) {
+		return fmt.Errorf("%d table shards is not a power of two", l.Shards)
+	}
+	return nil
+}
+
+// ValidShardCount reports a configured shard count (--table-shards) outside
+// 0..MaxShards; ChooseLayout rounds the others up to a power of two.
+func ValidShardCount(n int) error {
+	if n < 0 || n > MaxShards {
+		return fmt.Errorf("%d table shards is outside 0..%d", n, MaxShards)
 	}
 	return nil
 }
@@ -116,22 +148,25 @@ func ShardIndex(name string) (int, bool) {
 	return i, i > 0
 }
 
-// ShardOf returns the table index of the Service fragment key (see
-// ServiceKey): 0 in the single layout, else 1..Shards by a hash of the
-// Service's namespace and name, so that every port of a Service, and with
-// it every entry point, shares one shard.
-func (l TableLayout) ShardOf(key string) int { return l.ShardOfService(serviceOfKey(key)) }
-
-// ShardOfService returns the table index of the Service called
-// namespacedName ("namespace/name"): the table of all its fragments.
-func (l TableLayout) ShardOfService(namespacedName string) int {
+// ShardOf returns the table index of a Service whose fragments have this
+// Place (the last 32 bits of its cluster IP): 0 in the single layout, else
+// 1 + the address's low bits, so that every port of a Service, and with it
+// every entry point, shares one shard, and a packet sent to a cluster IP
+// tells its shard by itself (ShardGuard). Shards is a power of two.
+func (l TableLayout) ShardOf(place uint32) int {
 	if !l.Sharded() {
 		return 0
 	}
-	h := fnv.New32a()
-	h.Write([]byte(namespacedName))
-	return int(h.Sum32()%uint32(l.Shards)) + 1
+	return int(place&l.mask()) + 1
 }
+
+// ShardGuard returns the match that lets into shard i's service IP stage
+// only packets sent to an address ShardOf places in shard i.
+func (l TableLayout) ShardGuard(i int) DestBits {
+	return DestBits{Mask: l.mask(), Value: uint32(i-1) & l.mask()}
+}
+
+func (l TableLayout) mask() uint32 { return uint32(l.Shards - 1) }
 
 // serviceOfKey returns the "namespace/name" part of a fragment key
 // ("ns/name:port/proto" or "ns/name/proto").
@@ -153,25 +188,43 @@ func IsShardMap(name string) bool {
 	return name == MapServiceIPs || name == MapServiceNodePorts
 }
 
-// Names of the base chains that only shard tables have: the node port
-// stage, one priority after every table's service IP stage, so that a
-// service IP is matched before a node port as in kube-proxy's
-// KUBE-SERVICES whichever shard either is in.
+// Names of the base chains that only shard tables have: the guarded
+// cluster IP stage, one priority before every table's service IP stage
+// (ChainNATPrerouting, ChainNATOutput), and the node port stage one
+// priority after it, so that a service IP is matched before a node port as
+// in kube-proxy's KUBE-SERVICES whichever shard either is in. The stages
+// that tables made by earlier releases have keep their names and
+// priorities, so that an upgrade only adds the cluster IP stage (the
+// kernel cannot move a base chain to another priority).
 const (
-	ChainNATPreroutingNodePorts = "nat-prerouting-nodeports"
-	ChainNATOutputNodePorts     = "nat-output-nodeports"
+	ChainNATPreroutingClusterIPs = "nat-prerouting-cluster-ips"
+	ChainNATOutputClusterIPs     = "nat-output-cluster-ips"
+	ChainNATPreroutingNodePorts  = "nat-prerouting-nodeports"
+	ChainNATOutputNodePorts      = "nat-output-nodeports"
 )
 
-// PriorityNodePorts is the priority of a shard's node port stage.
-const PriorityNodePorts = PriorityDstNAT + 1
+// Priorities of a shard's cluster IP and node port stages.
+const (
+	PriorityClusterIPs = PriorityDstNAT - 1
+	PriorityNodePorts  = PriorityDstNAT + 1
+)
 
-// ShardTop returns the shared chains of a shard table: its nat base
-// chains, KUBE-SERVICES with its dispatch map, the node port stage (a
-// guard on the shard's own node ports, then the same tests as
-// KUBE-SERVICES' last rules), KUBE-NODEPORTS and KUBE-MARK-MASQ, which
-// the Services' chains reach. Their rules are the main table's, so that
+// ShardTop returns the shared chains of shard i of layout l: its nat base
+// chains, KUBE-SERVICES with its dispatch map, KUBE-NODEPORTS and
+// KUBE-MARK-MASQ, which the Services' chains reach. The NAT hooks call every
+// table's base chains for a connection's first packet until one binds it,
+// in three stages:
+//   - cluster IPs: the dispatch look-up behind the shard's guard
+//     (ShardGuard), so that a connection to a cluster IP pays one look-up,
+//     in its own shard, and a compare in each shard before it;
+//   - any service IP: the same look-up unguarded, for external and load
+//     balancer IPs, which do not tell their shard;
+//   - node ports: a guard on the shard's own node ports, then the same tests
+//     as KUBE-SERVICES' last rules.
+//
+// The rules of the chains a merged view shows are the main table's, so that
 // the compat view shows a sharded node as it shows a single table.
-func (g *Generator) ShardTop() *Fragment {
+func (g *Generator) ShardTop(l TableLayout, i int) *Fragment {
 	base := func(name string, h Hook, prio int32, rules ...Rule) *Chain {
 		return &Chain{Name: name, Base: &BaseChain{Type: NATType, Hook: h, Priority: prio}, Rules: rules, Compat: IptablesNAT}
 	}
@@ -180,9 +233,13 @@ func (g *Generator) ShardTop() *Fragment {
 	for _, r := range g.nodePortsJumps() {
 		nodePorts = append(nodePorts, NewRule(r.Comment, append([]Stmt{ProtoPortIn{Map: MapServiceNodePorts}}, r.Stmts...)...))
 	}
+	guarded := NewRule("kubernetes service portals", l.ShardGuard(i), jump(ChainServices))
+	anyIP := NewRule("kubernetes service portals", jump(ChainServices))
 	chains := []*Chain{
-		base(ChainNATPrerouting, HookPrerouting, PriorityDstNAT, NewRule("kubernetes service portals", jump(ChainServices))),
-		base(ChainNATOutput, HookOutput, PriorityDstNAT, NewRule("kubernetes service portals", jump(ChainServices))),
+		base(ChainNATPreroutingClusterIPs, HookPrerouting, PriorityClusterIPs, guarded),
+		base(ChainNATOutputClusterIPs, HookOutput, PriorityClusterIPs, guarded),
+		base(ChainNATPrerouting, HookPrerouting, PriorityDstNAT, anyIP),
+		base(ChainNATOutput, HookOutput, PriorityDstNAT, anyIP),
 		base(ChainNATPreroutingNodePorts, HookPrerouting, PriorityNodePorts, nodePorts...),
 		base(ChainNATOutputNodePorts, HookOutput, PriorityNodePorts, nodePorts...),
 		nat(ChainServices, NewRule("", DispatchMap{Map: MapServiceIPs})),
@@ -194,6 +251,19 @@ func (g *Generator) ShardTop() *Fragment {
 		counters = []string{CounterLocalhostNodePorts}
 	}
 	return &Fragment{Chains: chains, Counters: counters}
+}
+
+// ShardTops returns the top of every table of layout l but the main
+// table's: index i (1..Shards) is ShardTop(l, i), index 0 nil.
+func (g *Generator) ShardTops(l TableLayout) []*Fragment {
+	if !l.Sharded() {
+		return nil
+	}
+	out := make([]*Fragment, l.Shards+1)
+	for i := 1; i <= l.Shards; i++ {
+		out[i] = g.ShardTop(l, i)
+	}
+	return out
 }
 
 // ShardMaps returns the map declarations of a shard table.
@@ -208,13 +278,13 @@ func (g *Generator) ShardMaps() []MapSpec {
 }
 
 // IsShardTopChain reports whether name is one of ShardTop's chains: copies
-// of the main table's shared chains (or the node port stage), which a
-// merged view of the tables shows once.
-func IsShardTopChain(name string) bool {
-	switch name {
-	case ChainNATPrerouting, ChainNATOutput, ChainNATPreroutingNodePorts, ChainNATOutputNodePorts,
-		ChainServices, ChainNodePorts, ChainMarkMasq:
-		return true
-	}
-	return false
+// of the main table's shared chains (or the later stages), which a merged
+// view of the tables shows once.
+func IsShardTopChain(name string) bool { return slices.Contains(ShardTopChainNames(), name) }
+
+// ShardTopChainNames names the chains of every shard's ShardTop, in its
+// order.
+func ShardTopChainNames() []string {
+	return []string{ChainNATPreroutingClusterIPs, ChainNATOutputClusterIPs, ChainNATPrerouting, ChainNATOutput,
+		ChainNATPreroutingNodePorts, ChainNATOutputNodePorts, ChainServices, ChainNodePorts, ChainMarkMasq}
 }

@@ -13,7 +13,7 @@ import (
 // names. A shard's copies of the shared chains (IsShardTopChain) are shown
 // once, as the main table's; a copy that differs from the main table's
 // where the two are the same by design (every one but KUBE-SERVICES and the
-// node port stage) is listed in Unknown, as is anything a shard holds that
+// stages only shards have) is listed in Unknown, as is anything a shard holds that
 // nftproxy cannot decode. s is not changed; without shards it is returned
 // as it is.
 func (s *TableState) Merged() *TableState {
@@ -77,7 +77,7 @@ func (s *TableState) addShard(sh *TableState) {
 // whose copies are the same by design.
 func shardCopyDiffers(main *TableState, c *Chain) bool {
 	switch c.Name {
-	case ChainServices, ChainNATPreroutingNodePorts, ChainNATOutputNodePorts:
+	case ChainServices, ChainNATPreroutingClusterIPs, ChainNATOutputClusterIPs, ChainNATPreroutingNodePorts, ChainNATOutputNodePorts:
 		return false
 	}
 	m := main.Chain(c.Name)

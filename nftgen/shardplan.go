@@ -8,19 +8,19 @@ import "slices"
 // a shard holds shardTop's chains, shardMaps and its Services' chains, sets
 // and dispatch elements (see TableLayout). The fragments share their
 // chains and elements with rs. In the single layout it returns rs alone.
-func SplitRuleset(rs *Ruleset, l TableLayout, shardTop *Fragment, shardMaps []MapSpec) []*Ruleset {
+func SplitRuleset(rs *Ruleset, l TableLayout, shardTops []*Fragment, shardMaps []MapSpec) []*Ruleset {
 	if !l.Sharded() {
 		return []*Ruleset{rs}
 	}
 	out := make([]*Ruleset, l.Shards+1)
 	out[0] = &Ruleset{Family: rs.Family, Maps: rs.Maps, Top: rs.Top, Services: make(map[string]*Fragment, len(rs.Services))}
 	for i := 1; i <= l.Shards; i++ {
-		out[i] = &Ruleset{Family: rs.Family, Table: ShardTable(i), Maps: shardMaps, Top: shardTop, Services: map[string]*Fragment{}}
+		out[i] = &Ruleset{Family: rs.Family, Table: ShardTable(i), Maps: shardMaps, Top: shardTops[i], Services: map[string]*Fragment{}}
 	}
 	for key, f := range rs.Services {
 		main, shard := splitFragment(f)
 		out[0].Services[key] = main
-		out[l.ShardOf(key)].Services[key] = shard
+		out[l.ShardOf(f.Place)].Services[key] = shard
 	}
 	return out
 }
@@ -30,8 +30,8 @@ func SplitRuleset(rs *Ruleset, l TableLayout, shardTop *Fragment, shardMaps []Ma
 // (its chains, sets and dispatch elements). They share f's chains and
 // elements.
 func splitFragment(f *Fragment) (main, shard *Fragment) {
-	main = &Fragment{Elements: map[string][]MapElement{}, HealthCheckRules: f.HealthCheckRules}
-	shard = &Fragment{Chains: f.Chains, Sets: f.Sets, Elements: map[string][]MapElement{}}
+	main = &Fragment{Elements: map[string][]MapElement{}, HealthCheckRules: f.HealthCheckRules, Place: f.Place}
+	shard = &Fragment{Chains: f.Chains, Sets: f.Sets, Elements: map[string][]MapElement{}, Place: f.Place}
 	for m, els := range f.Elements {
 		if IsShardMap(m) {
 			shard.Elements[m] = els
@@ -102,7 +102,7 @@ type LayoutReconciler struct {
 // NewLayoutReconciler returns a LayoutReconciler of the live tables (live
 // is the main table's state with its shards, as Dataplane.ReadCompact
 // reads it) towards layout l with these top levels and maps.
-func NewLayoutReconciler(live *TableState, digests *LiveDigests, top *Fragment, maps []MapSpec, shardTop *Fragment, shardMaps []MapSpec, l TableLayout) *LayoutReconciler {
+func NewLayoutReconciler(live *TableState, digests *LiveDigests, top *Fragment, maps []MapSpec, shardTops []*Fragment, shardMaps []MapSpec, l TableLayout) *LayoutReconciler {
 	r := &LayoutReconciler{layout: l, tables: []*Reconciler{NewReconciler(live, digests, top, maps)}}
 	shards := map[string]*TableState{}
 	if live != nil {
@@ -124,7 +124,7 @@ func NewLayoutReconciler(live *TableState, digests *LiveDigests, top *Fragment, 
 			r.failed = true
 			return r
 		}
-		r.tables = append(r.tables, NewReconciler(sh, digests, shardTop, shardMaps))
+		r.tables = append(r.tables, NewReconciler(sh, digests, shardTops[i], shardMaps))
 	}
 	return r
 }
@@ -141,7 +141,7 @@ func (r *LayoutReconciler) AddService(key string, f *Fragment, sum *FragmentSumm
 	}
 	main, shard := splitFragment(f)
 	r.tables[0].Add(main, nil)
-	r.tables[r.layout.ShardOf(key)].Add(shard, sum)
+	r.tables[r.layout.ShardOf(f.Place)].Add(shard, sum)
 }
 
 // Transaction returns the transaction that patches every table, empty when

@@ -13,6 +13,7 @@ func StmtKinds() []Stmt {
 	return []Stmt{
 		MatchProto{Proto: ProtoTCP},
 		MatchAddr{Dir: Saddr, Prefix: netip.MustParsePrefix("10.244.0.0/16"), Negate: true},
+		DestBits{Mask: 63, Value: 5},
 		MatchIifname{Name: "cni0"},
 		MatchDport{Port: 80},
 		MatchMark{Mask: 0x4000},

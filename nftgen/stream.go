@@ -55,17 +55,17 @@ func NewColdBuilder(f Family, maps []MapSpec, top *Fragment, maxOps int) *ColdBu
 }
 
 // NewShardedColdBuilder is NewColdBuilder for every table of layout l: the
-// main table from maps and top, each shard from shardMaps and shardTop
-// (Generator.ShardMaps, ShardTop), all hooked up by Finish's last
+// main table from maps and top, shard i from shardMaps and shardTops[i]
+// (Generator.ShardMaps, ShardTops), all hooked up by Finish's last
 // transaction. Services are added with AddService.
-func NewShardedColdBuilder(f Family, maps []MapSpec, top *Fragment, shardMaps []MapSpec, shardTop *Fragment, l TableLayout, maxOps int) *ColdBuilder {
+func NewShardedColdBuilder(f Family, maps []MapSpec, top *Fragment, shardMaps []MapSpec, shardTops []*Fragment, l TableLayout, maxOps int) *ColdBuilder {
 	b := NewColdBuilder(f, maps, top, maxOps)
 	if !l.Sharded() {
 		return b
 	}
 	b.layout, b.shardMaps = l, shardMaps
 	for i := 1; i <= l.Shards; i++ {
-		b.startTable(opTable(i), shardMaps, shardTop)
+		b.startTable(opTable(i), shardMaps, shardTops[i])
 	}
 	return b
 }
@@ -100,7 +100,7 @@ func (b *ColdBuilder) AddService(key string, f *Fragment) *Transaction {
 	full := b.next()
 	main, shard := splitFragment(f)
 	addFragmentIn(b.cur, b.maps, main, "")
-	addFragmentIn(b.cur, b.shardMaps, shard, opTable(b.layout.ShardOf(key)))
+	addFragmentIn(b.cur, b.shardMaps, shard, opTable(b.layout.ShardOf(f.Place)))
 	return full
 }
 

@@ -259,6 +259,9 @@ type Fragment struct {
 	// health check node port element stands for: one per port it names
 	// (see HealthCheckComment); 0 without one.
 	HealthCheckRules int
+	// Place is the last 32 bits of the Service's cluster IP in this
+	// family (AddrLow32), which decide its shard (TableLayout.ShardOf).
+	Place uint32
 }
 
 // Equal reports whether two fragments hold the same chains and elements.
@@ -266,7 +269,7 @@ func (f *Fragment) Equal(o *Fragment) bool {
 	if f == o {
 		return true
 	}
-	if f == nil || o == nil || len(f.Chains) != len(o.Chains) || len(f.Elements) != len(o.Elements) || f.HealthCheckRules != o.HealthCheckRules || !slices.Equal(f.Sets, o.Sets) || !slices.Equal(f.Counters, o.Counters) {
+	if f == nil || o == nil || len(f.Chains) != len(o.Chains) || len(f.Elements) != len(o.Elements) || f.HealthCheckRules != o.HealthCheckRules || f.Place != o.Place || !slices.Equal(f.Sets, o.Sets) || !slices.Equal(f.Counters, o.Counters) {
 		return false
 	}
 	for i := range f.Chains {

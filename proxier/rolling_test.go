@@ -3,6 +3,7 @@ package proxier
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -25,7 +26,7 @@ import (
 // nor the element counts see is found by its own step and repaired by a
 // full sync, which starts a new round.
 func TestEngineChecksShardedTablesInTurn(t *testing.T) {
-	f := newEngineFixtureOf(t, func(cfg *Config) { cfg.TableShards = 3 })
+	f := newEngineFixtureOf(t, func(cfg *Config) { cfg.TableShards = 4 })
 	for i := range 10 {
 		name := fmt.Sprintf("s%d", i)
 		f.e.SetService(svc(name, fmt.Sprintf("10.96.1.%d", i+1)))
@@ -34,12 +35,14 @@ func TestEngineChecksShardedTablesInTurn(t *testing.T) {
 	f.sync(t, runner.Requested)
 	f.expectSyncs(t, "cold sync", 1, 0)
 	want := f.fake.Dump(nftgen.FamilyIPv4)
-	const tables = 4
+	const tables = 5
 	step := FullSyncPeriod / tables
-	layout := nftgen.TableLayout{Shards: 3}
+	layout := nftgen.TableLayout{Shards: 4}
 	inTable := map[int]int{}
+	shardOf := func(clusterIP string) int { return layout.ShardOf(nftgen.AddrLow32(netip.MustParseAddr(clusterIP))) }
 	for _, nn := range f.e.store.ServiceNames() {
-		inTable[layout.ShardOfService(nn.String())]++
+		states, _ := f.e.store.State(nn)
+		inTable[shardOf(states[0].ClusterIPs[0].String())]++
 	}
 
 	// A round with nothing changed: one table a step, after requested
@@ -86,7 +89,7 @@ func TestEngineChecksShardedTablesInTurn(t *testing.T) {
 	// A Service chain of one shard emptied behind nftproxy's back: found
 	// when that shard's turn comes, and not before.
 	s0 := types.NamespacedName{Namespace: "ns", Name: "s0"}
-	tampered := layout.ShardOfService(s0.String())
+	tampered := shardOf("10.96.1.1")
 	chain := nftgen.ServiceChainName(svcmodel.ServicePortName{NamespacedName: s0, Port: "http", Protocol: v1.ProtocolTCP})
 	tx := &nftgen.Transaction{Family: nftgen.FamilyIPv4, Ops: []nftgen.Op{{Kind: nftgen.OpFlushChain, Name: chain, Table: nftgen.ShardTable(tampered)}}}
 	if err := f.fake.Apply(context.Background(), tx); err != nil {

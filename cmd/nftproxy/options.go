@@ -89,7 +89,7 @@ func (o *options) addFlags(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&o.nodePortAddresses, "nodeport-addresses", o.nodePortAddresses, "A list of CIDR ranges that contain valid node IPs, or 'primary'. NodePorts are served only on local addresses in them. Empty means all local addresses.")
 	fs.BoolVar(&o.localhostNodePorts, "iptables-localhost-nodeports", o.localhostNodePorts, "If false, NodePorts are not served on 127.0.0.0/8 (IPv4); if true, route_localnet is enabled to serve them.")
 	fs.BoolVar(&o.conntrackTCPLiberal, "conntrack-tcp-be-liberal", o.conntrackTCPLiberal, "If true, do not drop packets in conntrack state INVALID (kube-proxy then relies on nf_conntrack_tcp_be_liberal).")
-	fs.IntVar(&o.tableShards, "table-shards", o.tableShards, fmt.Sprintf("nftproxy only: the number of tables per family that the Services are spread over, so that a change validates one of them. 0 chooses by the number of Services (one table up to %d, then one per %d, at most %d); 1 keeps one table.", nftgen.ShardFromServices, nftgen.ServicesPerShard, nftgen.MaxAutoShards))
+	fs.IntVar(&o.tableShards, "table-shards", o.tableShards, fmt.Sprintf("nftproxy only: the number of tables per family that the Services are spread over, so that a change validates one of them. 0 chooses by the number of Services (one table up to %d, then about one per %d rounded up to a power of two, at most %d); 1 keeps one table; other counts are rounded up to a power of two, at most %d.", nftgen.ShardFromServices, nftgen.ServicesPerShard, nftgen.MaxAutoShards, nftgen.MaxShards))
 	o.addKubeProxyFlags(fs)
 	o.addLoggingFlags(fs)
 }

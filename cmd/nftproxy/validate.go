@@ -42,7 +42,7 @@ func (o *options) validate() error {
 	if err := o.validateSyncPeriods(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := (nftgen.TableLayout{Shards: o.tableShards}).Validate(); err != nil {
+	if err := nftgen.ValidShardCount(o.tableShards); err != nil {
 		errs = append(errs, fmt.Errorf("--table-shards: %w", err))
 	}
 	o.validateNumbers(bad)

@@ -92,6 +92,8 @@ func (w *walker) stmt(b *branch, c *nftgen.Chain, i int, st nftgen.Stmt) []*bran
 	switch st := st.(type) {
 	case nftgen.MatchProto:
 		return match(s.proto == st.Proto)
+	case nftgen.DestBits:
+		return match(st.Matches(s.dst))
 	case nftgen.MatchAddr:
 		a := s.dst
 		if st.Dir == nftgen.Saddr {

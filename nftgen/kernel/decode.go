@@ -198,6 +198,9 @@ func (d *exprDecoder) matchMeta(e *expr.Meta, at func(int) expr.Any) (nftgen.Stm
 }
 
 func (d *exprDecoder) matchPayload(e *expr.Payload, at func(int) expr.Any, saddr, daddr, alen uint32) (nftgen.Stmt, int) {
+	if s, n := destBits(e, at, daddr, alen); n > 0 {
+		return s, n
+	}
 	if e.Base == expr.PayloadBaseTransportHeader && e.Offset == 2 && e.Len == 2 {
 		if c, ok := at(1).(*expr.Cmp); ok && c.Op == expr.CmpOpEq && len(c.Data) == 2 {
 			return nftgen.MatchDport{Port: binary.BigEndian.Uint16(c.Data)}, 2
@@ -272,6 +275,25 @@ func (d *exprDecoder) matchPayload(e *expr.Payload, at func(int) expr.Any, saddr
 		return nil, 0
 	}
 	return nftgen.MatchAddr{Dir: dir, Prefix: netip.PrefixFrom(a, bits), Negate: c.Op == expr.CmpOpNeq}, i + 1
+}
+
+// destBits recognises a shard's guard (nftgen.DestBits): a load of the
+// destination's last 32 bits, a mask whose top bit is clear (so it is no
+// prefix, which MatchAddr would be) and a compare for equality.
+func destBits(e *expr.Payload, at func(int) expr.Any, daddr, alen uint32) (nftgen.Stmt, int) {
+	if e.Base != expr.PayloadBaseNetworkHeader || e.Offset != daddr+alen-4 || e.Len != 4 {
+		return nil, 0
+	}
+	b, ok1 := at(1).(*expr.Bitwise)
+	c, ok2 := at(2).(*expr.Cmp)
+	if !ok1 || !ok2 || len(b.Mask) != 4 || len(b.Xor) != 4 || binary.BigEndian.Uint32(b.Xor) != 0 || c.Op != expr.CmpOpEq || len(c.Data) != 4 {
+		return nil, 0
+	}
+	mask := binary.BigEndian.Uint32(b.Mask)
+	if mask == 0 || mask>>31 != 0 {
+		return nil, 0
+	}
+	return nftgen.DestBits{Mask: mask, Value: binary.BigEndian.Uint32(c.Data)}, 3
 }
 
 // bucketDNAT recognises the rest of a BucketDNAT from its random bucket

@@ -101,6 +101,8 @@ func (b *exprBuilder) appendStmt(out []expr.Any, s nftgen.Stmt) ([]expr.Any, err
 		), nil
 	case nftgen.MatchAddr:
 		return b.appendAddrMatch(out, s)
+	case nftgen.DestBits:
+		return b.appendDestBits(out, s), nil
 	case nftgen.MatchDport:
 		return append(out,
 			&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2},
@@ -273,6 +275,18 @@ func (b *exprBuilder) appendAddrMatch(out []expr.Any, s nftgen.MatchAddr) ([]exp
 		out = append(out, &expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: length, Mask: mask, Xor: make([]byte, length)})
 	}
 	return append(out, &expr.Cmp{Op: op, Register: reg1, Data: addr.AsSlice()}), nil
+}
+
+// appendDestBits appends a shard's guard: the destination address's last
+// 32 bits, masked, compared with the shard's value (in network order, as
+// the packet holds them).
+func (b *exprBuilder) appendDestBits(out []expr.Any, s nftgen.DestBits) []expr.Any {
+	_, daddr, length := b.addrOffsets()
+	return append(out,
+		&expr.Payload{DestRegister: reg1, Base: expr.PayloadBaseNetworkHeader, Offset: daddr + length - 4, Len: 4},
+		&expr.Bitwise{SourceRegister: reg1, DestRegister: reg1, Len: 4, Mask: binary.BigEndian.AppendUint32(nil, s.Mask), Xor: make([]byte, 4)},
+		&expr.Cmp{Op: expr.CmpOpEq, Register: reg1, Data: binary.BigEndian.AppendUint32(nil, s.Value)},
+	)
 }
 
 // appendMaskedTest appends load (a 32-bit value into reg1) and a test of

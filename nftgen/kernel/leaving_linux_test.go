@@ -31,7 +31,7 @@ func TestLeavingReadStreamsTheWholeView(t *testing.T) {
 					t.Fatal(err)
 				}
 			} else {
-				parts := nftgen.SplitRuleset(rs, nftgen.TableLayout{Shards: shards}, g.ShardTop(), g.ShardMaps())
+				parts := nftgen.SplitRuleset(rs, nftgen.TableLayout{Shards: shards}, g.ShardTops(nftgen.TableLayout{Shards: shards}), g.ShardMaps())
 				if err := dp.Apply(ctx, nftgen.PlanFullSharded(parts, nil, nil)); err != nil {
 					t.Fatal(err)
 				}

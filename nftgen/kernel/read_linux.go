@@ -27,9 +27,7 @@ func layoutChains(f nftgen.Family) []string {
 }
 
 // shardLayoutChains names the chains every shard table has (ShardTop).
-func shardLayoutChains(f nftgen.Family) []string {
-	return topChains(f, (*nftgen.Generator).ShardTop)
-}
+func shardLayoutChains(nftgen.Family) []string { return nftgen.ShardTopChainNames() }
 
 // topChains names the chains of a top-level fragment of family f.
 func topChains(f nftgen.Family, top func(*nftgen.Generator) *nftgen.Fragment) []string {

@@ -67,7 +67,7 @@ func TestShardedLayoutReadsAsTheSingleTable(t *testing.T) {
 		if err := single.Apply(ctx, nftgen.PlanFull(rs, nil)); err != nil {
 			t.Fatal(err)
 		}
-		parts := nftgen.SplitRuleset(rs, layout, g.ShardTop(), g.ShardMaps())
+		parts := nftgen.SplitRuleset(rs, layout, g.ShardTops(layout), g.ShardMaps())
 		if err := sharded.Apply(ctx, nftgen.PlanFullSharded(parts, nil, nil)); err != nil {
 			t.Fatalf("%s: %v", fam, err)
 		}
@@ -100,7 +100,7 @@ func TestShardedLayoutReadsAsTheSingleTable(t *testing.T) {
 		for _, key := range []string{movedKey, goneKey} {
 			upd := map[string]*nftgen.Fragment{key: updates[key]}
 			u := appliedSharded.PlanUpdate(upd)
-			shard := nftgen.ShardTable(layout.ShardOf(key))
+			shard := nftgen.ShardTable(layout.ShardOf(rs.Services[key].Place))
 			inShard := 0
 			for _, op := range u.Tx.Ops {
 				switch op.Table {
@@ -135,7 +135,7 @@ func TestShardedLayoutReadsAsTheSingleTable(t *testing.T) {
 			t.Fatal(err)
 		}
 		rs2 := g.Ruleset(ports)
-		if err := single.Apply(ctx, nftgen.PlanFullSharded(nftgen.SplitRuleset(rs2, layout, g.ShardTop(), g.ShardMaps()), []*nftgen.Inventory{inv}, nil)); err != nil {
+		if err := single.Apply(ctx, nftgen.PlanFullSharded(nftgen.SplitRuleset(rs2, layout, g.ShardTops(layout), g.ShardMaps()), []*nftgen.Inventory{inv}, nil)); err != nil {
 			t.Fatalf("%s: single to sharded: %v", fam, err)
 		}
 		want2 := compat.Render(compat.Build(rs2.State()), compat.Options{})
@@ -183,13 +183,13 @@ func TestLayoutReconcilerRepairsEachShard(t *testing.T) {
 	ports := nftgentest.ManyPorts(20)
 	rs := g.Ruleset(ports)
 	ns, dp := kernelNetlink(t, "nfp-shr")
-	if err := dp.Apply(ctx, nftgen.PlanFullSharded(nftgen.SplitRuleset(rs, layout, g.ShardTop(), g.ShardMaps()), nil, nil)); err != nil {
+	if err := dp.Apply(ctx, nftgen.PlanFullSharded(nftgen.SplitRuleset(rs, layout, g.ShardTops(layout), g.ShardMaps()), nil, nil)); err != nil {
 		t.Fatal(err)
 	}
 	want := compatText(t, dp, nftgen.FamilyIPv4)
 	key := nftgen.ServiceKey(ports[2].Name)
-	shard := nftgen.ShardTable(layout.ShardOf(key))
-	other := nftgen.ShardTable(layout.ShardOf(key)%layout.Shards + 1)
+	shard := nftgen.ShardTable(layout.ShardOf(rs.Services[key].Place))
+	other := nftgen.ShardTable(layout.ShardOf(rs.Services[key].Place)%layout.Shards + 1)
 	ns.MustRun(t, "nft", "flush", "chain", "ip", shard, rs.Services[key].Chains[0].Name)
 	el := rs.Services[key].Elements[nftgen.MapServiceIPs][0]
 	ns.MustRun(t, "nft", "delete", "element", "ip", shard, nftgen.MapServiceIPs, "{ "+el.Key.Addr.String()+" . tcp . 80 }")
@@ -203,7 +203,7 @@ func TestLayoutReconcilerRepairsEachShard(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := nftgen.NewLayoutReconciler(live, nil, g.Top(), g.Maps(), g.ShardTop(), g.ShardMaps(), layout)
+		r := nftgen.NewLayoutReconciler(live, nil, g.Top(), g.Maps(), g.ShardTops(layout), g.ShardMaps(), layout)
 		for k, f := range rs.Services {
 			r.AddService(k, f, nil)
 		}
@@ -248,13 +248,13 @@ func TestReadTableChecksEachTableOnItsOwn(t *testing.T) {
 		g, ports := shardedGenerator(t, fam)
 		rs := g.Ruleset(ports)
 		_, dp := kernelNetlink(t, "nfp-chk")
-		parts := nftgen.SplitRuleset(rs, layout, g.ShardTop(), g.ShardMaps())
+		parts := nftgen.SplitRuleset(rs, layout, g.ShardTops(layout), g.ShardMaps())
 		if err := dp.Apply(ctx, nftgen.PlanFullSharded(parts, nil, nil)); err != nil {
 			t.Fatalf("%s: %v", fam, err)
 		}
 		applied := nftgen.AppliedFrom(rs)
 		applied.Layout = layout
-		keep := append((&nftgen.Ruleset{Top: rs.Top}).ChainNames(), (&nftgen.Ruleset{Top: g.ShardTop()}).ChainNames()...)
+		keep := append((&nftgen.Ruleset{Top: rs.Top}).ChainNames(), nftgen.ShardTopChainNames()...)
 		check := func() []string {
 			var out []string
 			for i := range layout.Shards + 1 {
@@ -263,7 +263,7 @@ func TestReadTableChecksEachTableOnItsOwn(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: read table %d: %v", fam, i, err)
 				}
-				out = append(out, applied.CheckTable(i, live, digests, g.ShardTop(), g.ShardMaps()))
+				out = append(out, applied.CheckTable(i, live, digests, g.ShardTops(layout), g.ShardMaps()))
 			}
 			return out
 		}
@@ -278,7 +278,7 @@ func TestReadTableChecksEachTableOnItsOwn(t *testing.T) {
 				key = k
 			}
 		}
-		shard := layout.ShardOf(key)
+		shard := layout.ShardOf(rs.Services[key].Place)
 		flush := nftgen.Op{Kind: nftgen.OpFlushChain, Name: rs.Services[key].Chains[0].Name, Table: nftgen.ShardTable(shard)}
 		if err := dp.Apply(ctx, &nftgen.Transaction{Family: fam, Ops: []nftgen.Op{flush}}); err != nil {
 			t.Fatal(err)

@@ -20,7 +20,7 @@ func (s *Pipeline) Tables(f nftgen.Family) int {
 
 // CheckTable compares table t of family f (0 the main table, i its shard
 // i) as the kernel holds it with what the pipeline applied there, and has
-// the next sync recompute from the model every Service placed in that
+// the next sync recompute from the model every Service it applied in that
 // table (only what differs from the applied rules is written). It returns
 // "" when the table holds what was applied, or else what differs, which a
 // full sync repairs (the caller's decision). A family whose table is not
@@ -36,7 +36,7 @@ func (s *Pipeline) CheckTable(ctx context.Context, f nftgen.Family, t int) (stri
 	if err != nil {
 		return "", fmt.Errorf("read %s table %s: %w", f, nftgen.ShardTable(t), err)
 	}
-	drift := fs.applied.CheckTable(t, live, digests, fs.gen.ShardTop(), fs.gen.ShardMaps())
+	drift := fs.applied.CheckTable(t, live, digests, fs.gen.ShardTops(fs.layout), fs.gen.ShardMaps())
 	switch {
 	case t == 0 && fs.layout.Sharded():
 		return drift, nil // its Services are recomputed with their shards
@@ -49,9 +49,12 @@ func (s *Pipeline) CheckTable(ctx context.Context, f nftgen.Family, t int) (stri
 		}
 		return drift, nil
 	}
-	for nn := range s.store.EachServiceName() {
-		if fs.layout.ShardOfService(nn.String()) == t {
-			s.retry[nn] = true
+	for nn, keys := range fs.keys {
+		for _, key := range keys {
+			if sum := fs.applied.Services[key]; sum != nil && fs.layout.ShardOf(sum.Place) == t {
+				s.retry[nn] = true
+				break
+			}
 		}
 	}
 	return drift, nil

@@ -63,7 +63,8 @@ func (s *Pipeline) DesiredTables(f nftgen.Family) []*nftgen.Ruleset {
 		return nil
 	}
 	fs := s.families[f]
-	return nftgen.SplitRuleset(rs, s.chooseLayout(fs), fs.gen.ShardTop(), fs.gen.ShardMaps())
+	layout := s.chooseLayout(fs)
+	return nftgen.SplitRuleset(rs, layout, fs.gen.ShardTops(layout), fs.gen.ShardMaps())
 }
 
 // chooseLayout is the table layout of fs's family at a full sync now: by
@@ -158,7 +159,7 @@ func withFirst(first *nftgen.Transaction, rest iter.Seq[*nftgen.Transaction]) it
 // levels') whole, and of the other chains digests, compared with the
 // desired or applied ones as they come.
 func (fs *familyState) liveDigests(a *nftgen.Applied) *nftgen.LiveDigests {
-	return a.LiveDigests(append((&nftgen.Ruleset{Top: fs.gen.Top()}).ChainNames(), (&nftgen.Ruleset{Top: fs.gen.ShardTop()}).ChainNames()...))
+	return a.LiveDigests(append((&nftgen.Ruleset{Top: fs.gen.Top()}).ChainNames(), nftgen.ShardTopChainNames()...))
 }
 
 // observed is what a full sync read of a family's tables: the tables as
@@ -215,7 +216,7 @@ func (s *Pipeline) observe(ctx context.Context, fs *familyState, snap *snapshot)
 // Services move between the main table and shards, and shard tables not
 // in the layout go, in the same transaction.
 func planRewrite(g *nftgen.Generator, rs *nftgen.Ruleset, layout nftgen.TableLayout, inv *nftgen.Inventory) *nftgen.Transaction {
-	parts := nftgen.SplitRuleset(rs, layout, g.ShardTop(), g.ShardMaps())
+	parts := nftgen.SplitRuleset(rs, layout, g.ShardTops(layout), g.ShardMaps())
 	invs := []*nftgen.Inventory{inv}
 	var stray []string
 	if inv != nil {
@@ -251,7 +252,7 @@ func (s *Pipeline) planCold(ctx context.Context, fs *familyState, snap *snapshot
 		}
 		done, err := s.streamFull(ctx, fs, snap, r,
 			func() {
-				b = nftgen.NewShardedColdBuilder(fam, r.applied.Maps, r.applied.Top, fs.gen.ShardMaps(), fs.gen.ShardTop(), layout, chunk)
+				b = nftgen.NewShardedColdBuilder(fam, r.applied.Maps, r.applied.Top, fs.gen.ShardMaps(), fs.gen.ShardTops(layout), layout, chunk)
 			},
 			func(key string, f *nftgen.Fragment, _ *nftgen.FragmentSummary) bool { return add(key, f) }, add)
 		if err != nil {

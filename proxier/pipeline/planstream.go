@@ -48,7 +48,7 @@ func (s *Pipeline) streamFull(ctx context.Context, fs *familyState, snap *snapsh
 		if !begun {
 			start()
 		}
-		f, key := &nftgen.Fragment{Chains: c.frag.Chains, Sets: c.frag.Sets}, c.claim.frag
+		f, key := &nftgen.Fragment{Chains: c.frag.Chains, Sets: c.frag.Sets, Place: c.frag.Place}, c.claim.frag
 		sum := r.applied.Summarize(f)
 		if !chains(key, f, sum) {
 			stopped = true
@@ -87,12 +87,13 @@ type heldElements struct {
 	c        *candidate
 	elements []nftgen.NamedElement
 	hcRules  int
+	place    uint32
 }
 
 // holdElements keeps c's map elements and health check rule count, and
 // lets go of the rest of its fragment.
 func holdElements(c *candidate) heldElements {
-	h := heldElements{c: c, hcRules: c.frag.HealthCheckRules}
+	h := heldElements{c: c, hcRules: c.frag.HealthCheckRules, place: c.frag.Place}
 	n := 0
 	for _, els := range c.frag.Elements {
 		n += len(els)
@@ -109,7 +110,7 @@ func holdElements(c *candidate) heldElements {
 
 // candidate returns the held candidate with a fragment of its elements.
 func (h heldElements) candidate() *candidate {
-	f := &nftgen.Fragment{Elements: map[string][]nftgen.MapElement{}, HealthCheckRules: h.hcRules}
+	f := &nftgen.Fragment{Elements: map[string][]nftgen.MapElement{}, HealthCheckRules: h.hcRules, Place: h.place}
 	for _, e := range h.elements {
 		f.Elements[e.Map] = append(f.Elements[e.Map], e.MapElement)
 	}
@@ -130,7 +131,7 @@ func (s *Pipeline) planLive(ctx context.Context, fs *familyState, snap *snapshot
 	var rec *nftgen.LayoutReconciler
 	_, err := s.streamFull(ctx, fs, snap, r,
 		func() {
-			rec = nftgen.NewLayoutReconciler(live, digests, applied.Top, applied.Maps, fs.gen.ShardTop(), fs.gen.ShardMaps(), layout)
+			rec = nftgen.NewLayoutReconciler(live, digests, applied.Top, applied.Maps, fs.gen.ShardTops(layout), fs.gen.ShardMaps(), layout)
 		},
 		func(key string, f *nftgen.Fragment, sum *nftgen.FragmentSummary) bool {
 			rec.AddService(key, f, sum)

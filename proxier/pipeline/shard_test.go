@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -67,7 +68,7 @@ func TestShardedSyncFollowsTheLayout(t *testing.T) {
 	if res := f.sync(t); res.Full || res.Services != 1 {
 		t.Fatalf("partial sync %+v", res)
 	}
-	shard := nftgen.ShardTable(nftgen.TableLayout{Shards: 4}.ShardOf("ns/s3:http/tcp"))
+	shard := nftgen.ShardTable(nftgen.TableLayout{Shards: 4}.ShardOf(nftgen.AddrLow32(netip.MustParseAddr("10.96.0.4"))))
 	inShard := 0
 	for _, op := range f.fake.LastTransaction.Ops {
 		switch op.Table {
@@ -82,6 +83,26 @@ func TestShardedSyncFollowsTheLayout(t *testing.T) {
 		t.Errorf("partial sync of ns/s3 wrote nothing to its shard %s", shard)
 	}
 	check("partial sync", 4)
+
+	// s5 deleted and created again with another cluster IP, in another
+	// shard, between two syncs: one partial sync moves it.
+	from := nftgen.ShardTable(nftgen.TableLayout{Shards: 4}.ShardOf(nftgen.AddrLow32(netip.MustParseAddr("10.96.0.6"))))
+	to := nftgen.ShardTable(nftgen.TableLayout{Shards: 4}.ShardOf(nftgen.AddrLow32(netip.MustParseAddr("10.96.0.103"))))
+	if from == to {
+		t.Fatalf("both cluster IPs of s5 are in %s", from)
+	}
+	f.store.SetService(svc("s5", "10.96.0.103"))
+	if res := f.sync(t); res.Full || res.Services != 1 {
+		t.Fatalf("partial sync of the moved Service %+v", res)
+	}
+	tables := map[string]bool{}
+	for _, op := range f.fake.LastTransaction.Ops {
+		tables[op.Table] = true
+	}
+	if !tables[from] || !tables[to] {
+		t.Errorf("the move of s5 from %s to %s acts on the tables %v", from, to, tables)
+	}
+	check("cluster IP moved to another shard", 4)
 
 	f.store.DeleteService(types.NamespacedName{Namespace: "ns", Name: "s4"})
 	f.sync(t)
@@ -149,7 +170,10 @@ func TestAutomaticLayoutCountsTheFamilysServices(t *testing.T) {
 		f.store.SetService(svc(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.%d.%d", i/250, 1+i%250)))
 	}
 	f.sync(t)
-	want := (n + nftgen.ServicesPerShard - 1) / nftgen.ServicesPerShard
+	want := 1 // the power of two at or above one shard per ServicesPerShard
+	for want < (n+nftgen.ServicesPerShard-1)/nftgen.ServicesPerShard {
+		want *= 2
+	}
 	if got := len(f.fake.ShardTables(nftgen.FamilyIPv4)); got != want {
 		t.Errorf("IPv4: %d shard tables for %d Services, want %d", got, n, want)
 	}
