@@ -130,7 +130,7 @@ func TestStreamOfTheFakesLeavingRead(t *testing.T) {
 	ctx := context.Background()
 	g, ports := largePorts(t, 300)
 	fake := nftgen.NewFake()
-	parts := nftgen.SplitRuleset(g.Ruleset(ports), nftgen.TableLayout{Shards: 8}, g.ShardTops(nftgen.TableLayout{Shards: 8}), g.ShardMaps())
+	parts := nftgen.SplitRuleset(g.Ruleset(ports), nftgen.TableLayout{Shards: 8, Named: 2}, g.ShardTops(nftgen.TableLayout{Shards: 8, Named: 2}), g.ShardMaps())
 	if err := fake.Apply(ctx, nftgen.PlanFullSharded(parts, nil, nil)); err != nil {
 		t.Fatal(err)
 	}

@@ -396,7 +396,7 @@ func benchSize(t outliving, cfg benchConfig, probe string, res *benchreport.Resu
 	// A new connection passes the dispatch of every shard before its
 	// Service's, in the order the tables were made.
 	if layout := (nftgen.TableLayout{Shards: rep.TableShards}); layout.Sharded() {
-		t.Logf("%d Services: the probed Service svc-%d is in shard %d of %d", n, probed, layout.ShardOf(nftgen.AddrLow32(netip.MustParseAddr(clusterIP))), layout.Shards)
+		t.Logf("%d Services: the probed Service svc-%d is in shard %d of %d", n, probed, layout.ShardOf(nftgen.ClusterIPPlace(netip.MustParseAddr(clusterIP))), layout.Shards)
 	}
 	if d := destinationRE.FindSubmatch(last[0]); d == nil || string(d[1]) != clusterIP {
 		t.Fatalf("last KUBE-SERVICES rule %q does not match svc-%d's cluster IP %s", last[0], probed, clusterIP)

@@ -40,7 +40,7 @@ type FragmentSummary struct {
 	// EndpointMaps are the endpoint maps its chains' numgen rules read.
 	EndpointMaps []ChainMap
 	// Place is the fragment's Place: where its shard is.
-	Place uint32
+	Place Place
 }
 
 // ChainMap names a chain and the endpoint map its numgen rule reads.

@@ -52,7 +52,7 @@ func TestCheckTableFindsTamperingInItsTableOnly(t *testing.T) {
 	g := featureGenerator(t)
 	ports := nftgentest.FeaturePorts()
 	rs := g.Ruleset(ports)
-	for _, l := range []TableLayout{{}, {Shards: 4}} {
+	for _, l := range []TableLayout{{}, {Shards: 4, Named: 2}} {
 		fake, applied := shardedOnto(t, g, rs, l)
 		for i, got := range checkTables(t, g, fake, applied) {
 			if got != "" {
@@ -61,7 +61,7 @@ func TestCheckTableFindsTamperingInItsTableOnly(t *testing.T) {
 		}
 	}
 
-	l := TableLayout{Shards: 4}
+	l := TableLayout{Shards: 4, Named: 2}
 	key := ServiceKey(ports[0].Name)
 	frag := rs.Services[key]
 	shard := l.ShardOf(frag.Place)

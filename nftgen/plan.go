@@ -304,10 +304,10 @@ func (ops *updateOps) fragment(oldF *FragmentSummary, newF *Fragment, newS *Frag
 }
 
 // placeOr returns f's Place, or old's when f is nil (a deletion).
-func (f *Fragment) placeOr(old *FragmentSummary) uint32 {
+func (f *Fragment) placeOr(old *FragmentSummary) Place {
 	if f == nil {
 		if old == nil {
-			return 0
+			return Place{}
 		}
 		return old.Place
 	}

@@ -92,13 +92,14 @@ func (g *Generator) Service(sp *svcmodel.ServicePortState) *Fragment {
 	own.ExternalIPs, own.LoadBalancerIPs = g.familyAddrs(sp.ExternalIPs), g.familyAddrs(sp.LoadBalancerIPs)
 	sp = &own
 	b := &svcBuild{g: g, sp: sp, name: sp.Name.String(), proto: protoNumber(sp.Name.Protocol),
-		frag: &Fragment{Elements: map[string][]MapElement{}, Place: AddrLow32(vip)}, seen: map[elementKey]bool{}}
+		frag: &Fragment{Elements: map[string][]MapElement{}}, seen: map[elementKey]bool{}}
 	cat := svcmodel.Categorize(&sp.ServicePort, g.familyEndpoints(sp.Endpoints), g.cfg.Node)
 	b.sharedAffinity = sp.AffinityTimeoutSeconds > 0 && len(cat.Reachable) > CascadeMaxEndpoints
 	b.sepNames = make(map[netip.AddrPort]string, len(cat.Reachable))
 	p := b.decide(vip, cat)
 	b.elements(p)
 	b.chains(p)
+	b.frag.Place = placeOf(b.frag, vip, sp.Name.NamespacedName.String())
 	return b.frag
 }
 

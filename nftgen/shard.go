@@ -2,6 +2,8 @@ package nftgen
 
 import (
 	"fmt"
+	"hash/fnv"
+	"net/netip"
 	"slices"
 	"strings"
 )
@@ -29,6 +31,11 @@ import (
 type TableLayout struct {
 	// Shards is the number of shard tables; 0 or 1 is the single table.
 	Shards int
+	// Named is how many of the shards, the first ones, also hold the
+	// Services placed by name (Place.ByName) and have the stages that look
+	// up external and load balancer IPs and node ports: at least 1 in a
+	// sharded layout.
+	Named int
 }
 
 // Automatic layouts (ChooseLayout with no configured count): one table up
@@ -46,31 +53,52 @@ const (
 // number of Services. An automatic layout grows when its shards would hold
 // more than ServicesPerShard Services each and shrinks only when a quarter
 // of them would do, so that a cluster near a boundary is not moved back and
-// forth: each move rewrites every table.
-func ChooseLayout(configured, services int, current TableLayout) TableLayout {
+// forth: each move rewrites every table. The shards that take the Services
+// with node ports, external or load balancer IPs (open, of services) are
+// counted the same way among them.
+func ChooseLayout(configured, services, open int, current TableLayout) TableLayout {
+	shards := chooseShards(configured, services, current)
+	if shards <= 1 {
+		return TableLayout{Shards: shards}
+	}
+	named := min(grown(max((open+ServicesPerShard-1)/ServicesPerShard, 1), current.Named, shards == current.Shards), shards)
+	return TableLayout{Shards: shards, Named: named}
+}
+
+// chooseShards is ChooseLayout's number of shards.
+func chooseShards(configured, services int, current TableLayout) int {
 	if configured > 0 {
 		if configured == 1 {
-			return TableLayout{Shards: 1}
+			return 1
 		}
-		return TableLayout{Shards: min(powerOfTwoAtLeast(configured), MaxShards)}
+		return min(powerOfTwoAtLeast(configured), MaxShards)
 	}
 	want := 0
 	if services > ShardFromServices {
 		want = min(max((services+ServicesPerShard-1)/ServicesPerShard, 2), MaxAutoShards)
 	}
 	cur := current.Shards
-	if !current.Sharded() || !isPowerOfTwo(cur) {
+	if !current.Sharded() {
 		cur = 0
 	}
-	switch {
-	case want == 0 && services > ShardFromServices/2 && cur > 0:
-		return TableLayout{Shards: cur} // just below the boundary: stay sharded
-	case want == 0:
-		return TableLayout{}
-	case cur > 0 && want <= cur && 4*want > cur:
-		return TableLayout{Shards: cur}
+	if want == 0 {
+		if services > ShardFromServices/2 && cur > 0 && isPowerOfTwo(cur) {
+			return cur // just below the boundary: stay sharded
+		}
+		return 0
 	}
-	return TableLayout{Shards: powerOfTwoAtLeast(want)}
+	return grown(want, cur, true)
+}
+
+// grown returns the power of two to use for a count that wants want tables
+// when cur are in place (valid tells whether cur may be kept): cur while it
+// is enough and no more than four times what is wanted, else want rounded
+// up to a power of two.
+func grown(want, cur int, valid bool) int {
+	if valid && isPowerOfTwo(cur) && want <= cur && 4*want > cur {
+		return cur
+	}
+	return powerOfTwoAtLeast(want)
 }
 
 // powerOfTwoAtLeast returns the smallest power of two not below n (n > 0).
@@ -100,6 +128,9 @@ func (l TableLayout) Validate() error {
 	}
 	if l.Sharded() && !isPowerOfTwo(l.Shards) {
 		return fmt.Errorf("%d table shards is not a power of two", l.Shards)
+	}
+	if l.Sharded() && (l.Named < 1 || l.Named > l.Shards) {
+		return fmt.Errorf("%d of %d table shards take the Services placed by name, want 1 to %d", l.Named, l.Shards, l.Shards)
 	}
 	return nil
 }
@@ -149,16 +180,24 @@ func ShardIndex(name string) (int, bool) {
 }
 
 // ShardOf returns the table index of a Service whose fragments have this
-// Place (the last 32 bits of its cluster IP): 0 in the single layout, else
-// 1 + the address's low bits, so that every port of a Service, and with it
-// every entry point, shares one shard, and a packet sent to a cluster IP
-// tells its shard by itself (ShardGuard). Shards is a power of two.
-func (l TableLayout) ShardOf(place uint32) int {
+// Place: 0 in the single layout, else 1 + the low bits of its cluster IP
+// (Shards is a power of two), so that every port of a Service shares one
+// shard and a packet sent to a cluster IP tells its shard by itself
+// (ShardGuard); a Service placed by name goes to one of the first Named
+// shards.
+func (l TableLayout) ShardOf(p Place) int {
 	if !l.Sharded() {
 		return 0
 	}
-	return int(place&l.mask()) + 1
+	if p.ByName {
+		return int(p.Bits%uint32(max(l.Named, 1))) + 1
+	}
+	return int(p.Bits&l.mask()) + 1
 }
+
+// takesNamed reports whether shard i holds Services placed by name, and
+// with them the stages for external and load balancer IPs and node ports.
+func (l TableLayout) takesNamed(i int) bool { return i <= max(l.Named, 1) }
 
 // ShardGuard returns the match that lets into shard i's service IP stage
 // only packets sent to an address ShardOf places in shard i.
@@ -213,7 +252,9 @@ const (
 // chains, KUBE-SERVICES with its dispatch map, KUBE-NODEPORTS and
 // KUBE-MARK-MASQ, which the Services' chains reach. The NAT hooks call every
 // table's base chains for a connection's first packet until one binds it,
-// in three stages:
+// in three stages, the last two only in the shards that take the Services
+// placed by name (TableLayout.Named), so that a packet that is no Service's
+// passes a compare in most shards and a look-up in few:
 //   - cluster IPs: the dispatch look-up behind the shard's guard
 //     (ShardGuard), so that a connection to a cluster IP pays one look-up,
 //     in its own shard, and a compare in each shard before it;
@@ -238,14 +279,18 @@ func (g *Generator) ShardTop(l TableLayout, i int) *Fragment {
 	chains := []*Chain{
 		base(ChainNATPreroutingClusterIPs, HookPrerouting, PriorityClusterIPs, guarded),
 		base(ChainNATOutputClusterIPs, HookOutput, PriorityClusterIPs, guarded),
-		base(ChainNATPrerouting, HookPrerouting, PriorityDstNAT, anyIP),
-		base(ChainNATOutput, HookOutput, PriorityDstNAT, anyIP),
-		base(ChainNATPreroutingNodePorts, HookPrerouting, PriorityNodePorts, nodePorts...),
-		base(ChainNATOutputNodePorts, HookOutput, PriorityNodePorts, nodePorts...),
+	}
+	if l.takesNamed(i) {
+		chains = append(chains,
+			base(ChainNATPrerouting, HookPrerouting, PriorityDstNAT, anyIP),
+			base(ChainNATOutput, HookOutput, PriorityDstNAT, anyIP),
+			base(ChainNATPreroutingNodePorts, HookPrerouting, PriorityNodePorts, nodePorts...),
+			base(ChainNATOutputNodePorts, HookOutput, PriorityNodePorts, nodePorts...))
+	}
+	chains = append(chains,
 		nat(ChainServices, NewRule("", DispatchMap{Map: MapServiceIPs})),
 		nat(ChainNodePorts, g.nodePortRules()...),
-		nat(ChainMarkMasq, NewRule("", MarkOr{Bits: g.markBits})),
-	}
+		nat(ChainMarkMasq, NewRule("", MarkOr{Bits: g.markBits})))
 	var counters []string
 	if g.cfg.Family == FamilyIPv4 && g.cfg.LocalhostNodePorts {
 		counters = []string{CounterLocalhostNodePorts}
@@ -287,4 +332,33 @@ func IsShardTopChain(name string) bool { return slices.Contains(ShardTopChainNam
 func ShardTopChainNames() []string {
 	return []string{ChainNATPreroutingClusterIPs, ChainNATOutputClusterIPs, ChainNATPrerouting, ChainNATOutput,
 		ChainNATPreroutingNodePorts, ChainNATOutputNodePorts, ChainServices, ChainNodePorts, ChainMarkMasq}
+}
+
+// Place is where a Service's fragments live in a sharded layout
+// (TableLayout.ShardOf).
+type Place struct {
+	// Bits are the last 32 bits of the cluster IP (AddrLow32), or, with
+	// ByName, a hash of the Service's namespace and name.
+	Bits uint32
+	// ByName is set for a Service with node ports, external or load
+	// balancer IPs: their packets do not tell their shard, so the Service
+	// goes to one of the layout's first Named shards, the only ones that
+	// look those up.
+	ByName bool
+}
+
+// placeOf returns the Place of fragment f of the Service called
+// namespacedName whose cluster IP is vip: by name when f has a node port or
+// a dispatch element for another address, else by vip's low bits.
+func placeOf(f *Fragment, vip netip.Addr, namespacedName string) Place {
+	open := len(f.Elements[MapServiceNodePorts]) > 0
+	for _, e := range f.Elements[MapServiceIPs] {
+		open = open || e.Key.Addr != vip
+	}
+	if !open {
+		return Place{Bits: AddrLow32(vip)}
+	}
+	h := fnv.New32a()
+	h.Write([]byte(namespacedName))
+	return Place{Bits: h.Sum32(), ByName: true}
 }

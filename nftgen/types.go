@@ -259,9 +259,8 @@ type Fragment struct {
 	// health check node port element stands for: one per port it names
 	// (see HealthCheckComment); 0 without one.
 	HealthCheckRules int
-	// Place is the last 32 bits of the Service's cluster IP in this
-	// family (AddrLow32), which decide its shard (TableLayout.ShardOf).
-	Place uint32
+	// Place decides the fragment's shard (TableLayout.ShardOf).
+	Place Place
 }
 
 // Equal reports whether two fragments hold the same chains and elements.

@@ -39,7 +39,9 @@ func TestEngineChecksShardedTablesInTurn(t *testing.T) {
 	step := FullSyncPeriod / tables
 	layout := nftgen.TableLayout{Shards: 4}
 	inTable := map[int]int{}
-	shardOf := func(clusterIP string) int { return layout.ShardOf(nftgen.AddrLow32(netip.MustParseAddr(clusterIP))) }
+	shardOf := func(clusterIP string) int {
+		return layout.ShardOf(nftgen.ClusterIPPlace(netip.MustParseAddr(clusterIP)))
+	}
 	for _, nn := range f.e.store.ServiceNames() {
 		states, _ := f.e.store.State(nn)
 		inTable[shardOf(states[0].ClusterIPs[0].String())]++

@@ -58,7 +58,7 @@ func shardedGenerator(t *testing.T, f nftgen.Family) (*nftgen.Generator, []svcmo
 func TestShardedLayoutReadsAsTheSingleTable(t *testing.T) {
 	testns.RequireRoot(t)
 	ctx := context.Background()
-	layout := nftgen.TableLayout{Shards: 8}
+	layout := nftgen.TableLayout{Shards: 8, Named: 2}
 	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
 		g, ports := shardedGenerator(t, fam)
 		rs := g.Ruleset(ports)
@@ -178,7 +178,7 @@ func TestShardedLayoutReadsAsTheSingleTable(t *testing.T) {
 func TestLayoutReconcilerRepairsEachShard(t *testing.T) {
 	testns.RequireRoot(t)
 	ctx := context.Background()
-	layout := nftgen.TableLayout{Shards: 4}
+	layout := nftgen.TableLayout{Shards: 4, Named: 2}
 	g := testGenerator("10.244.0.0/16")
 	ports := nftgentest.ManyPorts(20)
 	rs := g.Ruleset(ports)
@@ -243,7 +243,7 @@ func TestLayoutReconcilerRepairsEachShard(t *testing.T) {
 func TestReadTableChecksEachTableOnItsOwn(t *testing.T) {
 	testns.RequireRoot(t)
 	ctx := context.Background()
-	layout := nftgen.TableLayout{Shards: 4}
+	layout := nftgen.TableLayout{Shards: 4, Named: 2}
 	for _, fam := range []nftgen.Family{nftgen.FamilyIPv4, nftgen.FamilyIPv6} {
 		g, ports := shardedGenerator(t, fam)
 		rs := g.Ruleset(ports)

@@ -2,6 +2,7 @@ package model
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
@@ -38,6 +39,22 @@ func ParseService(svc *v1.Service) *Service {
 		}
 	}
 	return out
+}
+
+// open reports whether a port of s has a node port, or an external or
+// load balancer IP of the family (IPv6 or not).
+func (s *Service) open(ipv6 bool) bool {
+	for _, p := range s.ports {
+		if p.NodePort != 0 {
+			return true
+		}
+		for _, a := range slices.Concat(p.ExternalIPs, p.LoadBalancerIPs) {
+			if a.Is6() == ipv6 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ParseServices returns the Services of list.

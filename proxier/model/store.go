@@ -264,6 +264,19 @@ func (s *Store) ServiceCount(ipv6 bool) int {
 	return n
 }
 
+// OpenServiceCount returns how many of ServiceCount(ipv6)'s Services have a
+// node port, or an external or load balancer IP of that family: those whose
+// packets do not tell a shard by their cluster IP (nftgen.Place).
+func (s *Store) OpenServiceCount(ipv6 bool) int {
+	n := 0
+	for _, svc := range s.services {
+		if ((ipv6 && svc.ipv6) || (!ipv6 && svc.ipv4)) && svc.open(ipv6) {
+			n++
+		}
+	}
+	return n
+}
+
 // ServiceNames returns every Service in the store, sorted.
 func (s *Store) ServiceNames() []types.NamespacedName {
 	out := make([]types.NamespacedName, 0, len(s.services))

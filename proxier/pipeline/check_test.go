@@ -75,7 +75,7 @@ func TestCheckTableRecomputesWhatTheTableHolds(t *testing.T) {
 	check(nftgen.FamilyIPv4, 0, nil)
 	var inShard []types.NamespacedName
 	for nn, ip := range clusterIPs {
-		if layout.ShardOf(nftgen.AddrLow32(ip)) == 2 {
+		if layout.ShardOf(nftgen.ClusterIPPlace(ip)) == 2 {
 			inShard = append(inShard, nn)
 		}
 	}

@@ -87,7 +87,7 @@ type heldElements struct {
 	c        *candidate
 	elements []nftgen.NamedElement
 	hcRules  int
-	place    uint32
+	place    nftgen.Place
 }
 
 // holdElements keeps c's map elements and health check rule count, and

@@ -68,7 +68,7 @@ func TestShardedSyncFollowsTheLayout(t *testing.T) {
 	if res := f.sync(t); res.Full || res.Services != 1 {
 		t.Fatalf("partial sync %+v", res)
 	}
-	shard := nftgen.ShardTable(nftgen.TableLayout{Shards: 4}.ShardOf(nftgen.AddrLow32(netip.MustParseAddr("10.96.0.4"))))
+	shard := nftgen.ShardTable(nftgen.TableLayout{Shards: 4}.ShardOf(nftgen.ClusterIPPlace(netip.MustParseAddr("10.96.0.4"))))
 	inShard := 0
 	for _, op := range f.fake.LastTransaction.Ops {
 		switch op.Table {
@@ -86,8 +86,8 @@ func TestShardedSyncFollowsTheLayout(t *testing.T) {
 
 	// s5 deleted and created again with another cluster IP, in another
 	// shard, between two syncs: one partial sync moves it.
-	from := nftgen.ShardTable(nftgen.TableLayout{Shards: 4}.ShardOf(nftgen.AddrLow32(netip.MustParseAddr("10.96.0.6"))))
-	to := nftgen.ShardTable(nftgen.TableLayout{Shards: 4}.ShardOf(nftgen.AddrLow32(netip.MustParseAddr("10.96.0.103"))))
+	from := nftgen.ShardTable(nftgen.TableLayout{Shards: 4}.ShardOf(nftgen.ClusterIPPlace(netip.MustParseAddr("10.96.0.6"))))
+	to := nftgen.ShardTable(nftgen.TableLayout{Shards: 4}.ShardOf(nftgen.ClusterIPPlace(netip.MustParseAddr("10.96.0.103"))))
 	if from == to {
 		t.Fatalf("both cluster IPs of s5 are in %s", from)
 	}
