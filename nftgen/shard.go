@@ -207,18 +207,6 @@ func (l TableLayout) ShardGuard(i int) DestBits {
 
 func (l TableLayout) mask() uint32 { return uint32(l.Shards - 1) }
 
-// serviceOfKey returns the "namespace/name" part of a fragment key
-// ("ns/name:port/proto" or "ns/name/proto").
-func serviceOfKey(key string) string {
-	if i := strings.IndexByte(key, ':'); i >= 0 {
-		return key[:i]
-	}
-	if i := strings.LastIndexByte(key, '/'); i > 0 {
-		return key[:i]
-	}
-	return key
-}
-
 // IsShardMap reports whether the elements of map name live in the shard of
 // the Service that adds them: the nat dispatch maps, whose elements jump
 // to the Service's chains. The other maps' elements name only shared
