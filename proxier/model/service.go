@@ -48,10 +48,9 @@ func (s *Service) open(ipv6 bool) bool {
 		if p.NodePort != 0 {
 			return true
 		}
-		for _, a := range slices.Concat(p.ExternalIPs, p.LoadBalancerIPs) {
-			if a.Is6() == ipv6 {
-				return true
-			}
+		if slices.ContainsFunc(p.ExternalIPs, func(a netip.Addr) bool { return a.Is6() == ipv6 }) ||
+			slices.ContainsFunc(p.LoadBalancerIPs, func(a netip.Addr) bool { return a.Is6() == ipv6 }) {
+			return true
 		}
 	}
 	return false

@@ -1,0 +1,42 @@
+package model
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+)
+
+// TestOpenServiceCountCountsWhatAClusterIPDoesNotPlace: a Service counts,
+// per family, when it has a node port, or an external or load balancer IP
+// of that family; one with only cluster IPs does not.
+func TestOpenServiceCountCountsWhatAClusterIPDoesNotPlace(t *testing.T) {
+	s := NewStore()
+	add := func(name string, mutate func(*v1.Service)) {
+		s.SetService(service(func(svc *v1.Service) {
+			svc.Name = name
+			svc.Spec.ClusterIPs = []string{"10.96.0.1", "fd00::1"}
+			if mutate != nil {
+				mutate(svc)
+			}
+		}))
+	}
+	add("cluster-ip", nil)
+	add("node-port", func(svc *v1.Service) {
+		svc.Spec.Type = v1.ServiceTypeNodePort
+		svc.Spec.Ports[0].NodePort = 30080
+	})
+	add("external-v4", func(svc *v1.Service) { svc.Spec.ExternalIPs = []string{"198.51.100.1"} })
+	add("lb-v6", func(svc *v1.Service) {
+		svc.Spec.Type = v1.ServiceTypeLoadBalancer
+		svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "2001:db8::5"}}
+	})
+	if got, want := s.ServiceCount(false), 4; got != want {
+		t.Fatalf("IPv4 Services: %d, want %d", got, want)
+	}
+	if got, want := s.OpenServiceCount(false), 2; got != want {
+		t.Errorf("open IPv4 Services: %d, want %d (node-port, external-v4)", got, want)
+	}
+	if got, want := s.OpenServiceCount(true), 2; got != want {
+		t.Errorf("open IPv6 Services: %d, want %d (node-port, lb-v6)", got, want)
+	}
+}
