@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nftproxy/nftproxy/compat"
@@ -103,6 +104,30 @@ func TestShardedSyncFollowsTheLayout(t *testing.T) {
 		t.Errorf("the move of s5 from %s to %s acts on the tables %v", from, to, tables)
 	}
 	check("cluster IP moved to another shard", 4)
+
+	// s6 becomes a NodePort Service: its packets no longer tell its shard
+	// by the cluster IP, so one partial sync moves it to the shard that
+	// takes the Services placed by name (the first: none had a node port
+	// at the last full sync).
+	from = nftgen.ShardTable(nftgen.TableLayout{Shards: 4}.ShardOf(nftgen.ClusterIPPlace(netip.MustParseAddr("10.96.0.7"))))
+	if from == nftgen.ShardTable(1) {
+		t.Fatalf("s6 is in %s already", from)
+	}
+	np := svc("s6", "10.96.0.7")
+	np.Spec.Type = v1.ServiceTypeNodePort
+	np.Spec.Ports[0].NodePort = 30006
+	f.store.SetService(np)
+	if res := f.sync(t); res.Full || res.Services != 1 {
+		t.Fatalf("partial sync of s6 turned NodePort %+v", res)
+	}
+	tables = map[string]bool{}
+	for _, op := range f.fake.LastTransaction.Ops {
+		tables[op.Table] = true
+	}
+	if !tables[from] || !tables[nftgen.ShardTable(1)] {
+		t.Errorf("the move of s6 from %s to %s acts on the tables %v", from, nftgen.ShardTable(1), tables)
+	}
+	check("a Service given a node port moved to the shard for them", 4)
 
 	f.store.DeleteService(types.NamespacedName{Namespace: "ns", Name: "s4"})
 	f.sync(t)
