@@ -263,15 +263,22 @@ func (applied *Applied) PlanUpdate(updates map[string]*Fragment) *Update {
 		if oldF.equal(newS) {
 			continue
 		}
-		if oldF != nil && newF != nil && oldF.Place != newF.Place && applied.Layout.ShardOf(oldF.Place) != applied.Layout.ShardOf(newF.Place) {
-			// Its cluster IP changed and moved it to another shard:
-			// deleted from the old one, added to the new one.
-			ops.fragment(oldF, nil, nil, applied.Layout.ShardOf(oldF.Place))
-			ops.fragment(nil, newF, newS, applied.Layout.ShardOf(newF.Place))
+		from, to := -1, -1 // the shards it leaves and goes to
+		if oldF != nil {
+			from = applied.Layout.ShardOf(oldF.Place)
+		}
+		if newF != nil {
+			to = applied.Layout.ShardOf(newF.Place)
+		}
+		if from >= 0 && to >= 0 && from != to {
+			// Its place changed (its cluster IP, or it gained or lost a
+			// node port or an external address): deleted from the old
+			// shard, added to the new one.
+			ops.fragment(oldF, nil, nil, from)
+			ops.fragment(nil, newF, newS, to)
 			continue
 		}
-		place := newF.placeOr(oldF)
-		ops.fragment(oldF, newF, newS, applied.Layout.ShardOf(place))
+		ops.fragment(oldF, newF, newS, max(from, to))
 	}
 	slices.SortStableFunc(ops.deleteSets, func(a, b Op) int { return strings.Compare(a.Name, b.Name) })
 	for _, list := range [][]Op{ops.addChains, ops.addSets, ops.delElems, ops.flushChains, ops.dropMaps, ops.replaceSets, ops.rulesOf, ops.addElems, ops.deleteChains, ops.deleteSets} {
@@ -301,17 +308,6 @@ func (ops *updateOps) fragment(oldF *FragmentSummary, newF *Fragment, newS *Frag
 	}
 	ops.delElems = append(ops.delElems, d...)
 	ops.addElems = append(ops.addElems, a...)
-}
-
-// placeOr returns f's Place, or old's when f is nil (a deletion).
-func (f *Fragment) placeOr(old *FragmentSummary) Place {
-	if f == nil {
-		if old == nil {
-			return Place{}
-		}
-		return old.Place
-	}
-	return f.Place
 }
 
 // sets adds the operations on a fragment's sets in table: a set whose

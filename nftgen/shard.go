@@ -22,10 +22,11 @@ import (
 // there: their chains, sets and the elements of the two nat dispatch maps
 // (ShardMaps), with its own copies of the chains they reach (ShardTop).
 // Jumps cannot cross tables, so all of a Service's entry points are in its
-// shard. A Service is placed by the low bits of its cluster IP, so that a
-// packet sent to a cluster IP passes only a compare in the shards before
-// its own (ShardGuard); external IPs, load balancer IPs and node ports
-// follow their Service and are looked up in every shard.
+// shard (Place). A Service with only a cluster IP is placed by the low bits
+// of that address, so that a packet sent to a cluster IP passes only a
+// compare in the shards before its own (ShardGuard); one with node ports,
+// external or load balancer IPs is placed by name in the first Named
+// shards, the only ones that look those up.
 
 // TableLayout is how a family's ruleset is spread over tables.
 type TableLayout struct {
@@ -190,14 +191,18 @@ func (l TableLayout) ShardOf(p Place) int {
 		return 0
 	}
 	if p.ByName {
-		return int(p.Bits%uint32(max(l.Named, 1))) + 1
+		return int(p.Bits%uint32(l.named())) + 1
 	}
 	return int(p.Bits&l.mask()) + 1
 }
 
+// named is Named, at least 1: a sharded layout always has a shard for the
+// Services placed by name.
+func (l TableLayout) named() int { return max(l.Named, 1) }
+
 // takesNamed reports whether shard i holds Services placed by name, and
 // with them the stages for external and load balancer IPs and node ports.
-func (l TableLayout) takesNamed(i int) bool { return i <= max(l.Named, 1) }
+func (l TableLayout) takesNamed(i int) bool { return i <= l.named() }
 
 // ShardGuard returns the match that lets into shard i's service IP stage
 // only packets sent to an address ShardOf places in shard i.
@@ -313,12 +318,22 @@ func (g *Generator) ShardMaps() []MapSpec {
 // IsShardTopChain reports whether name is one of ShardTop's chains: copies
 // of the main table's shared chains (or the later stages), which a merged
 // view of the tables shows once.
-func IsShardTopChain(name string) bool { return slices.Contains(ShardTopChainNames(), name) }
+// It allocates nothing: a merged read asks it of every chain.
+func IsShardTopChain(name string) bool {
+	names := shardTopChains()
+	return slices.Contains(names[:], name)
+}
 
-// ShardTopChainNames names the chains of every shard's ShardTop, in its
+// ShardTopChainNames names the chains a shard's ShardTop may have, in its
 // order.
 func ShardTopChainNames() []string {
-	return []string{ChainNATPreroutingClusterIPs, ChainNATOutputClusterIPs, ChainNATPrerouting, ChainNATOutput,
+	names := shardTopChains()
+	return names[:]
+}
+
+// shardTopChains is ShardTopChainNames as a value.
+func shardTopChains() [9]string {
+	return [9]string{ChainNATPreroutingClusterIPs, ChainNATOutputClusterIPs, ChainNATPrerouting, ChainNATOutput,
 		ChainNATPreroutingNodePorts, ChainNATOutputNodePorts, ChainServices, ChainNodePorts, ChainMarkMasq}
 }
 
@@ -334,6 +349,9 @@ type Place struct {
 	// look those up.
 	ByName bool
 }
+
+// ClusterIPPlace is the Place of a Service placed by its cluster IP a.
+func ClusterIPPlace(a netip.Addr) Place { return Place{Bits: AddrLow32(a)} }
 
 // placeOf returns the Place of fragment f of the Service called
 // namespacedName whose cluster IP is vip: by name when f has a node port or

@@ -35,6 +35,3 @@ func AddrLow32(a netip.Addr) uint32 {
 func addr32(v uint32) string {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}).String()
 }
-
-// ClusterIPPlace is the Place of a Service placed by its cluster IP a.
-func ClusterIPPlace(a netip.Addr) Place { return Place{Bits: AddrLow32(a)} }

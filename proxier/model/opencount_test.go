@@ -6,10 +6,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 )
 
-// TestOpenServiceCountCountsWhatAClusterIPDoesNotPlace: a Service counts,
+// TestServiceCountOpenCountsWhatAClusterIPDoesNotPlace: a Service counts,
 // per family, when it has a node port, or an external or load balancer IP
 // of that family; one with only cluster IPs does not.
-func TestOpenServiceCountCountsWhatAClusterIPDoesNotPlace(t *testing.T) {
+func TestServiceCountOpenCountsWhatAClusterIPDoesNotPlace(t *testing.T) {
 	s := NewStore()
 	add := func(name string, mutate func(*v1.Service)) {
 		s.SetService(service(func(svc *v1.Service) {
@@ -30,13 +30,14 @@ func TestOpenServiceCountCountsWhatAClusterIPDoesNotPlace(t *testing.T) {
 		svc.Spec.Type = v1.ServiceTypeLoadBalancer
 		svc.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "2001:db8::5"}}
 	})
-	if got, want := s.ServiceCount(false), 4; got != want {
-		t.Fatalf("IPv4 Services: %d, want %d", got, want)
+	services, open := s.ServiceCount(false)
+	if services != 4 {
+		t.Fatalf("IPv4 Services: %d, want 4", services)
 	}
-	if got, want := s.OpenServiceCount(false), 2; got != want {
-		t.Errorf("open IPv4 Services: %d, want %d (node-port, external-v4)", got, want)
+	if open != 2 {
+		t.Errorf("open IPv4 Services: %d, want 2 (node-port, external-v4)", open)
 	}
-	if got, want := s.OpenServiceCount(true), 2; got != want {
-		t.Errorf("open IPv6 Services: %d, want %d (node-port, lb-v6)", got, want)
+	if _, open := s.ServiceCount(true); open != 2 {
+		t.Errorf("open IPv6 Services: %d, want 2 (node-port, lb-v6)", open)
 	}
 }

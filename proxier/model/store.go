@@ -253,28 +253,19 @@ func (s *Store) TakeChanged() []types.NamespacedName {
 
 // ServiceCount returns the number of Services in the store that have a
 // cluster IP of family ipv6 or not (an IPv4-only cluster's IPv6 table
-// holds none of them).
-func (s *Store) ServiceCount(ipv6 bool) int {
-	n := 0
+// holds none of them), and how many of those are open: they have a node
+// port, or an external or load balancer IP of that family, so their
+// packets do not tell a shard by the cluster IP (nftgen.Place).
+func (s *Store) ServiceCount(ipv6 bool) (services, open int) {
 	for _, svc := range s.services {
 		if (ipv6 && svc.ipv6) || (!ipv6 && svc.ipv4) {
-			n++
+			services++
+			if svc.open(ipv6) {
+				open++
+			}
 		}
 	}
-	return n
-}
-
-// OpenServiceCount returns how many of ServiceCount(ipv6)'s Services have a
-// node port, or an external or load balancer IP of that family: those whose
-// packets do not tell a shard by their cluster IP (nftgen.Place).
-func (s *Store) OpenServiceCount(ipv6 bool) int {
-	n := 0
-	for _, svc := range s.services {
-		if ((ipv6 && svc.ipv6) || (!ipv6 && svc.ipv4)) && svc.open(ipv6) {
-			n++
-		}
-	}
-	return n
+	return services, open
 }
 
 // ServiceNames returns every Service in the store, sorted.

@@ -70,8 +70,8 @@ func (s *Pipeline) DesiredTables(f nftgen.Family) []*nftgen.Ruleset {
 // chooseLayout is the table layout of fs's family at a full sync now: by
 // the configuration and the number of Services of the family.
 func (s *Pipeline) chooseLayout(fs *familyState) nftgen.TableLayout {
-	ipv6 := fs.gen.Family() == nftgen.FamilyIPv6
-	return nftgen.ChooseLayout(s.TableShards, s.store.ServiceCount(ipv6), s.store.OpenServiceCount(ipv6), fs.layout)
+	services, open := s.store.ServiceCount(fs.gen.Family() == nftgen.FamilyIPv6)
+	return nftgen.ChooseLayout(s.TableShards, services, open, fs.layout)
 }
 
 // planFull returns the transactions that install the whole ruleset over
