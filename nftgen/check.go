@@ -11,7 +11,8 @@ import "fmt"
 // CheckTable compares table t of a's layout (0 the main table, i the shard
 // ShardTable(i)) as read from the kernel (live, whose chains outside the
 // top levels are digested by digests, made by a.LiveDigests) with what a
-// says it holds. It is the comparison a full sync of a live table makes
+// says it holds; shardTop is that shard's top level (Generator.ShardTop),
+// unused for the main table. It is the comparison a full sync of a live table makes
 // (Reconciler), against the summaries instead of fragments generated
 // anew. It returns "" when the table holds exactly that, or else says what
 // differs: what the first repairing operation would be.
@@ -19,13 +20,13 @@ import "fmt"
 // Chains that nothing reaches in a table too large to list
 // (TableState.Unreached) are not seen here, as a full sync does not see
 // them either.
-func (a *Applied) CheckTable(t int, live *TableState, digests *LiveDigests, shardTops []*Fragment, shardMaps []MapSpec) string {
+func (a *Applied) CheckTable(t int, live *TableState, digests *LiveDigests, shardTop *Fragment, shardMaps []MapSpec) string {
 	if live == nil {
 		return fmt.Sprintf("table %s is missing", ShardTable(t))
 	}
 	top, maps := a.Top, a.Maps
 	if t > 0 {
-		top, maps = shardTops[t], shardMaps
+		top, maps = shardTop, shardMaps
 	}
 	r := NewReconciler(live, digests, top, maps)
 	// Only what the table holds is made of each summary: at 100,000

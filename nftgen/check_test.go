@@ -39,7 +39,7 @@ func checkTables(t *testing.T, g *Generator, fake *Fake, applied *Applied) []str
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[i] = applied.CheckTable(i, live, digests, g.ShardTops(applied.Layout), g.ShardMaps())
+		out[i] = applied.CheckTable(i, live, digests, g.ShardTop(applied.Layout, i), g.ShardMaps())
 	}
 	return out
 }

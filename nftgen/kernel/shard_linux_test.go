@@ -263,7 +263,7 @@ func TestReadTableChecksEachTableOnItsOwn(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: read table %d: %v", fam, i, err)
 				}
-				out = append(out, applied.CheckTable(i, live, digests, g.ShardTops(layout), g.ShardMaps()))
+				out = append(out, applied.CheckTable(i, live, digests, g.ShardTop(layout, i), g.ShardMaps()))
 			}
 			return out
 		}

@@ -36,7 +36,11 @@ func (s *Pipeline) CheckTable(ctx context.Context, f nftgen.Family, t int) (stri
 	if err != nil {
 		return "", fmt.Errorf("read %s table %s: %w", f, nftgen.ShardTable(t), err)
 	}
-	drift := fs.applied.CheckTable(t, live, digests, fs.gen.ShardTops(fs.layout), fs.gen.ShardMaps())
+	var shardTop *nftgen.Fragment
+	if t > 0 {
+		shardTop = fs.gen.ShardTop(fs.layout, t)
+	}
+	drift := fs.applied.CheckTable(t, live, digests, shardTop, fs.gen.ShardMaps())
 	switch {
 	case t == 0 && fs.layout.Sharded():
 		return drift, nil // its Services are recomputed with their shards
