@@ -337,7 +337,8 @@ func setProbeSlice(t *testing.T, c *daemonCluster, ip string) time.Duration {
 // takes to reach traffic, and its peak resident memory (kube-proxy's
 // iptables-restore and nft children are not counted). A daemon that does
 // not program the probe within the limit is recorded as such. With
-// NFTPROXY_BENCH_OUT set it writes daemons.md there.
+// NFTPROXY_BENCH_OUT set it writes daemons.md there; with
+// NFTPROXY_DAEMONS=nftproxy it runs nftproxy's daemon only (to profile it).
 func TestDaemonsSideBySide(t *testing.T) {
 	kubeProxy, err := harness.Tool(".", "kube-proxy")
 	if err != nil {
@@ -354,6 +355,9 @@ func TestDaemonsSideBySide(t *testing.T) {
 				nftproxyDaemon(c, admin),
 				kubeProxyDaemon(c, kubeProxy, admin, "nftables"),
 				kubeProxyDaemon(c, kubeProxy, admin, "iptables", "PATH="+legacyPath+":"+os.Getenv("PATH")),
+			}
+			if os.Getenv("NFTPROXY_DAEMONS") == "nftproxy" {
+				daemons = daemons[:1]
 			}
 			limit := 2*time.Minute + time.Duration(n)*20*time.Millisecond
 			runs := make([]daemonRun, len(daemons))

@@ -30,8 +30,12 @@ type Applied struct {
 
 // FragmentSummary is what Applied keeps of one fragment.
 type FragmentSummary struct {
+	// Chains are its chains' digests; ChainName names them.
 	Chains []ChainDigest
-	Sets   []SetSpec
+	// oddNames holds, by index, the names of the chains whose names do
+	// not pack (nil when all do: every name the generator makes packs).
+	oddNames []string
+	Sets     []SetSpec
 	// Elements are the fragment's map elements, map by map in the order of
 	// the fragment's map names.
 	Elements []NamedElement
@@ -48,9 +52,10 @@ type ChainMap struct {
 	Chain, Map string
 }
 
-// ChainDigest names a chain and digests its rules.
+// ChainDigest digests a chain's rules; its name is packed (see
+// FragmentSummary.ChainName).
 type ChainDigest struct {
-	Name   string
+	name   packedName
 	Digest uint64
 }
 
@@ -82,7 +87,7 @@ func (a *Applied) Summarize(f *Fragment) *FragmentSummary {
 	}
 	s := &FragmentSummary{Chains: make([]ChainDigest, len(f.Chains)), Sets: slices.Clip(slices.Clone(f.Sets)), Place: f.Place}
 	for i, c := range f.Chains {
-		s.Chains[i] = ChainDigest{Name: c.Name, Digest: a.digestRecording(c, s)}
+		s.setChain(i, c.Name, a.digestRecording(c, s))
 		s.Rules += len(c.Rules)
 	}
 	s.SetElements(f)
@@ -109,7 +114,7 @@ func (s *FragmentSummary) equal(o *FragmentSummary) bool {
 	if s == nil || o == nil {
 		return s == o
 	}
-	return s.Place == o.Place && slices.Equal(s.Chains, o.Chains) && slices.Equal(s.Sets, o.Sets) && slices.Equal(s.Elements, o.Elements) && slices.Equal(s.EndpointMaps, o.EndpointMaps)
+	return s.Place == o.Place && slices.Equal(s.Chains, o.Chains) && slices.Equal(s.oddNames, o.oddNames) && slices.Equal(s.Sets, o.Sets) && slices.Equal(s.Elements, o.Elements) && slices.Equal(s.EndpointMaps, o.EndpointMaps)
 }
 
 // Matches reports whether f is what s summarizes.

@@ -64,8 +64,8 @@ func (a *Applied) CheckTable(t int, live *TableState, digests *LiveDigests, shar
 // and its map elements.
 func (s *FragmentSummary) fragment() *Fragment {
 	f := &Fragment{Chains: make([]*Chain, len(s.Chains)), Sets: s.Sets, Elements: map[string][]MapElement{}, Place: s.Place}
-	for i, c := range s.Chains {
-		f.Chains[i] = &Chain{Name: c.Name}
+	for i := range s.Chains {
+		f.Chains[i] = &Chain{Name: s.ChainName(i)}
 	}
 	for _, e := range s.Elements {
 		f.Elements[e.Map] = append(f.Elements[e.Map], e.MapElement)

@@ -352,8 +352,8 @@ func (ops *updateOps) chains(oldF *FragmentSummary, newF *Fragment, newS *Fragme
 	flushedFrom := len(ops.flushChains)
 	oldChains := map[string]uint64{}
 	if oldF != nil {
-		for _, c := range oldF.Chains {
-			oldChains[c.Name] = c.Digest
+		for i, c := range oldF.Chains {
+			oldChains[oldF.ChainName(i)] = c.Digest
 		}
 	}
 	newNames := map[string]bool{}
@@ -376,10 +376,10 @@ func (ops *updateOps) chains(oldF *FragmentSummary, newF *Fragment, newS *Fragme
 	if oldF == nil {
 		return
 	}
-	for _, c := range oldF.Chains {
-		if !newNames[c.Name] {
-			ops.flushChains = append(ops.flushChains, Op{Kind: OpFlushChain, Name: c.Name, Table: table})
-			ops.deleteChains = append(ops.deleteChains, Op{Kind: OpDeleteChain, Name: c.Name, Table: table})
+	for i := range oldF.Chains {
+		if name := oldF.ChainName(i); !newNames[name] {
+			ops.flushChains = append(ops.flushChains, Op{Kind: OpFlushChain, Name: name, Table: table})
+			ops.deleteChains = append(ops.deleteChains, Op{Kind: OpDeleteChain, Name: name, Table: table})
 		}
 	}
 	// The endpoint map of a flushed chain goes with its rules.

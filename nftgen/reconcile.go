@@ -135,7 +135,7 @@ func (r *Reconciler) sameRules(old, c *Chain, sum *FragmentSummary, i int) bool 
 	if c.Base != nil {
 		return false // the digests of base chains are not comparable
 	}
-	if sum != nil && i < len(sum.Chains) && sum.Chains[i].Name == c.Name {
+	if sum != nil && i < len(sum.Chains) && sum.chainNamed(i, c.Name) {
 		return sum.Chains[i].Digest == ld.digest
 	}
 	return r.digests.applied.digest(c) == ld.digest

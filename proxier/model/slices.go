@@ -14,14 +14,22 @@ import (
 )
 
 // storedSlice is what the Store keeps of an EndpointSlice: what Endpoints
-// reads, parsed once. An endpoint costs 40 bytes and keeps nothing of the
-// object it came from but its node and zone names (shared) and hints, so
-// that the objects of a file or a list can be dropped once stored.
+// reads, parsed once. An endpoint costs 12 bytes and its address 4 (IPv4)
+// or 16 (IPv6), none of it a pointer for the garbage collector to follow,
+// and nothing of the object it came from is kept but its node and zone
+// names (shared) and hints, so that the objects of a file or a list can be
+// dropped once stored.
 type storedSlice struct {
 	name        string
 	addressType discovery.AddressType
 	ports       []discovery.EndpointPort
 	endpoints   []storedEndpoint
+	// addrs holds the endpoints' addresses in order, addrLen bytes each
+	// (zeros for one that has none).
+	addrs   []byte
+	addrLen uint8
+	// names are the node and zone names the endpoints name, each once.
+	names []string
 	// hints are the endpoints' topology hints by index; nil when none
 	// has any.
 	hints []*discovery.EndpointHints
@@ -45,41 +53,49 @@ const (
 )
 
 // endpointFlags are an endpoint's conditions, with Kubernetes' defaults
-// for unset ones applied, and its address family.
+// for unset ones applied.
 type endpointFlags uint8
 
 const (
 	endpointReady endpointFlags = 1 << iota
 	endpointServing
 	endpointTerminating
-	// endpointIs4: addr holds an IPv4 address (in its IPv4-mapped form).
-	endpointIs4
 )
 
 // storedEndpoint is one endpoint of a storedSlice.
 type storedEndpoint struct {
-	node, zone *string
-	// addr is the address in its 16-byte form.
-	addr   [16]byte
-	flags  endpointFlags
-	status endpointStatus
+	// node and zone are 1 + the index of the endpoint's node and zone
+	// names in storedSlice.names; 0 when unset.
+	node, zone uint32
+	flags      endpointFlags
+	status     endpointStatus
 }
 
-// address returns the endpoint's address.
-func (se *storedEndpoint) address() netip.Addr {
-	a := netip.AddrFrom16(se.addr)
-	if se.flags&endpointIs4 != 0 {
-		return a.Unmap()
+// address returns endpoint i's address (of the slice's family; the
+// endpoint's status says whether it is one).
+func (slice *storedSlice) address(i int) netip.Addr {
+	a := slice.addrs[i*int(slice.addrLen) : (i+1)*int(slice.addrLen)]
+	if slice.addrLen == 4 {
+		return netip.AddrFrom4([4]byte(a))
 	}
-	return a
+	return netip.AddrFrom16([16]byte(a))
 }
 
-// setAddress stores a (unmapped, without a zone).
-func (se *storedEndpoint) setAddress(a netip.Addr) {
-	se.addr = a.As16()
-	if a.Is4() {
-		se.flags |= endpointIs4
+// name returns the name of index i (see storedEndpoint), "" for 0.
+func (slice *storedSlice) nameOf(i uint32) string {
+	if i == 0 {
+		return ""
 	}
+	return slice.names[i-1]
+}
+
+// wrongFamily returns the family of an address that is not of a slice of
+// type t (IPv4 or IPv6).
+func wrongFamily(t discovery.AddressType) svcmodel.IPFamily {
+	if t == discovery.AddressTypeIPv4 {
+		return svcmodel.IPv6
+	}
+	return svcmodel.IPv4
 }
 
 // sliceFamily returns the IP family of a slice's address type; ok is false
@@ -97,18 +113,35 @@ func sliceFamily(t discovery.AddressType) (svcmodel.IPFamily, bool) {
 // newStoredSlice parses sl; intern, unless nil, shares the node and zone
 // names.
 func newStoredSlice(sl *discovery.EndpointSlice, intern func(*string) *string) storedSlice {
-	if intern == nil {
-		intern = func(s *string) *string { return s }
-	}
 	out := storedSlice{name: sl.Name, addressType: sl.AddressType, ports: sl.Ports}
 	family, ok := sliceFamily(sl.AddressType)
 	if !ok {
 		return out
 	}
+	out.addrLen = 16
+	if family == svcmodel.IPv4 {
+		out.addrLen = 4
+	}
 	out.endpoints = make([]storedEndpoint, len(sl.Endpoints))
+	out.addrs = make([]byte, len(sl.Endpoints)*int(out.addrLen))
+	names := map[string]uint32{}
+	index := func(s *string) uint32 {
+		if s == nil {
+			return 0
+		}
+		if i, ok := names[*s]; ok {
+			return i
+		}
+		if intern != nil {
+			s = intern(s)
+		}
+		out.names = append(out.names, *s)
+		names[*s] = uint32(len(out.names))
+		return uint32(len(out.names))
+	}
 	for i := range sl.Endpoints {
 		ep := &sl.Endpoints[i]
-		se := storedEndpoint{node: intern(ep.NodeName), zone: intern(ep.Zone)}
+		se := storedEndpoint{node: index(ep.NodeName), zone: index(ep.Zone)}
 		// Unset means ready and serving (kube-proxy's EndpointSliceCache).
 		if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
 			se.flags |= endpointReady
@@ -136,9 +169,12 @@ func newStoredSlice(sl *discovery.EndpointSlice, intern func(*string) *string) s
 			se.status = endpointInvalid
 		case svcmodel.FamilyOf(addr.Unmap()) != family:
 			se.status = endpointWrongFamily
-			se.setAddress(addr.Unmap())
+		case family == svcmodel.IPv4:
+			a := addr.Unmap().As4()
+			copy(out.addrs[i*4:], a[:])
 		default:
-			se.setAddress(addr.Unmap())
+			a := addr.As16()
+			copy(out.addrs[i*16:], a[:])
 		}
 		if se.status != endpointOK {
 			if out.raws == nil {
@@ -230,7 +266,7 @@ func (slice *storedSlice) appendEndpoints(eps []svcmodel.Endpoint, pi int, port 
 			continue
 		case endpointWrongFamily:
 			if pi == 0 {
-				report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "%s address %q in a slice of type %s", svcmodel.FamilyOf(se.address()), slice.raws[ei], slice.addressType)
+				report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "%s address %q in a slice of type %s", wrongFamily(slice.addressType), slice.raws[ei], slice.addressType)
 			}
 			continue
 		}
@@ -261,14 +297,9 @@ func uniqueEndpoints(eps []svcmodel.Endpoint) []svcmodel.Endpoint {
 // endpoint ei.
 func (slice *storedSlice) endpoint(ei int, port uint16) svcmodel.Endpoint {
 	se := &slice.endpoints[ei]
-	e := svcmodel.Endpoint{Addr: se.address(), Port: port, Ready: se.flags&endpointReady != 0,
-		Serving: se.flags&endpointServing != 0, Terminating: se.flags&endpointTerminating != 0}
-	if se.node != nil {
-		e.NodeName = *se.node
-	}
-	if se.zone != nil {
-		e.Zone = *se.zone
-	}
+	e := svcmodel.Endpoint{Addr: slice.address(ei), Port: port, Ready: se.flags&endpointReady != 0,
+		Serving: se.flags&endpointServing != 0, Terminating: se.flags&endpointTerminating != 0,
+		NodeName: slice.nameOf(se.node), Zone: slice.nameOf(se.zone)}
 	if slice.hints != nil && slice.hints[ei] != nil {
 		for _, z := range slice.hints[ei].ForZones {
 			e.ZoneHints = append(e.ZoneHints, z.Name)

@@ -3,6 +3,7 @@ package model
 import (
 	"reflect"
 	"testing"
+	"unsafe"
 
 	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
@@ -87,7 +88,7 @@ func TestTrimmedObjectsModelTheSame(t *testing.T) {
 	if ns, err := cache.MetaNamespaceIndexFunc(rec); err != nil || len(ns) != 1 || ns[0] != "ns" {
 		t.Errorf("namespace index of the Slice = %v, %v", ns, err)
 	}
-	if rec2 := tr.Slice(sl); rec2.parsed.endpoints[0].node != rec.parsed.endpoints[1].node {
+	if rec2 := tr.Slice(sl); unsafe.StringData(rec2.parsed.nameOf(rec2.parsed.endpoints[0].node)) != unsafe.StringData(rec.parsed.nameOf(rec.parsed.endpoints[1].node)) {
 		t.Error("the Trimmer's Slices do not share node names")
 	}
 	if tsvc.ManagedFields != nil || tsvc.Annotations != nil || tsvc.Status.Conditions != nil || tsvc.UID != "u1" || tsvc.Labels["app"] != "web" {

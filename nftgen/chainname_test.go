@@ -1,0 +1,51 @@
+package nftgen
+
+import (
+	"testing"
+
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+func TestPackedNamesRoundTrip(t *testing.T) {
+	n := svcmodel.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "web"}, Port: "http", Protocol: "TCP"}
+	svc, svl, ext, fw := portChainNames(n)
+	for _, name := range []string{svc, svl, ext, fw, EndpointChainName(n, "10.0.0.1:80")} {
+		p, ok := packName(name)
+		if !ok || p.String() != name {
+			t.Errorf("packName(%q) = %v, %v; String() = %q", name, p, ok, p.String())
+		}
+	}
+	// Names that do not pack: no known prefix, the wrong length, a
+	// character outside base32, a line break base32 would skip, padding.
+	for _, name := range []string{"KUBE-SERVICES", "filter-input", "KUBE-SVC-ABC", svc + "A", "KUBE-SVC-abcdefghijklmnop",
+		"KUBE-SVC-AAAAAAA\nAAAAAAAA", "KUBE-SVC-AAAAAAAAAAAAAA==", "KUBE-SVC-AAAAAAAAAAAAAAA1"} {
+		if p, ok := packName(name); ok {
+			t.Errorf("packName(%q) = %v, want no packing", name, p)
+		}
+	}
+}
+
+func TestSummaryKeepsNamesThatDoNotPack(t *testing.T) {
+	a := NewApplied(FamilyIPv4, nil, &Fragment{})
+	f := &Fragment{Chains: []*Chain{{Name: "KUBE-SEP-ABCDEFGHIJKLMNOP"}, {Name: "odd-chain"}, {Name: "KUBE-SVC-ABCDEFGHIJKLMNO7"}}}
+	s := a.Summarize(f)
+	for i, c := range f.Chains {
+		if got := s.ChainName(i); got != c.Name {
+			t.Errorf("ChainName(%d) = %q, want %q", i, got, c.Name)
+		}
+		if !s.chainNamed(i, c.Name) {
+			t.Errorf("chainNamed(%d, %q) = false", i, c.Name)
+		}
+		if s.chainNamed(i, "KUBE-SEP-ABCDEFGHIJKLMNOQ") {
+			t.Errorf("chainNamed(%d) matches another chain", i)
+		}
+	}
+	o := a.Summarize(&Fragment{Chains: []*Chain{{Name: "KUBE-SEP-ABCDEFGHIJKLMNOP"}, {Name: "other-chain"}, {Name: "KUBE-SVC-ABCDEFGHIJKLMNO7"}}})
+	if s.equal(o) {
+		t.Error("summaries of chains with different odd names are equal")
+	}
+	if !s.equal(a.Summarize(f)) {
+		t.Error("two summaries of one fragment differ")
+	}
+}
