@@ -37,6 +37,9 @@ type daemonCluster struct {
 	// minSyncPeriod is the daemons' --iptables-min-sync-period in the
 	// side-by-side benches ("" for 1s, kube-proxy's default).
 	minSyncPeriod string
+	// binary is the nftproxy binary startDaemon runs (the one TestMain
+	// built when "").
+	binary string
 }
 
 // benchMinSync is c's minSyncPeriod, 1s unless set.
@@ -82,7 +85,11 @@ func (c *daemonCluster) startDaemon(t *testing.T, extra ...string) {
 	args := append([]string{"--kubeconfig", c.kubeconfig, "--hostname-override", harness.LocalNode, "--cluster-cidr", harness.ClusterCIDR,
 		"--metrics-bind-address", "127.0.0.1:10249", "--healthz-bind-address", "127.0.0.1:10256",
 		"--iptables-min-sync-period", "100ms", "--iptables-sync-period", "10s"}, extra...)
-	c.daemon = c.Node.Command(nftproxyBinary, args...)
+	bin := nftproxyBinary
+	if c.binary != "" {
+		bin = c.binary
+	}
+	c.daemon = c.Node.Command(bin, args...)
 	c.daemon.Stdout, c.daemon.Stderr = harness.LogFile(c.api.Dir, "nftproxy.log"), harness.LogFile(c.api.Dir, "nftproxy.log")
 	if err := c.daemon.Start(); err != nil {
 		t.Fatal(err)

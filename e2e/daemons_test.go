@@ -140,6 +140,21 @@ func nftproxyDaemon(c *daemonCluster, admin string) proxyDaemon {
 	}}
 }
 
+// nftproxyBuilds returns nftproxy's daemon of each binary in bins, twice
+// each, alternated; each is named by its binary.
+func nftproxyBuilds(c *daemonCluster, admin string, bins []string) []proxyDaemon {
+	var out []proxyDaemon
+	for range 2 {
+		for _, bin := range bins {
+			d := nftproxyDaemon(c, admin)
+			start := d.start
+			d.name, d.start = "nftproxy "+filepath.Base(bin), func(t *testing.T) *exec.Cmd { c.binary = bin; return start(t) }
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
 // kubeProxyDaemon is kube-proxy (binary kubeProxy) in mode against c's API
 // server, with env added to its environment.
 func kubeProxyDaemon(c *daemonCluster, kubeProxy, admin, mode string, env ...string) proxyDaemon {
@@ -263,6 +278,7 @@ func runDaemon(t *testing.T, c *daemonCluster, d proxyDaemon, client *harness.Po
 		return run
 	}
 	run.ownSync = ownFullSync(c)
+	saveProfiles(t, c, d.name, "first-sync-"+strings.ReplaceAll(d.name, " ", "-"))
 	// Past the minimum sync period, and past the API server's work of
 	// serving the daemon's first lists (a fast first sync otherwise meets
 	// a busy API server).
@@ -338,7 +354,10 @@ func setProbeSlice(t *testing.T, c *daemonCluster, ip string) time.Duration {
 // iptables-restore and nft children are not counted). A daemon that does
 // not program the probe within the limit is recorded as such. With
 // NFTPROXY_BENCH_OUT set it writes daemons.md there; with
-// NFTPROXY_DAEMONS=nftproxy it runs nftproxy's daemon only (to profile it).
+// NFTPROXY_DAEMONS=nftproxy it runs nftproxy's daemon only (to profile it),
+// and with NFTPROXY_DAEMON_BINARIES (comma-separated paths) the nftproxy
+// builds given, twice each, alternated, against the same objects (to
+// compare two builds in one run).
 func TestDaemonsSideBySide(t *testing.T) {
 	kubeProxy, err := harness.Tool(".", "kube-proxy")
 	if err != nil {
@@ -358,6 +377,9 @@ func TestDaemonsSideBySide(t *testing.T) {
 			}
 			if os.Getenv("NFTPROXY_DAEMONS") == "nftproxy" {
 				daemons = daemons[:1]
+			}
+			if v := os.Getenv("NFTPROXY_DAEMON_BINARIES"); v != "" {
+				daemons = nftproxyBuilds(c, admin, strings.Split(v, ","))
 			}
 			limit := 2*time.Minute + time.Duration(n)*20*time.Millisecond
 			runs := make([]daemonRun, len(daemons))
@@ -434,7 +456,7 @@ func machineSummary() string {
 // is set and the daemon is nftproxy (started with --profiling then).
 func saveProfiles(t *testing.T, c *daemonCluster, daemon, when string) {
 	dir := os.Getenv("NFTPROXY_DAEMON_PROFILE")
-	if dir == "" || daemon != "nftproxy" {
+	if dir == "" || !strings.HasPrefix(daemon, "nftproxy") {
 		return
 	}
 	if peak, err := peakRSS(c.daemon.Process.Pid); err == nil {

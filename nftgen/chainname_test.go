@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -47,5 +48,17 @@ func TestSummaryKeepsNamesThatDoNotPack(t *testing.T) {
 	}
 	if !s.equal(a.Summarize(f)) {
 		t.Error("two summaries of one fragment differ")
+	}
+}
+
+func TestServiceOfKeyInvertsServiceKey(t *testing.T) {
+	nn := types.NamespacedName{Namespace: "kube-system", Name: "dns.v2"}
+	for _, port := range []string{"", "dns-tcp", "metrics"} {
+		for _, proto := range []string{"TCP", "UDP", "SCTP"} {
+			key := ServiceKey(svcmodel.ServicePortName{NamespacedName: nn, Port: port, Protocol: v1.Protocol(proto)})
+			if got := ServiceOfKey(key); got != nn {
+				t.Errorf("ServiceOfKey(%q) = %v, want %v", key, got, nn)
+			}
+		}
 	}
 }

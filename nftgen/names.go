@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Names of the top-level chains and maps. Chains that stand for an iptables
@@ -142,6 +144,16 @@ func EndpointChainName(n svcmodel.ServicePortName, endpoint string) string {
 // ServiceKey is the key of a service port's fragment in a Ruleset.
 func ServiceKey(n svcmodel.ServicePortName) string {
 	return n.String() + "/" + n.LowerProtocol()
+}
+
+// ServiceOfKey returns the Service of a fragment key (ServiceKey): the
+// namespace and name, which can hold neither '/' nor ':', come first.
+func ServiceOfKey(key string) types.NamespacedName {
+	ns, rest, _ := strings.Cut(key, "/")
+	if end := strings.IndexAny(rest, ":/"); end >= 0 {
+		rest = rest[:end]
+	}
+	return types.NamespacedName{Namespace: ns, Name: rest}
 }
 
 // EndpointMapPrefix starts the names of the maps from which numgen picks an

@@ -19,9 +19,9 @@ import (
 // never per Service, so that a Service loses only the destination it shares
 // and keeps everything else.
 type claim struct {
-	// frag is the fragment key of the service port.
+	// frag is the fragment key of the service port; it names the Service
+	// too (service), which the owners map so holds once.
 	frag string
-	svc  types.NamespacedName
 	// rank is 0 when the destination is one of the Service's own cluster
 	// IPs, 1 when it is one of its load balancer IPs and 2 otherwise (an
 	// external IP, a node port). A cluster IP is allocated to one Service
@@ -41,6 +41,9 @@ type claim struct {
 	held  bool
 	since int64
 }
+
+// service returns the Service whose port made the claim.
+func (c claim) service() types.NamespacedName { return nftgen.ServiceOfKey(c.frag) }
 
 // beats reports whether c wins the destination over o: the lower rank,
 // then the one that held it before this sync, then the older Service, then
@@ -107,6 +110,7 @@ func appliedIncumbents(owners map[destination]claim) *incumbents {
 // candidate is a service port's fragment before its claims are decided.
 type candidate struct {
 	claim
+	svc  types.NamespacedName
 	frag *nftgen.Fragment
 	// domains are the claim domains of the generator that made frag.
 	domains    claimDomains
@@ -203,7 +207,7 @@ func withoutLost(c *candidate, owners map[destination]claim) (*nftgen.Fragment, 
 	for _, k := range c.domains.destinations(c.frag) {
 		if o := owners[k]; o.frag != c.claim.frag {
 			lostKey[k] = true
-			if o.svc != c.svc {
+			if o.service() != c.svc {
 				lost = append(lost, lostDestination{key: k.Key, owner: o})
 			}
 		}

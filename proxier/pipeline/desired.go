@@ -166,7 +166,7 @@ func (s *Pipeline) candidates(fs *familyState, nn types.NamespacedName, states [
 			continue
 		}
 		if f := fs.gen.Service(&st); f != nil {
-			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(st.Name), svc: nn, since: since}, frag: f, domains: fs.domains, clusterIPs: st.ClusterIPs, lbIPs: st.LoadBalancerIPs, inc: fs.inc, fam: fs})
+			out = append(out, &candidate{claim: claim{frag: nftgen.ServiceKey(st.Name), since: since}, svc: nn, frag: f, domains: fs.domains, clusterIPs: st.ClusterIPs, lbIPs: st.LoadBalancerIPs, inc: fs.inc, fam: fs})
 		}
 	}
 	return out

@@ -79,7 +79,7 @@ func (s *Pipeline) SetLocalAddresses(addrs []netip.Addr) {
 		for _, fs := range s.families {
 			for d, cl := range fs.owners {
 				if added[d.Key.Addr] {
-					s.retry[cl.svc] = true
+					s.retry[cl.service()] = true
 				}
 			}
 		}

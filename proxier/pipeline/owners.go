@@ -22,7 +22,7 @@ func (s *Pipeline) owner(f nftgen.Family, m string, key nftgen.MapKey) (types.Na
 		return types.NamespacedName{}, false
 	}
 	cl, ok := fs.owners[fs.domains.of(m, key)]
-	return cl.svc, ok
+	return cl.service(), ok
 }
 
 // owns reports whether nn owns key in family f: in the dispatch map (its

@@ -319,11 +319,11 @@ func (s *Pipeline) planUpdate(fs *familyState, snap *snapshot, changed []types.N
 				if ok && cur.frag != cl.frag && !cl.beats(cur) {
 					continue
 				}
-				if ok && cur.svc != nn && !queued[cur.svc] {
+				if holder := cur.service(); ok && holder != nn && !queued[holder] {
 					// Evicted: recompute that Service without it.
-					queued[cur.svc] = true
-					work = append(work, cur.svc)
-					release(cur.svc)
+					queued[holder] = true
+					work = append(work, holder)
+					release(holder)
 				}
 				j.set(k, cl)
 			}
