@@ -2,7 +2,6 @@ package model
 
 import (
 	"iter"
-	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -22,16 +21,15 @@ type Store struct {
 	// does with the AllowServiceExternalIPs feature gate off.
 	NoExternalIPs bool
 
-	services map[types.NamespacedName]*Service
-	// slices maps a Service to its slices (most Services have one or two:
-	// a list costs less than a map per Service).
-	slices map[types.NamespacedName][]*heldSlice
+	// entries holds, by Service name, the Service and its slices: one
+	// map for both, since a map's slot costs more than what it holds.
+	entries map[types.NamespacedName]*entry
 	// trim parses what SetEndpointSlice is given, sharing node and zone
 	// names.
 	trim *Trimmer
-	// sliceOwner maps a slice (namespace/name) to the Service in slices
-	// that holds it, so that replacing one slice costs O(1).
-	sliceOwner map[types.NamespacedName]types.NamespacedName
+	// sliceOwner maps a slice (namespace/name) to the entry that holds
+	// it, so that replacing one slice costs O(1).
+	sliceOwner map[types.NamespacedName]*entry
 	// changed holds the Services changed since TakeChanged, with what
 	// changed: the Service object, its endpoints, or both.
 	changed map[types.NamespacedName]changeKind
@@ -57,6 +55,40 @@ const (
 // measures network programming latency from it.
 const TriggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 
+// entry is what the store holds under one Service's name: the Service
+// (nil before it arrives or once it is deleted) and its slices, which can
+// arrive before it (most Services have one or two: a list costs less than
+// a map per Service). An entry with neither is dropped.
+type entry struct {
+	svc    *Service
+	slices []*heldSlice
+}
+
+// entryOf returns the entry of nn, made if there is none.
+func (s *Store) entryOf(nn types.NamespacedName) *entry {
+	e := s.entries[nn]
+	if e == nil {
+		e = &entry{}
+		s.entries[nn] = e
+	}
+	return e
+}
+
+// service returns the Service nn, or nil.
+func (s *Store) service(nn types.NamespacedName) *Service {
+	if e := s.entries[nn]; e != nil {
+		return e.svc
+	}
+	return nil
+}
+
+// dropIfEmpty drops nn's entry e when it holds nothing.
+func (s *Store) dropIfEmpty(nn types.NamespacedName, e *entry) {
+	if e.svc == nil && len(e.slices) == 0 {
+		delete(s.entries, nn)
+	}
+}
+
 // heldSlice is a Slice in the store with the trigger time last recorded
 // for it.
 type heldSlice struct {
@@ -65,15 +97,14 @@ type heldSlice struct {
 }
 
 // NewStore returns an empty Store. It keeps each EndpointSlice as a Slice
-// (40 bytes an endpoint) and each Service as a Service, nothing of the
+// (16 bytes an IPv4 endpoint, 28 an IPv6 one) and each Service as a Service, nothing of the
 // objects, so that a caller can drop the objects it stored; an informer
 // that caches these compact forms shares them with it.
 func NewStore() *Store {
 	return &Store{
-		services:   map[types.NamespacedName]*Service{},
-		slices:     map[types.NamespacedName][]*heldSlice{},
+		entries:    map[types.NamespacedName]*entry{},
 		trim:       NewTrimmer(),
-		sliceOwner: map[types.NamespacedName]types.NamespacedName{},
+		sliceOwner: map[types.NamespacedName]*entry{},
 		changed:    map[types.NamespacedName]changeKind{},
 		triggers:   map[types.NamespacedName][]Trigger{},
 		started:    time.Now(),
@@ -89,8 +120,9 @@ func (s *Store) SetService(svc *v1.Service) bool { return s.SetParsedService(Par
 // or a relist) is only swapped for the new copy.
 func (s *Store) SetParsedService(svc *Service) bool {
 	nn := svc.Key()
-	old := s.services[nn]
-	s.services[nn] = svc
+	e := s.entryOf(nn)
+	old := e.svc
+	e.svc = svc
 	if old != nil && sameVersion(old.version, svc.version) {
 		return false
 	}
@@ -105,7 +137,7 @@ func sameVersion(a, b string) bool { return a != "" && a == b }
 // Created returns when the Service nn was created (the zero time when it
 // does not say, or is not stored).
 func (s *Store) Created(nn types.NamespacedName) time.Time {
-	if svc := s.services[nn]; svc != nil {
+	if svc := s.service(nn); svc != nil {
 		return svc.created
 	}
 	return time.Time{}
@@ -113,8 +145,9 @@ func (s *Store) Created(nn types.NamespacedName) time.Time {
 
 // DeleteService removes a Service.
 func (s *Store) DeleteService(nn types.NamespacedName) {
-	if _, ok := s.services[nn]; ok {
-		delete(s.services, nn)
+	if e := s.entries[nn]; e != nil && e.svc != nil {
+		e.svc = nil
+		s.dropIfEmpty(nn, e)
 		s.changed[nn] |= serviceChanged
 	}
 }
@@ -141,8 +174,9 @@ func (s *Store) SetSlice(slice *Slice) (bool, *Problem) {
 	// A slice may move between Services if its label changes.
 	previous := s.deleteSliceNamed(slice.Key())
 	stored := &heldSlice{Slice: slice}
-	s.slices[svc] = append(s.slices[svc], stored)
-	s.sliceOwner[slice.Key()] = svc
+	e := s.entryOf(svc)
+	e.slices = append(e.slices, stored)
+	s.sliceOwner[slice.Key()] = e
 	s.changed[svc] |= endpointsChanged
 	// As kube-proxy: a change's trigger time counts once (a resync
 	// delivers the same one again) and only when it is after the start.
@@ -161,11 +195,11 @@ func (s *Store) SetSlice(slice *Slice) (bool, *Problem) {
 
 // heldSlice returns what the store holds of the slice key, or nil.
 func (s *Store) heldSlice(key types.NamespacedName) *heldSlice {
-	svc, ok := s.sliceOwner[key]
+	e, ok := s.sliceOwner[key]
 	if !ok {
 		return nil
 	}
-	for _, sl := range s.slices[svc] {
+	for _, sl := range e.slices {
 		if sl.name == key.Name {
 			return sl
 		}
@@ -208,33 +242,30 @@ func (s *Store) Pending() (services, endpoints int) {
 
 // DeleteEndpointSlice removes the EndpointSlice namespace/name.
 func (s *Store) DeleteEndpointSlice(namespace, name string) {
-	if svc, ok := s.sliceOwner[types.NamespacedName{Namespace: namespace, Name: name}]; ok {
+	if held := s.deleteSliceNamed(types.NamespacedName{Namespace: namespace, Name: name}); held != nil {
 		// A deletion's trigger time is that of the last update, not of
 		// the deletion: kube-proxy drops the Service's pending ones.
+		svc, _ := held.ServiceName()
 		delete(s.triggers, svc)
 	}
-	s.deleteSliceNamed(types.NamespacedName{Namespace: namespace, Name: name})
 }
 
 // deleteSliceNamed removes the slice key and returns what was stored of
-// it.
+// it (held under the Service its label named then).
 func (s *Store) deleteSliceNamed(key types.NamespacedName) *heldSlice {
-	svc, ok := s.sliceOwner[key]
+	e, ok := s.sliceOwner[key]
 	if !ok {
 		return nil
 	}
 	delete(s.sliceOwner, key)
-	var previous *heldSlice
-	list := s.slices[svc]
-	if i := slices.IndexFunc(list, func(sl *heldSlice) bool { return sl.name == key.Name }); i >= 0 {
-		previous = list[i]
-		list = slices.Delete(list, i, i+1)
+	i := slices.IndexFunc(e.slices, func(sl *heldSlice) bool { return sl.name == key.Name })
+	if i < 0 {
+		return nil // never: sliceOwner names only the entries that hold the slice
 	}
-	if len(list) == 0 {
-		delete(s.slices, svc)
-	} else {
-		s.slices[svc] = list
-	}
+	previous := e.slices[i]
+	e.slices = slices.Delete(e.slices, i, i+1)
+	svc, _ := previous.ServiceName()
+	s.dropIfEmpty(svc, e)
 	s.changed[svc] |= endpointsChanged
 	return previous
 }
@@ -257,8 +288,8 @@ func (s *Store) TakeChanged() []types.NamespacedName {
 // port, or an external or load balancer IP of that family, so their
 // packets do not tell a shard by the cluster IP (nftgen.Place).
 func (s *Store) ServiceCount(ipv6 bool) (services, open int) {
-	for _, svc := range s.services {
-		if (ipv6 && svc.ipv6) || (!ipv6 && svc.ipv4) {
+	for _, e := range s.entries {
+		if svc := e.svc; svc != nil && ((ipv6 && svc.ipv6) || (!ipv6 && svc.ipv4)) {
 			services++
 			if svc.open(ipv6) {
 				open++
@@ -270,9 +301,11 @@ func (s *Store) ServiceCount(ipv6 bool) (services, open int) {
 
 // ServiceNames returns every Service in the store, sorted.
 func (s *Store) ServiceNames() []types.NamespacedName {
-	out := make([]types.NamespacedName, 0, len(s.services))
-	for nn := range s.services {
-		out = append(out, nn)
+	out := make([]types.NamespacedName, 0, len(s.entries))
+	for nn, e := range s.entries {
+		if e.svc != nil {
+			out = append(out, nn)
+		}
 	}
 	sortNames(out)
 	return out
@@ -280,22 +313,31 @@ func (s *Store) ServiceNames() []types.NamespacedName {
 
 // EachServiceName yields the name of every Service, in no order: for a
 // pass that does not need ServiceNames' sorted copy.
-func (s *Store) EachServiceName() iter.Seq[types.NamespacedName] { return maps.Keys(s.services) }
+func (s *Store) EachServiceName() iter.Seq[types.NamespacedName] {
+	return func(yield func(types.NamespacedName) bool) {
+		for nn, e := range s.entries {
+			if e.svc != nil && !yield(nn) {
+				return
+			}
+		}
+	}
+}
 
 // State computes the service ports of one Service with their endpoints. A
 // deleted or skipped Service yields nothing.
 func (s *Store) State(nn types.NamespacedName) ([]svcmodel.ServicePortState, []Problem) {
-	svc := s.services[nn]
-	if svc == nil {
+	e := s.entries[nn]
+	if e == nil || e.svc == nil {
 		return nil, nil
 	}
+	svc := e.svc
 	// The Service's lists are shared by every read: the problems are
 	// copied before anything is added to them.
 	ports, problems := svc.ports, slices.Clip(svc.problems)
 	if len(ports) == 0 {
 		return nil, problems
 	}
-	held := s.slices[nn]
+	held := e.slices
 	parsed := make([]*storedSlice, len(held))
 	for i, sl := range held {
 		parsed[i] = &sl.parsed
@@ -333,8 +375,8 @@ func (s *Store) Replace(services []*Service, slices []*Slice) (bool, []Problem) 
 		listedServices[svc.Key()] = true
 		changed = s.SetParsedService(svc) || changed
 	}
-	for nn := range s.services {
-		if !listedServices[nn] {
+	for nn, e := range s.entries {
+		if e.svc != nil && !listedServices[nn] {
 			s.DeleteService(nn)
 			changed = true
 		}
