@@ -2,6 +2,7 @@ package nftgen
 
 import (
 	"encoding/base32"
+	"encoding/binary"
 	"strings"
 )
 
@@ -102,5 +103,6 @@ func (s *FragmentSummary) setChain(i int, name string, d uint64) {
 		}
 		s.oddNames[i] = name
 	}
-	s.Chains[i] = ChainDigest{name: p, Digest: d}
+	s.Chains[i] = ChainDigest{name: p}
+	binary.LittleEndian.PutUint64(s.Chains[i].digest[:], d)
 }

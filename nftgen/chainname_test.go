@@ -1,6 +1,8 @@
 package nftgen
 
 import (
+	"unsafe"
+
 	"testing"
 
 	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
@@ -60,5 +62,16 @@ func TestServiceOfKeyInvertsServiceKey(t *testing.T) {
 				t.Errorf("ServiceOfKey(%q) = %v, want %v", key, got, nn)
 			}
 		}
+	}
+}
+
+func TestChainDigestIsSmall(t *testing.T) {
+	if size := unsafe.Sizeof(ChainDigest{}); size != 19 {
+		t.Errorf("ChainDigest is %d bytes, want 19 (a packed name and a digest, aligned to one)", size)
+	}
+	a := NewApplied(FamilyIPv4, nil, &Fragment{})
+	f := &Fragment{Chains: []*Chain{{Name: "KUBE-SVC-ABCDEFGHIJKLMNOP", Rules: []Rule{{Stmts: []Stmt{MatchProto{Proto: 6}, Masquerade{}}}}}}}
+	if got, want := a.Summarize(f).Chains[0].Digest(), a.digest(f.Chains[0]); got != want {
+		t.Errorf("Digest() = %x, want %x", got, want)
 	}
 }

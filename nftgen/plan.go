@@ -353,7 +353,7 @@ func (ops *updateOps) chains(oldF *FragmentSummary, newF *Fragment, newS *Fragme
 	oldChains := map[string]uint64{}
 	if oldF != nil {
 		for i, c := range oldF.Chains {
-			oldChains[oldF.ChainName(i)] = c.Digest
+			oldChains[oldF.ChainName(i)] = c.Digest()
 		}
 	}
 	newNames := map[string]bool{}
@@ -367,7 +367,7 @@ func (ops *updateOps) chains(oldF *FragmentSummary, newF *Fragment, newS *Fragme
 				ops.rulesOf = appendRules(ops.rulesOf, c, table)
 			// An unchanged digest means unchanged rules: those of c
 			// name the same sets as the applied ones.
-			case old != newS.Chains[i].Digest || usesAnySet(c, changedSet):
+			case old != newS.Chains[i].Digest() || usesAnySet(c, changedSet):
 				ops.flushChains = append(ops.flushChains, Op{Kind: OpFlushChain, Name: c.Name, Table: table})
 				ops.rulesOf = appendRules(ops.rulesOf, c, table)
 			}

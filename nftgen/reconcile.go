@@ -136,7 +136,7 @@ func (r *Reconciler) sameRules(old, c *Chain, sum *FragmentSummary, i int) bool 
 		return false // the digests of base chains are not comparable
 	}
 	if sum != nil && i < len(sum.Chains) && sum.chainNamed(i, c.Name) {
-		return sum.Chains[i].Digest == ld.digest
+		return sum.Chains[i].Digest() == ld.digest
 	}
 	return r.digests.applied.digest(c) == ld.digest
 }
