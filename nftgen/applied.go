@@ -42,8 +42,10 @@ type FragmentSummary struct {
 	Elements []NamedElement
 	// Rules is the number of rules of all its chains.
 	Rules int
-	// EndpointMaps are the endpoint maps its chains' numgen rules read.
-	EndpointMaps []ChainMap
+	// oddMaps are the endpoint maps its chains' numgen rules read that
+	// are not named after their chain (nil: every one the generator makes
+	// is; ChainDigest records those, see EndpointMaps).
+	oddMaps []ChainMap
 	// Place is the fragment's Place: where its shard is.
 	Place Place
 }
@@ -54,11 +56,14 @@ type ChainMap struct {
 }
 
 // ChainDigest digests a chain's rules; its name is packed (see
-// FragmentSummary.ChainName). It is 19 bytes, aligned to one: a
+// FragmentSummary.ChainName). It is 20 bytes, aligned to one: a
 // Service's 11 chains (10 endpoints) fit in 224 bytes, not 264.
 type ChainDigest struct {
 	name   packedName
 	digest [8]byte
+	// readsMap is set when the chain's numgen rule reads the endpoint map
+	// named after it (EndpointMapName).
+	readsMap bool
 }
 
 // Digest returns the digest of the chain's rules (see Applied).
@@ -92,7 +97,15 @@ func (a *Applied) Summarize(f *Fragment) *FragmentSummary {
 	}
 	s := &FragmentSummary{Chains: make([]ChainDigest, len(f.Chains)), Sets: slices.Clip(slices.Clone(f.Sets)), Place: f.Place}
 	for i, c := range f.Chains {
-		s.setChain(i, c.Name, a.digestRecording(c, s))
+		reads := false
+		d := a.digestRecording(c, func(m string) {
+			if isEndpointMapOf(m, c.Name) {
+				reads = true
+			} else {
+				s.oddMaps = append(s.oddMaps, ChainMap{Chain: c.Name, Map: m})
+			}
+		})
+		s.setChain(i, c.Name, d, reads)
 		s.Rules += len(c.Rules)
 	}
 	s.SetElements(f)
@@ -119,7 +132,7 @@ func (s *FragmentSummary) equal(o *FragmentSummary) bool {
 	if s == nil || o == nil {
 		return s == o
 	}
-	return s.Place == o.Place && slices.Equal(s.Chains, o.Chains) && slices.Equal(s.oddNames, o.oddNames) && slices.Equal(s.Sets, o.Sets) && slices.Equal(s.Elements, o.Elements) && slices.Equal(s.EndpointMaps, o.EndpointMaps)
+	return s.Place == o.Place && slices.Equal(s.Chains, o.Chains) && slices.Equal(s.oddNames, o.oddNames) && slices.Equal(s.Sets, o.Sets) && slices.Equal(s.Elements, o.Elements) && slices.Equal(s.oddMaps, o.oddMaps)
 }
 
 // Matches reports whether f is what s summarizes.
@@ -183,9 +196,9 @@ func (s *FragmentSummary) Objects() ObjectCounts {
 // digest hashes a chain's hook and rules.
 func (a *Applied) digest(c *Chain) uint64 { return a.digestRecording(c, nil) }
 
-// digestRecording is digest, recording in s (if not nil) the endpoint maps
-// c's rules read, in the same walk.
-func (a *Applied) digestRecording(c *Chain, s *FragmentSummary) uint64 {
+// digestRecording is digest, giving record (if not nil) the name of each
+// endpoint map c's rules read, in the same walk.
+func (a *Applied) digestRecording(c *Chain, record func(endpointMap string)) uint64 {
 	var h maphash.Hash
 	h.SetSeed(a.seed)
 	if c.Base != nil {
@@ -196,8 +209,8 @@ func (a *Applied) digestRecording(c *Chain, s *FragmentSummary) uint64 {
 		maphash.WriteComparable(&h, len(r.Stmts))
 		for _, st := range r.Stmts {
 			if v, ok := st.(NumgenVmap); ok {
-				if s != nil && v.Map != "" {
-					s.EndpointMaps = append(s.EndpointMaps, ChainMap{Chain: c.Name, Map: v.Map})
+				if record != nil && v.Map != "" {
+					record(v.Map)
 				}
 				// The one statement with slices, not comparable as a value.
 				h.WriteByte(1)

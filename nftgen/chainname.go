@@ -94,8 +94,28 @@ func (s *FragmentSummary) chainNamed(i int, name string) bool {
 	return s.oddNames != nil && s.oddNames[i] == name
 }
 
-// setChain sets s's chain i to name and digest d.
-func (s *FragmentSummary) setChain(i int, name string, d uint64) {
+// EndpointMaps returns the endpoint maps s's chains' numgen rules read.
+func (s *FragmentSummary) EndpointMaps() []ChainMap {
+	var out []ChainMap
+	for i, c := range s.Chains {
+		if c.readsMap {
+			name := s.ChainName(i)
+			out = append(out, ChainMap{Chain: name, Map: EndpointMapName(name)})
+		}
+	}
+	return append(out, s.oddMaps...)
+}
+
+// isEndpointMapOf reports whether m is EndpointMapName(chain), without
+// making that name.
+func isEndpointMapOf(m, chain string) bool {
+	rest, ok := strings.CutPrefix(m, EndpointMapPrefix)
+	return ok && rest == strings.TrimPrefix(chain, "KUBE-")
+}
+
+// setChain sets s's chain i to name, digest d and whether it reads the
+// endpoint map named after it.
+func (s *FragmentSummary) setChain(i int, name string, d uint64, readsMap bool) {
 	p, ok := packName(name)
 	if !ok {
 		if s.oddNames == nil {
@@ -103,6 +123,6 @@ func (s *FragmentSummary) setChain(i int, name string, d uint64) {
 		}
 		s.oddNames[i] = name
 	}
-	s.Chains[i] = ChainDigest{name: p}
+	s.Chains[i] = ChainDigest{name: p, readsMap: readsMap}
 	binary.LittleEndian.PutUint64(s.Chains[i].digest[:], d)
 }

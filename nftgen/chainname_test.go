@@ -1,6 +1,7 @@
 package nftgen
 
 import (
+	"slices"
 	"unsafe"
 
 	"testing"
@@ -66,12 +67,30 @@ func TestServiceOfKeyInvertsServiceKey(t *testing.T) {
 }
 
 func TestChainDigestIsSmall(t *testing.T) {
-	if size := unsafe.Sizeof(ChainDigest{}); size != 19 {
-		t.Errorf("ChainDigest is %d bytes, want 19 (a packed name and a digest, aligned to one)", size)
+	if size := unsafe.Sizeof(ChainDigest{}); size != 20 {
+		t.Errorf("ChainDigest is %d bytes, want 20 (a packed name, a digest and a flag, aligned to one)", size)
 	}
 	a := NewApplied(FamilyIPv4, nil, &Fragment{})
 	f := &Fragment{Chains: []*Chain{{Name: "KUBE-SVC-ABCDEFGHIJKLMNOP", Rules: []Rule{{Stmts: []Stmt{MatchProto{Proto: 6}, Masquerade{}}}}}}}
 	if got, want := a.Summarize(f).Chains[0].Digest(), a.digest(f.Chains[0]); got != want {
 		t.Errorf("Digest() = %x, want %x", got, want)
+	}
+}
+
+func TestSummaryEndpointMapsAreDerivedOrKept(t *testing.T) {
+	a := NewApplied(FamilyIPv4, nil, &Fragment{})
+	own, other := "KUBE-SVC-ABCDEFGHIJKLMNOP", "KUBE-SVL-ABCDEFGHIJKLMNOP"
+	f := &Fragment{Chains: []*Chain{
+		{Name: own, Rules: []Rule{{Stmts: []Stmt{NumgenVmap{Map: EndpointMapName(own), Targets: []string{"KUBE-SEP-ABCDEFGHIJKLMNOP"}}}}}},
+		{Name: other, Rules: []Rule{{Stmts: []Stmt{NumgenVmap{Map: "ep.elsewhere", Targets: []string{"KUBE-SEP-ABCDEFGHIJKLMNOP"}}}}}},
+		{Name: "KUBE-SEP-ABCDEFGHIJKLMNOP"},
+	}}
+	s := a.Summarize(f)
+	want := []ChainMap{{Chain: own, Map: EndpointMapName(own)}, {Chain: other, Map: "ep.elsewhere"}}
+	if got := s.EndpointMaps(); !slices.Equal(got, want) {
+		t.Errorf("EndpointMaps() = %v, want %v", got, want)
+	}
+	if s.oddMaps == nil || s.Chains[1].readsMap || !s.Chains[0].readsMap {
+		t.Errorf("the map named after its chain is not the one derived: %+v, odd %v", s.Chains, s.oddMaps)
 	}
 }

@@ -42,12 +42,8 @@ func (d *LiveDigests) Finish(chain string, rules []Rule) []Rule {
 		return rules
 	}
 	c := &Chain{Name: chain, Rules: rules}
-	var s FragmentSummary
-	digest := d.applied.digestRecording(c, &s)
 	var maps []string
-	for _, m := range s.EndpointMaps {
-		maps = append(maps, m.Map)
-	}
+	digest := d.applied.digestRecording(c, func(m string) { maps = append(maps, m) })
 	d.mu.Lock()
 	d.chains[chain] = liveDigest{digest: digest, maps: maps}
 	d.mu.Unlock()

@@ -383,7 +383,7 @@ func (ops *updateOps) chains(oldF *FragmentSummary, newF *Fragment, newS *Fragme
 		}
 	}
 	// The endpoint map of a flushed chain goes with its rules.
-	for _, cm := range oldF.EndpointMaps {
+	for _, cm := range oldF.EndpointMaps() {
 		if slices.ContainsFunc(ops.flushChains[flushedFrom:], func(op Op) bool { return op.Name == cm.Chain }) {
 			ops.dropMaps = append(ops.dropMaps, Op{Kind: OpDeleteSet, Name: cm.Map, Table: table})
 		}
