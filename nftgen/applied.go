@@ -48,6 +48,19 @@ type FragmentSummary struct {
 	oddMaps []ChainMap
 	// Place is the fragment's Place: where its shard is.
 	Place Place
+	// Counts are the fragment's rules in the compat view, per iptables
+	// table, as the pipeline counted them (a RuleCounter's; Summarize
+	// leaves them zero, and equal does not compare them: they follow from
+	// the rest).
+	Counts FragmentRuleCounts
+}
+
+// RuleCounts returns s's Counts (zero for nil).
+func (s *FragmentSummary) RuleCounts() FragmentRuleCounts {
+	if s == nil {
+		return FragmentRuleCounts{}
+	}
+	return s.Counts
 }
 
 // ChainMap names a chain and the endpoint map its numgen rule reads.

@@ -72,8 +72,6 @@ type familyState struct {
 	// applied, kept up to date from the fragments each sync replaces;
 	// lastCounts those of the fragments the last sync wrote.
 	counts, lastCounts nftgen.RuleCounts
-	// fragCounts are the counts of each fragment of applied.
-	fragCounts map[string]nftgen.FragmentRuleCounts
 	// counter counts the compat view's rules of gen's fragments; counterOf
 	// is the generator it was made for.
 	counter   nftgen.RuleCounter

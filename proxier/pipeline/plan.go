@@ -16,10 +16,9 @@ import (
 
 // fullSync is what a full sync leaves for the family once committed.
 type fullSync struct {
-	applied    *nftgen.Applied
-	keys       map[types.NamespacedName][]string
-	owners     map[destination]claim
-	fragCounts map[string]nftgen.FragmentRuleCounts
+	applied *nftgen.Applied
+	keys    map[types.NamespacedName][]string
+	owners  map[destination]claim
 	// layout is the table layout the sync programs.
 	layout nftgen.TableLayout
 	// err is set when a streamed sync stopped before it was complete.
@@ -31,12 +30,12 @@ func (r *fullSync) commit(fs *familyState) error {
 	if r.err != nil {
 		return r.err
 	}
-	fs.applied, fs.keys, fs.owners, fs.fragCounts, fs.layout = r.applied, r.keys, r.owners, r.fragCounts, r.layout
+	fs.applied, fs.keys, fs.owners, fs.layout = r.applied, r.keys, r.owners, r.layout
 	fs.inc = nil // it held the owners before this sync
 	fs.counts = fs.ruleCounter().Fragment(r.applied.Top)
 	fs.objects = r.applied.Top.Objects()
-	for key, sum := range r.applied.Services {
-		fs.counts.AddFragment(r.fragCounts[key], 1)
+	for _, sum := range r.applied.Services {
+		fs.counts.AddFragment(sum.Counts, 1)
 		fs.objects.Add(sum.Objects(), 1)
 	}
 	fs.lastCounts = nftgen.RuleCounts{}
@@ -46,10 +45,10 @@ func (r *fullSync) commit(fs *familyState) error {
 
 // fullSyncOf is the state of a full sync that programs rs.
 func fullSyncOf(rs *nftgen.Ruleset, layout nftgen.TableLayout, counter nftgen.RuleCounter, keys map[types.NamespacedName][]string, owners map[destination]claim) *fullSync {
-	r := &fullSync{applied: nftgen.AppliedFrom(rs), keys: keys, owners: owners, layout: layout, fragCounts: make(map[string]nftgen.FragmentRuleCounts, len(rs.Services))}
+	r := &fullSync{applied: nftgen.AppliedFrom(rs), keys: keys, owners: owners, layout: layout}
 	r.applied.Layout = layout
 	for key, f := range rs.Services {
-		r.fragCounts[key] = counter.Compact(f)
+		r.applied.Services[key].Counts = counter.Compact(f)
 	}
 	return r
 }
@@ -341,20 +340,23 @@ func (s *Pipeline) planUpdate(fs *familyState, snap *snapshot, changed []types.N
 // applied summaries, the rule and object counts of the replaced fragments
 // (updates), and the fragment keys of each recomputed Service (queued).
 func (fs *familyState) recordUpdate(planned *nftgen.Update, updates map[string]*nftgen.Fragment, queued map[types.NamespacedName]bool, newKeys map[types.NamespacedName][]string) {
+	counts := make(map[string]nftgen.FragmentRuleCounts, len(updates))
 	for key, f := range updates {
-		fs.counts.AddFragment(fs.fragCounts[key], -1)
+		fs.counts.AddFragment(fs.applied.Services[key].RuleCounts(), -1)
 		fs.objects.Add(fs.applied.Services[key].Objects(), -1)
 		fs.objects.Add(f.Objects(), 1)
-		if f == nil {
-			delete(fs.fragCounts, key)
-			continue
+		if f != nil {
+			counts[key] = fs.ruleCounter().Compact(f)
+			fs.counts.AddFragment(counts[key], 1)
 		}
-		fs.fragCounts[key] = fs.ruleCounter().Compact(f)
-		fs.counts.AddFragment(fs.fragCounts[key], 1)
+	}
+	changed := planned.Commit()
+	for key, c := range counts {
+		fs.applied.Services[key].Counts = c
 	}
 	fs.lastCounts = nftgen.RuleCounts{}
-	for _, key := range planned.Commit() {
-		fs.lastCounts.AddFragment(fs.fragCounts[key], 1)
+	for _, key := range changed {
+		fs.lastCounts.AddFragment(counts[key], 1)
 	}
 	for nn := range queued {
 		if len(newKeys[nn]) == 0 {

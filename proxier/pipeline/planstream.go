@@ -16,11 +16,10 @@ import (
 func newFullSync(applied *nftgen.Applied, layout nftgen.TableLayout) *fullSync {
 	applied.Layout = layout
 	return &fullSync{
-		applied:    applied,
-		layout:     layout,
-		keys:       map[types.NamespacedName][]string{},
-		owners:     map[destination]claim{},
-		fragCounts: map[string]nftgen.FragmentRuleCounts{},
+		applied: applied,
+		layout:  layout,
+		keys:    map[types.NamespacedName][]string{},
+		owners:  map[destination]claim{},
 	}
 }
 
@@ -54,8 +53,8 @@ func (s *Pipeline) streamFull(ctx context.Context, fs *familyState, snap *snapsh
 			stopped = true
 			return false
 		}
+		sum.Counts = counter.Compact(f)
 		r.applied.Services[key] = sum
-		r.fragCounts[key] = counter.Compact(f)
 		pending = append(pending, holdElements(c))
 		return true
 	})
@@ -72,8 +71,9 @@ func (s *Pipeline) streamFull(ctx context.Context, fs *familyState, snap *snapsh
 		if !elements(key, f) {
 			return false, nil
 		}
-		r.applied.Services[key].SetElements(f)
-		r.fragCounts[key] = r.fragCounts[key].Plus(counter.Compact(f))
+		sum := r.applied.Services[key]
+		sum.SetElements(f)
+		sum.Counts = sum.Counts.Plus(counter.Compact(f))
 		r.keys[c.svc] = append(r.keys[c.svc], key)
 	}
 	return true, nil
