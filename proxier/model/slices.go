@@ -124,19 +124,32 @@ func newStoredSlice(sl *discovery.EndpointSlice, intern func(*string) *string) s
 	}
 	out.endpoints = make([]storedEndpoint, len(sl.Endpoints))
 	out.addrs = make([]byte, len(sl.Endpoints)*int(out.addrLen))
-	names := map[string]uint32{}
+	// A slice names a few nodes and zones: a search of those found so far
+	// costs less than a map per slice, until there are many.
+	var many map[string]uint32
 	index := func(s *string) uint32 {
 		if s == nil {
 			return 0
 		}
-		if i, ok := names[*s]; ok {
-			return i
+		if many != nil {
+			if i, ok := many[*s]; ok {
+				return i
+			}
+		} else if i := slices.Index(out.names, *s); i >= 0 {
+			return uint32(i + 1)
 		}
 		if intern != nil {
 			s = intern(s)
 		}
 		out.names = append(out.names, *s)
-		names[*s] = uint32(len(out.names))
+		if len(out.names) == 32 {
+			many = make(map[string]uint32, 64)
+			for i, n := range out.names {
+				many[n] = uint32(i + 1)
+			}
+		} else if many != nil {
+			many[*s] = uint32(len(out.names))
+		}
 		return uint32(len(out.names))
 	}
 	for i := range sl.Endpoints {
