@@ -25,7 +25,7 @@ func TestStoredSliceKeepsEachEndpointsPlace(t *testing.T) {
 			Ports: []discovery.EndpointPort{{Name: ptr(""), Port: ptr(int32(80))}}}
 		const n = 100
 		for i := range n {
-			ep := discovery.Endpoint{Addresses: []string{tc.addr(i)}, NodeName: ptr(fmt.Sprintf("node-%d", i%70)), Zone: ptr(fmt.Sprintf("zone-%d", i%3))}
+			ep := discovery.Endpoint{Addresses: []string{tc.addr(i)}, NodeName: ptr(fmt.Sprintf("node-%d", i%40)), Zone: ptr(fmt.Sprintf("zone-%d", i%3))}
 			if i%10 == 0 {
 				ep.NodeName, ep.Zone = nil, nil
 			}
@@ -51,7 +51,7 @@ func TestStoredSliceKeepsEachEndpointsPlace(t *testing.T) {
 			}
 			for _, e := range eps {
 				i := indexOf(t, tc.addr, e.Addr, n)
-				wantNode, wantZone := fmt.Sprintf("node-%d", i%70), fmt.Sprintf("zone-%d", i%3)
+				wantNode, wantZone := fmt.Sprintf("node-%d", i%40), fmt.Sprintf("zone-%d", i%3)
 				if i%10 == 0 {
 					wantNode, wantZone = "", ""
 				}
