@@ -30,12 +30,26 @@ type storedSlice struct {
 	addrLen uint8
 	// names are the node and zone names the endpoints name, each once.
 	names []string
+	// rare holds what few slices have; nil when the slice has none of it.
+	rare *sliceRarities
+}
+
+// sliceRarities is what few slices have.
+type sliceRarities struct {
 	// hints are the endpoints' topology hints by index; nil when none
 	// has any.
 	hints []*discovery.EndpointHints
 	// raws are the addresses as written of the endpoints that cannot be
 	// used (endpointInvalid, endpointWrongFamily), by index.
 	raws map[int]string
+}
+
+// rarities returns slice.rare, made if nil.
+func (slice *storedSlice) rarities() *sliceRarities {
+	if slice.rare == nil {
+		slice.rare = &sliceRarities{}
+	}
+	return slice.rare
 }
 
 // endpointStatus says whether an endpoint's first address can be used.
@@ -45,9 +59,9 @@ const (
 	endpointOK endpointStatus = iota
 	// endpointNoAddress: the endpoint lists no address.
 	endpointNoAddress
-	// endpointInvalid: the address is not an IP (raws holds it).
+	// endpointInvalid: the address is not an IP (rare.raws holds it).
 	endpointInvalid
-	// endpointWrongFamily: the address is not of the slice's type (raws
+	// endpointWrongFamily: the address is not of the slice's type (rare.raws
 	// holds it).
 	endpointWrongFamily
 )
@@ -166,10 +180,11 @@ func newStoredSlice(sl *discovery.EndpointSlice, intern func(*string) *string) s
 			se.flags |= endpointTerminating
 		}
 		if ep.Hints != nil {
-			if out.hints == nil {
-				out.hints = make([]*discovery.EndpointHints, len(sl.Endpoints))
+			r := out.rarities()
+			if r.hints == nil {
+				r.hints = make([]*discovery.EndpointHints, len(sl.Endpoints))
 			}
-			out.hints[i] = ep.Hints
+			r.hints[i] = ep.Hints
 		}
 		if len(ep.Addresses) == 0 {
 			se.status = endpointNoAddress
@@ -190,10 +205,11 @@ func newStoredSlice(sl *discovery.EndpointSlice, intern func(*string) *string) s
 			copy(out.addrs[i*16:], a[:])
 		}
 		if se.status != endpointOK {
-			if out.raws == nil {
-				out.raws = map[int]string{}
+			r := out.rarities()
+			if r.raws == nil {
+				r.raws = map[int]string{}
 			}
-			out.raws[i] = ep.Addresses[0]
+			r.raws[i] = ep.Addresses[0]
 		}
 		out.endpoints[i] = se
 	}
@@ -274,12 +290,12 @@ func (slice *storedSlice) appendEndpoints(eps []svcmodel.Endpoint, pi int, port 
 			continue
 		case endpointInvalid:
 			if pi == 0 {
-				report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "invalid IP address %q", slice.raws[ei])
+				report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "invalid IP address %q", slice.rare.raws[ei])
 			}
 			continue
 		case endpointWrongFamily:
 			if pi == 0 {
-				report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "%s address %q in a slice of type %s", wrongFamily(slice.addressType), slice.raws[ei], slice.addressType)
+				report(fmt.Sprintf("endpoints[%d].addresses[0]", ei), "%s address %q in a slice of type %s", wrongFamily(slice.addressType), slice.rare.raws[ei], slice.addressType)
 			}
 			continue
 		}
@@ -313,11 +329,11 @@ func (slice *storedSlice) endpoint(ei int, port uint16) svcmodel.Endpoint {
 	e := svcmodel.Endpoint{Addr: slice.address(ei), Port: port, Ready: se.flags&endpointReady != 0,
 		Serving: se.flags&endpointServing != 0, Terminating: se.flags&endpointTerminating != 0,
 		NodeName: slice.nameOf(se.node), Zone: slice.nameOf(se.zone)}
-	if slice.hints != nil && slice.hints[ei] != nil {
-		for _, z := range slice.hints[ei].ForZones {
+	if r := slice.rare; r != nil && r.hints != nil && r.hints[ei] != nil {
+		for _, z := range r.hints[ei].ForZones {
 			e.ZoneHints = append(e.ZoneHints, z.Name)
 		}
-		for _, n := range slice.hints[ei].ForNodes {
+		for _, n := range r.hints[ei].ForNodes {
 			e.NodeHints = append(e.NodeHints, n.Name)
 		}
 	}
