@@ -90,7 +90,13 @@ func (c *daemonCluster) startDaemon(t *testing.T, extra ...string) {
 		bin = c.binary
 	}
 	c.daemon = c.Node.Command(bin, args...)
-	c.daemon.Stdout, c.daemon.Stderr = harness.LogFile(c.api.Dir, "nftproxy.log"), harness.LogFile(c.api.Dir, "nftproxy.log")
+	logDir, logName := c.api.Dir, "nftproxy.log"
+	if dir := os.Getenv("NFTPROXY_DAEMON_PROFILE"); dir != "" {
+		// Profiling: keep each run's log, with the collector's trace.
+		c.daemon.Env = append(os.Environ(), "GODEBUG=gctrace=1")
+		logDir, logName = dir, fmt.Sprintf("%s-%d.log", filepath.Base(bin), time.Now().UnixNano())
+	}
+	c.daemon.Stdout, c.daemon.Stderr = harness.LogFile(logDir, logName), harness.LogFile(logDir, logName)
 	if err := c.daemon.Start(); err != nil {
 		t.Fatal(err)
 	}
