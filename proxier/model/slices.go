@@ -22,7 +22,7 @@ import (
 type storedSlice struct {
 	name        string
 	addressType discovery.AddressType
-	ports       []discovery.EndpointPort
+	ports       []slicePort
 	endpoints   []storedEndpoint
 	// addrs holds the endpoints' addresses in order, addrLen bytes each
 	// (zeros for one that has none).
@@ -50,6 +50,55 @@ func (slice *storedSlice) rarities() *sliceRarities {
 		slice.rare = &sliceRarities{}
 	}
 	return slice.rare
+}
+
+// slicePort is one port of an EndpointSlice, kept without the pointers of
+// the object's (which held its name, protocol and number in allocations
+// of their own).
+type slicePort struct {
+	name     string
+	protocol v1.Protocol
+	port     int32
+	// hasName and hasPort say whether the name and the number were set.
+	hasName, hasPort bool
+}
+
+// newSlicePorts returns the ports of ports; intern, unless nil, shares
+// their names.
+func newSlicePorts(ports []discovery.EndpointPort, intern func(*string) *string) []slicePort {
+	out := make([]slicePort, len(ports))
+	for i, p := range ports {
+		sp := slicePort{protocol: v1.ProtocolTCP}
+		if p.Name != nil {
+			name := p.Name
+			if intern != nil {
+				name = intern(name)
+			}
+			sp.name, sp.hasName = *name, true
+		}
+		if p.Port != nil {
+			sp.port, sp.hasPort = *p.Port, true
+		}
+		if p.Protocol != nil {
+			sp.protocol = sharedProtocol(*p.Protocol)
+		}
+		out[i] = sp
+	}
+	return out
+}
+
+// sharedProtocol returns p, as the constant's string when it is one (not
+// the object's copy of it).
+func sharedProtocol(p v1.Protocol) v1.Protocol {
+	switch p {
+	case v1.ProtocolTCP:
+		return v1.ProtocolTCP
+	case v1.ProtocolUDP:
+		return v1.ProtocolUDP
+	case v1.ProtocolSCTP:
+		return v1.ProtocolSCTP
+	}
+	return p
 }
 
 // endpointStatus says whether an endpoint's first address can be used.
@@ -127,7 +176,7 @@ func sliceFamily(t discovery.AddressType) (svcmodel.IPFamily, bool) {
 // newStoredSlice parses sl; intern, unless nil, shares the node and zone
 // names.
 func newStoredSlice(sl *discovery.EndpointSlice, intern func(*string) *string) storedSlice {
-	out := storedSlice{name: sl.Name, addressType: sl.AddressType, ports: sl.Ports}
+	out := storedSlice{name: sl.Name, addressType: sl.AddressType, ports: newSlicePorts(sl.Ports, intern)}
 	family, ok := sliceFamily(sl.AddressType)
 	if !ok {
 		return out
@@ -249,25 +298,21 @@ func endpointsOf(svc types.NamespacedName, list []*storedSlice) (map[svcmodel.Se
 			continue
 		}
 		for pi, port := range slice.ports {
-			if port.Port == nil {
+			if !port.hasPort {
 				continue
 			}
-			if *port.Port < 1 || *port.Port > 65535 {
-				report(fmt.Sprintf("ports[%d].port", pi), "port %d is outside 1..65535", *port.Port)
+			if port.port < 1 || port.port > 65535 {
+				report(fmt.Sprintf("ports[%d].port", pi), "port %d is outside 1..65535", port.port)
 				continue
 			}
-			proto := v1.ProtocolTCP
-			if port.Protocol != nil {
-				proto = *port.Protocol
-			}
-			if port.Name == nil {
+			if !port.hasName {
 				// kube-proxy ignores such ports too; the EndpointSlice
 				// controller always sets the name, if only to "".
 				report(fmt.Sprintf("ports[%d].name", pi), "missing (an unnamed port has name \"\")")
 				continue
 			}
-			key := svcmodel.ServicePortName{NamespacedName: svc, Port: *port.Name, Protocol: proto}
-			byPort[key] = slice.appendEndpoints(byPort[key], pi, uint16(*port.Port), report)
+			key := svcmodel.ServicePortName{NamespacedName: svc, Port: port.name, Protocol: port.protocol}
+			byPort[key] = slice.appendEndpoints(byPort[key], pi, uint16(port.port), report)
 		}
 	}
 	for name, eps := range byPort {

@@ -3,8 +3,12 @@ package model
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 
+	"github.com/nftproxy/nftproxy/nftgen/svcmodel"
+
+	v1 "k8s.io/api/core/v1"
 	discovery "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -72,4 +76,34 @@ func indexOf(t *testing.T, addr func(int) string, a netip.Addr, n int) int {
 	}
 	t.Fatalf("no endpoint %s", a)
 	return -1
+}
+
+// TestSlicePortsAsKubeProxyReadsThem: a port without a number is skipped,
+// one out of range or without a name is reported, and an unset protocol
+// is TCP.
+func TestSlicePortsAsKubeProxyReadsThem(t *testing.T) {
+	sl := &discovery.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "ns1", Name: "s"}, AddressType: discovery.AddressTypeIPv4,
+		Ports: []discovery.EndpointPort{
+			{Name: ptr("none")},
+			{Name: ptr("big"), Port: ptr(int32(70000))},
+			{Port: ptr(int32(81))},
+			{Name: ptr("web"), Port: ptr(int32(80))},
+			{Name: ptr("dns"), Port: ptr(int32(53)), Protocol: ptr(v1.ProtocolUDP)},
+		},
+		Endpoints: []discovery.Endpoint{{Addresses: []string{"10.0.0.1"}}}}
+	nn := types.NamespacedName{Namespace: "ns1", Name: "svc1"}
+	byPort, problems := Endpoints(nn, []*discovery.EndpointSlice{sl})
+	var got []string
+	for _, p := range problems {
+		got = append(got, p.Field+": "+p.Reason)
+	}
+	want := []string{"ports[1].port: port 70000 is outside 1..65535", `ports[2].name: missing (an unnamed port has name "")`}
+	if !slices.Equal(got, want) {
+		t.Errorf("problems %q, want %q", got, want)
+	}
+	web := svcmodel.ServicePortName{NamespacedName: nn, Port: "web", Protocol: v1.ProtocolTCP}
+	dns := svcmodel.ServicePortName{NamespacedName: nn, Port: "dns", Protocol: v1.ProtocolUDP}
+	if len(byPort) != 2 || len(byPort[web]) != 1 || byPort[web][0].Port != 80 || len(byPort[dns]) != 1 || byPort[dns][0].Port != 53 {
+		t.Errorf("ports %+v, want web TCP 80 and dns UDP 53", byPort)
+	}
 }
