@@ -48,8 +48,12 @@ type Reconciler struct {
 	// failed is set once the table is found not to be patchable.
 	failed bool
 
-	liveChains map[string]*Chain
-	want       map[string]bool
+	// liveChains indexes live.Chains by name, and wanted says which of
+	// them the desired rules hold (by the same index): an index and a
+	// flag cost a third of a map from name to chain and one from name to
+	// flag (2.2 million slots at 100,000 Services).
+	liveChains map[string]int32
+	wanted     []bool
 	addChains  []Op
 	flush      []string
 	refill     []*Chain
@@ -67,11 +71,11 @@ func NewReconciler(live *TableState, digests *LiveDigests, top *Fragment, maps [
 		r.failed = true
 		return r
 	}
-	r.liveChains = make(map[string]*Chain, len(live.Chains))
-	for _, c := range live.Chains {
-		r.liveChains[c.Name] = c
+	r.liveChains = make(map[string]int32, len(live.Chains))
+	for i, c := range live.Chains {
+		r.liveChains[c.Name] = int32(i)
 	}
-	r.want = make(map[string]bool, len(live.Chains))
+	r.wanted = make([]bool, len(live.Chains))
 	r.Add(top, nil)
 	return r
 }
@@ -85,8 +89,11 @@ func (r *Reconciler) Add(f *Fragment, sum *FragmentSummary) {
 		return
 	}
 	for i, c := range f.Chains {
-		r.want[c.Name] = true
-		old := r.liveChains[c.Name]
+		var old *Chain
+		if li, ok := r.liveChains[c.Name]; ok {
+			old = r.live.Chains[li]
+			r.wanted[li] = true
+		}
 		switch {
 		case old == nil:
 			r.addChains = append(r.addChains, Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
@@ -162,8 +169,8 @@ func (r *Reconciler) Transaction() *Transaction {
 	add(Op{Kind: OpAddTable})
 	tx.Ops = append(tx.Ops, r.addChains...)
 	var stray []string
-	for _, c := range live.Chains {
-		if !r.want[c.Name] {
+	for i, c := range live.Chains {
+		if !r.wanted[i] {
 			if c.Base != nil {
 				return nil
 			}
