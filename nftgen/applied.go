@@ -33,19 +33,15 @@ type Applied struct {
 type FragmentSummary struct {
 	// Chains are its chains' digests; ChainName names them.
 	Chains []ChainDigest
-	// oddNames holds, by index, the names of the chains whose names do
-	// not pack (nil when all do: every name the generator makes packs).
-	oddNames []string
-	Sets     []SetSpec
+	Sets   []SetSpec
 	// Elements are the fragment's map elements, map by map in the order of
 	// the fragment's map names.
 	Elements []NamedElement
 	// Rules is the number of rules of all its chains.
 	Rules int
-	// oddMaps are the endpoint maps its chains' numgen rules read that
-	// are not named after their chain (nil: every one the generator makes
-	// is; ChainDigest records those, see EndpointMaps).
-	oddMaps []ChainMap
+	// odd holds what only fragments nftproxy did not generate have (nil
+	// for every one it does).
+	odd *oddParts
 	// Place is the fragment's Place: where its shard is.
 	Place Place
 	// Counts are the fragment's rules in the compat view, per iptables
@@ -115,7 +111,7 @@ func (a *Applied) Summarize(f *Fragment) *FragmentSummary {
 			if isEndpointMapOf(m, c.Name) {
 				reads = true
 			} else {
-				s.oddMaps = append(s.oddMaps, ChainMap{Chain: c.Name, Map: m})
+				s.oddParts().maps = append(s.oddParts().maps, ChainMap{Chain: c.Name, Map: m})
 			}
 		})
 		s.setChain(i, c.Name, d, reads)
@@ -145,7 +141,7 @@ func (s *FragmentSummary) equal(o *FragmentSummary) bool {
 	if s == nil || o == nil {
 		return s == o
 	}
-	return s.Place == o.Place && slices.Equal(s.Chains, o.Chains) && slices.Equal(s.oddNames, o.oddNames) && slices.Equal(s.Sets, o.Sets) && slices.Equal(s.Elements, o.Elements) && slices.Equal(s.oddMaps, o.oddMaps)
+	return s.Place == o.Place && slices.Equal(s.Chains, o.Chains) && s.odd.equal(o.odd) && slices.Equal(s.Sets, o.Sets) && slices.Equal(s.Elements, o.Elements)
 }
 
 // Matches reports whether f is what s summarizes.

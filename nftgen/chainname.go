@@ -3,6 +3,7 @@ package nftgen
 import (
 	"encoding/base32"
 	"encoding/binary"
+	"slices"
 	"strings"
 )
 
@@ -81,7 +82,7 @@ func (s *FragmentSummary) ChainName(i int) string {
 	if p := s.Chains[i].name; p.prefix != 0 {
 		return p.String()
 	}
-	return s.oddNames[i]
+	return s.odd.names[i]
 }
 
 // chainNamed reports whether s's chain i is named name, without making
@@ -91,7 +92,7 @@ func (s *FragmentSummary) chainNamed(i int, name string) bool {
 		q, ok := packName(name)
 		return ok && p == q
 	}
-	return s.oddNames != nil && s.oddNames[i] == name
+	return s.odd != nil && s.odd.names != nil && s.odd.names[i] == name
 }
 
 // EndpointMaps returns the endpoint maps s's chains' numgen rules read.
@@ -103,7 +104,10 @@ func (s *FragmentSummary) EndpointMaps() []ChainMap {
 			out = append(out, ChainMap{Chain: name, Map: EndpointMapName(name)})
 		}
 	}
-	return append(out, s.oddMaps...)
+	if s.odd != nil {
+		out = append(out, s.odd.maps...)
+	}
+	return out
 }
 
 // isEndpointMapOf reports whether m is EndpointMapName(chain), without
@@ -118,11 +122,38 @@ func isEndpointMapOf(m, chain string) bool {
 func (s *FragmentSummary) setChain(i int, name string, d uint64, readsMap bool) {
 	p, ok := packName(name)
 	if !ok {
-		if s.oddNames == nil {
-			s.oddNames = make([]string, len(s.Chains))
+		odd := s.oddParts()
+		if odd.names == nil {
+			odd.names = make([]string, len(s.Chains))
 		}
-		s.oddNames[i] = name
+		odd.names[i] = name
 	}
 	s.Chains[i] = ChainDigest{name: p, readsMap: readsMap}
 	binary.LittleEndian.PutUint64(s.Chains[i].digest[:], d)
 }
+
+// oddParts is what a summary keeps of a fragment nftproxy did not generate:
+// the names of its chains that do not pack, by index (nil when all do), and
+// the endpoint maps its chains read that are not named after their chain.
+type oddParts struct {
+	names []string
+	maps  []ChainMap
+}
+
+// oddParts returns s.odd, made if nil.
+func (s *FragmentSummary) oddParts() *oddParts {
+	if s.odd == nil {
+		s.odd = &oddParts{}
+	}
+	return s.odd
+}
+
+// equal reports whether o holds what p holds (nil holds nothing).
+func (p *oddParts) equal(o *oddParts) bool {
+	if p == nil || o == nil {
+		return (p == nil || p.empty()) && (o == nil || o.empty())
+	}
+	return slices.Equal(p.names, o.names) && slices.Equal(p.maps, o.maps)
+}
+
+func (p *oddParts) empty() bool { return p.names == nil && p.maps == nil }

@@ -67,6 +67,9 @@ func TestServiceOfKeyInvertsServiceKey(t *testing.T) {
 }
 
 func TestChainDigestIsSmall(t *testing.T) {
+	if size := unsafe.Sizeof(FragmentSummary{}); size > 112 {
+		t.Errorf("FragmentSummary is %d bytes, want at most 112 (what few have behind one pointer)", size)
+	}
 	if size := unsafe.Sizeof(ChainDigest{}); size != 20 {
 		t.Errorf("ChainDigest is %d bytes, want 20 (a packed name, a digest and a flag, aligned to one)", size)
 	}
@@ -90,7 +93,7 @@ func TestSummaryEndpointMapsAreDerivedOrKept(t *testing.T) {
 	if got := s.EndpointMaps(); !slices.Equal(got, want) {
 		t.Errorf("EndpointMaps() = %v, want %v", got, want)
 	}
-	if s.oddMaps == nil || s.Chains[1].readsMap || !s.Chains[0].readsMap {
-		t.Errorf("the map named after its chain is not the one derived: %+v, odd %v", s.Chains, s.oddMaps)
+	if s.odd == nil || s.odd.maps == nil || s.Chains[1].readsMap || !s.Chains[0].readsMap {
+		t.Errorf("the map named after its chain is not the one derived: %+v, odd %+v", s.Chains, s.odd)
 	}
 }
