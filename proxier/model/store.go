@@ -97,9 +97,10 @@ type heldSlice struct {
 }
 
 // NewStore returns an empty Store. It keeps each EndpointSlice as a Slice
-// (16 bytes an IPv4 endpoint, 28 an IPv6 one) and each Service as a Service, nothing of the
-// objects, so that a caller can drop the objects it stored; an informer
-// that caches these compact forms shares them with it.
+// (16 bytes an IPv4 endpoint, 28 an IPv6 one) and each Service as a
+// Service, nothing of the objects, so that a caller can drop the objects
+// it stored; an informer that caches these compact forms shares them with
+// it.
 func NewStore() *Store {
 	return &Store{
 		entries:    map[types.NamespacedName]*entry{},
