@@ -114,7 +114,7 @@ func (s *FragmentSummary) EndpointMaps() []ChainMap {
 // making that name.
 func isEndpointMapOf(m, chain string) bool {
 	rest, ok := strings.CutPrefix(m, EndpointMapPrefix)
-	return ok && rest == strings.TrimPrefix(chain, "KUBE-")
+	return ok && rest == endpointMapSuffix(chain)
 }
 
 // setChain sets s's chain i to name, digest d and whether it reads the
@@ -148,12 +148,11 @@ func (s *FragmentSummary) oddParts() *oddParts {
 	return s.odd
 }
 
-// equal reports whether o holds what p holds (nil holds nothing).
+// equal reports whether o holds what p holds. A summary makes its
+// oddParts only to put something in it, so nil is the only empty one.
 func (p *oddParts) equal(o *oddParts) bool {
 	if p == nil || o == nil {
-		return (p == nil || p.empty()) && (o == nil || o.empty())
+		return p == o
 	}
 	return slices.Equal(p.names, o.names) && slices.Equal(p.maps, o.maps)
 }
-
-func (p *oddParts) empty() bool { return p.names == nil && p.maps == nil }

@@ -12,9 +12,9 @@ import "fmt"
 // ShardTable(i)) as read from the kernel (live, whose chains outside the
 // top levels are digested by digests, made by a.LiveDigests) with what a
 // says it holds; shardTop is that shard's top level (Generator.ShardTop),
-// unused for the main table. It is the comparison a full sync of a live table makes
-// (Reconciler), against the summaries instead of fragments generated
-// anew. It returns "" when the table holds exactly that, or else says what
+// unused for the main table. It is the comparison a full sync of a live
+// table makes (Reconciler), against the summaries instead of fragments
+// generated anew. It returns "" when the table holds exactly that, or else says what
 // differs: what the first repairing operation would be.
 //
 // Chains that nothing reaches in a table too large to list

@@ -167,8 +167,12 @@ const EndpointMapPrefix = "ep."
 // knows which map goes with it, and a replacement of the same name can be
 // created in the batch that deletes the old one.
 func EndpointMapName(chain string) string {
-	return EndpointMapPrefix + strings.TrimPrefix(chain, "KUBE-")
+	return EndpointMapPrefix + endpointMapSuffix(chain)
 }
+
+// endpointMapSuffix is what follows EndpointMapPrefix in the name of
+// chain's endpoint map.
+func endpointMapSuffix(chain string) string { return strings.TrimPrefix(chain, "KUBE-") }
 
 // IsEndpointMap tells whether a set of the table is an endpoint map.
 func IsEndpointMap(name string) bool { return strings.HasPrefix(name, EndpointMapPrefix) }

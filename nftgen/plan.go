@@ -350,10 +350,13 @@ func (ops *updateOps) sets(oldF *FragmentSummary, newF *Fragment, table string) 
 // rules.
 func (ops *updateOps) chains(oldF *FragmentSummary, newF *Fragment, newS *FragmentSummary, changedSet map[string]bool, table string) {
 	flushedFrom := len(ops.flushChains)
+	var oldNames []string // unpacked once: both loops below read them
 	oldChains := map[string]uint64{}
 	if oldF != nil {
+		oldNames = make([]string, len(oldF.Chains))
 		for i, c := range oldF.Chains {
-			oldChains[oldF.ChainName(i)] = c.Digest()
+			oldNames[i] = oldF.ChainName(i)
+			oldChains[oldNames[i]] = c.Digest()
 		}
 	}
 	newNames := map[string]bool{}
@@ -376,8 +379,8 @@ func (ops *updateOps) chains(oldF *FragmentSummary, newF *Fragment, newS *Fragme
 	if oldF == nil {
 		return
 	}
-	for i := range oldF.Chains {
-		if name := oldF.ChainName(i); !newNames[name] {
+	for _, name := range oldNames {
+		if !newNames[name] {
 			ops.flushChains = append(ops.flushChains, Op{Kind: OpFlushChain, Name: name, Table: table})
 			ops.deleteChains = append(ops.deleteChains, Op{Kind: OpDeleteChain, Name: name, Table: table})
 		}

@@ -10,7 +10,8 @@ import (
 
 // Slice is what nftproxy keeps of an EndpointSlice: its identity and
 // version, the Service it belongs to, its change trigger time and its
-// endpoints parsed (16 bytes each in an IPv4 slice, 28 in an IPv6 one; node and zone names shared).
+// endpoints parsed (16 bytes each in an IPv4 slice, 28 in an IPv6 one;
+// node and zone names shared).
 // It is a runtime.Object, so that an informer caches it in place of the
 // EndpointSlice (Trimmer.Transform returns it) and the Store keeps the
 // same value: each endpoint is held once, in this form. A Slice is not

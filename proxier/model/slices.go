@@ -63,18 +63,13 @@ type slicePort struct {
 	hasName, hasPort bool
 }
 
-// newSlicePorts returns the ports of ports; intern, unless nil, shares
-// their names.
+// newSlicePorts returns the ports of ports, their names shared by intern.
 func newSlicePorts(ports []discovery.EndpointPort, intern func(*string) *string) []slicePort {
 	out := make([]slicePort, len(ports))
 	for i, p := range ports {
 		sp := slicePort{protocol: v1.ProtocolTCP}
 		if p.Name != nil {
-			name := p.Name
-			if intern != nil {
-				name = intern(name)
-			}
-			sp.name, sp.hasName = *name, true
+			sp.name, sp.hasName = *intern(p.Name), true
 		}
 		if p.Port != nil {
 			sp.port, sp.hasPort = *p.Port, true
@@ -144,7 +139,7 @@ func (slice *storedSlice) address(i int) netip.Addr {
 	return netip.AddrFrom16([16]byte(a))
 }
 
-// name returns the name of index i (see storedEndpoint), "" for 0.
+// nameOf returns the name of index i (see storedEndpoint), "" for 0.
 func (slice *storedSlice) nameOf(i uint32) string {
 	if i == 0 {
 		return ""
@@ -176,6 +171,9 @@ func sliceFamily(t discovery.AddressType) (svcmodel.IPFamily, bool) {
 // newStoredSlice parses sl; intern, unless nil, shares the node and zone
 // names.
 func newStoredSlice(sl *discovery.EndpointSlice, intern func(*string) *string) storedSlice {
+	if intern == nil {
+		intern = func(s *string) *string { return s }
+	}
 	out := storedSlice{name: sl.Name, addressType: sl.AddressType, ports: newSlicePorts(sl.Ports, intern)}
 	family, ok := sliceFamily(sl.AddressType)
 	if !ok {
@@ -201,10 +199,7 @@ func newStoredSlice(sl *discovery.EndpointSlice, intern func(*string) *string) s
 		} else if i := slices.Index(out.names, *s); i >= 0 {
 			return uint32(i + 1)
 		}
-		if intern != nil {
-			s = intern(s)
-		}
-		out.names = append(out.names, *s)
+		out.names = append(out.names, *intern(s))
 		if len(out.names) == 32 {
 			many = make(map[string]uint32, 64)
 			for i, n := range out.names {
