@@ -1,6 +1,8 @@
 package nftgen
 
 import (
+	"bytes"
+	"cmp"
 	"encoding/base32"
 	"encoding/binary"
 	"slices"
@@ -62,6 +64,14 @@ func packName(name string) (p packedName, ok bool) {
 		}
 		return p, true
 	}
+}
+
+// compare orders packed names: by prefix, then by hash.
+func (p packedName) compare(q packedName) int {
+	if c := cmp.Compare(p.prefix, q.prefix); c != 0 {
+		return c
+	}
+	return bytes.Compare(p.hash[:], q.hash[:])
 }
 
 // String returns the name p packs ("" for the zero value).

@@ -73,6 +73,9 @@ func TestChainDigestIsSmall(t *testing.T) {
 	if size := unsafe.Sizeof(ChainDigest{}); size != 20 {
 		t.Errorf("ChainDigest is %d bytes, want 20 (a packed name, a digest and a flag, aligned to one)", size)
 	}
+	if size := unsafe.Sizeof(packedDigest{}); size != 20 {
+		t.Errorf("a live chain's digest is %d bytes, want 20 (a packed name, a digest and a flag, aligned to one)", size)
+	}
 	a := NewApplied(FamilyIPv4, nil, &Fragment{})
 	f := &Fragment{Chains: []*Chain{{Name: "KUBE-SVC-ABCDEFGHIJKLMNOP", Rules: []Rule{{Stmts: []Stmt{MatchProto{Proto: 6}, Masquerade{}}}}}}}
 	if got, want := a.Summarize(f).Chains[0].Digest(), a.digest(f.Chains[0]); got != want {

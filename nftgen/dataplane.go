@@ -23,18 +23,19 @@ type Dataplane interface {
 	// and no error when the table does not exist. Objects it cannot
 	// decode are listed in the result's Unknown.
 	Read(ctx context.Context, f Family) (*TableState, error)
-	// ReadCompact is Read for a reconcile of a large table: finish is
-	// given the rules read of each chain once the chain is read, and the
-	// result holds what it returns instead (LiveDigests.Finish keeps
-	// digests of them and returns nil), so that the decoded rules of a
-	// whole table never exist at once. It may be called from several
-	// goroutines at once.
-	ReadCompact(ctx context.Context, f Family, finish func(chain string, rules []Rule) []Rule) (*TableState, error)
+	// ReadCompact is Read for a reconcile of large tables, each shard
+	// table in the result's Shards: finish is given the rules read of
+	// each chain once the chain is read, and the result holds what it
+	// returns instead (LiveDigests.Finish keeps digests of them and has
+	// the chain omitted), so that the decoded rules of a whole table
+	// never exist at once. finish may be called from several goroutines
+	// at once.
+	ReadCompact(ctx context.Context, f Family, finish ChainFinish) (*TableState, error)
 	// ReadTable is ReadCompact of one of the family's tables: table 0 is
 	// the main table (its shards not read), i the shard ShardTable(i). It
 	// returns nil and no error when that table does not exist. It is the
 	// read of the rolling check, which compares one table at a time.
-	ReadTable(ctx context.Context, f Family, table int, finish func(chain string, rules []Rule) []Rule) (*TableState, error)
+	ReadTable(ctx context.Context, f Family, table int, finish ChainFinish) (*TableState, error)
 	// ReadLeaving is Read for a view printed a chain at a time: the
 	// Services' chains (IsServiceChain) are listed in the result's Unread,
 	// not in Chains, and the ChainRules returned reads their rules when

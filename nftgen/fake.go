@@ -217,7 +217,7 @@ func (f *Fake) Read(_ context.Context, fam Family) (*TableState, error) { return
 
 // ReadCompact implements Dataplane: the main table's state with the shard
 // tables' in Shards.
-func (f *Fake) ReadCompact(_ context.Context, fam Family, finish func(chain string, rules []Rule) []Rule) (*TableState, error) {
+func (f *Fake) ReadCompact(_ context.Context, fam Family, finish ChainFinish) (*TableState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	st := f.readState(fam, TableName, finish)
@@ -231,16 +231,17 @@ func (f *Fake) ReadCompact(_ context.Context, fam Family, finish func(chain stri
 }
 
 // ReadTable implements Dataplane: ReadCompact of one table.
-func (f *Fake) ReadTable(_ context.Context, fam Family, table int, finish func(chain string, rules []Rule) []Rule) (*TableState, error) {
+func (f *Fake) ReadTable(_ context.Context, fam Family, table int, finish ChainFinish) (*TableState, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.readState(fam, ShardTable(table), finish), nil
 }
 
 // readState returns the state of the family's main table or the shard
-// table called name, its chains' rules given to finish; nil when it does
-// not exist. Called with mu held.
-func (f *Fake) readState(fam Family, name string, finish func(chain string, rules []Rule) []Rule) *TableState {
+// table called name, its chains' rules given to finish (the regular
+// chains it omits left out); nil when it does not exist. Called with mu
+// held.
+func (f *Fake) readState(fam Family, name string, finish ChainFinish) *TableState {
 	t := f.tables[fam]
 	if name != TableName {
 		t = f.shards[fam][name]
@@ -252,9 +253,14 @@ func (f *Fake) readState(fam Family, name string, finish func(chain string, rule
 	if name != TableName {
 		st.Name = name
 	}
+	listed := st.Chains[:0]
 	for _, c := range st.Chains {
-		c.Rules = finish(c.Name, c.Rules)
+		var omit bool
+		if c.Rules, omit = finish(name, c.Name, c.Rules); !omit || c.Base != nil {
+			listed = append(listed, c)
+		}
 	}
+	st.Chains = listed
 	return st
 }
 

@@ -6,7 +6,7 @@ import "context"
 // to Unread, each named with its table, their rules given back by the
 // ChainRules as they were at the read.
 func (f *Fake) ReadLeaving(ctx context.Context, fam Family) (*TableState, ChainRules, error) {
-	st, err := f.ReadCompact(ctx, fam, func(_ string, rules []Rule) []Rule { return rules })
+	st, err := f.ReadCompact(ctx, fam, KeepRules)
 	if st == nil || err != nil {
 		return nil, nil, err
 	}

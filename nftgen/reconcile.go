@@ -39,19 +39,23 @@ func PlanReconcile(desired *Ruleset, live *TableState) *Transaction {
 // that a full sync of a live table never holds the whole desired ruleset:
 // each Service's chains are compared with the live table as they are
 // generated and only those that differ are kept. With LiveDigests, the
-// live table's chains outside the top level are compared by digest.
+// live table's chains outside the top level are not in its state at all:
+// they are looked up, compared by digest and marked wanted in the
+// digests.
 type Reconciler struct {
-	live    *TableState
-	digests *LiveDigests
+	live *TableState
+	// digests is what the read recorded of live's omitted chains (nil
+	// when it omitted none), and applied the Applied whose digests they
+	// are.
+	digests *tableDigests
+	applied *Applied
 	top     *Fragment
 	maps    []MapSpec
 	// failed is set once the table is found not to be patchable.
 	failed bool
 
-	// liveChains indexes live.Chains by name, and wanted says which of
-	// them the desired rules hold (by the same index): an index and a
-	// flag cost a third of a map from name to chain and one from name to
-	// flag (2.2 million slots at 100,000 Services).
+	// liveChains indexes the chains live lists by name, and wanted says
+	// which of them the desired rules hold (by the same index).
 	liveChains map[string]int32
 	wanted     []bool
 	addChains  []Op
@@ -59,17 +63,23 @@ type Reconciler struct {
 	refill     []*Chain
 	elements   map[string][]MapElement
 	sets       []SetSpec
+	// omitted stands for a live chain the read omitted: a regular chain
+	// whose rules are known by their digest only.
+	omitted Chain
 }
 
 // NewReconciler returns a Reconciler of the live table towards a ruleset
 // with this top level and these maps; digests, if not nil, is what the
-// read of live recorded of the chains whose rules it did not keep. The top
-// level is added at once; the Services follow through Add.
+// read of live recorded of the chains it omitted (live's table's part of
+// it). The top level is added at once; the Services follow through Add.
 func NewReconciler(live *TableState, digests *LiveDigests, top *Fragment, maps []MapSpec) *Reconciler {
-	r := &Reconciler{live: live, digests: digests, top: top, maps: maps, elements: map[string][]MapElement{}}
+	r := &Reconciler{live: live, top: top, maps: maps, elements: map[string][]MapElement{}}
 	if !CanPatch(live) {
 		r.failed = true
 		return r
+	}
+	if digests != nil {
+		r.digests, r.applied = digests.table(live.TableName()), digests.applied
 	}
 	r.liveChains = make(map[string]int32, len(live.Chains))
 	for i, c := range live.Chains {
@@ -90,9 +100,16 @@ func (r *Reconciler) Add(f *Fragment, sum *FragmentSummary) {
 	}
 	for i, c := range f.Chains {
 		var old *Chain
+		var digest uint64
+		var digested bool
 		if li, ok := r.liveChains[c.Name]; ok {
 			old = r.live.Chains[li]
 			r.wanted[li] = true
+			if old.Base != nil { // listed, and digested when not kept
+				digest, digested = r.digests.lookup(c.Name)
+			}
+		} else if digest, digested = r.digests.want(c.Name); digested {
+			old = &r.omitted
 		}
 		switch {
 		case old == nil:
@@ -119,7 +136,7 @@ func (r *Reconciler) Add(f *Fragment, sum *FragmentSummary) {
 				// Only the policy differs: adding the chain sets it again.
 				r.addChains = append(r.addChains, Op{Kind: OpAddChain, Name: c.Name, Base: c.Base})
 			}
-			if !r.sameRules(old, c, sum, i) {
+			if !r.sameRules(old, c, sum, i, digest, digested) {
 				r.flush = append(r.flush, c.Name)
 				r.refill = append(r.refill, c)
 			}
@@ -131,11 +148,11 @@ func (r *Reconciler) Add(f *Fragment, sum *FragmentSummary) {
 	}
 }
 
-// sameRules reports whether the live chain old holds c's rules: compared
-// rule by rule when its rules were kept, by digest otherwise (c's is the
-// i-th of sum, when given).
-func (r *Reconciler) sameRules(old, c *Chain, sum *FragmentSummary, i int) bool {
-	ld, digested := r.digests.lookup(old.Name)
+// sameRules reports whether the live chain old (r.omitted for one the
+// read omitted) holds c's rules: compared rule by rule when its rules
+// were kept, by their digest otherwise (c's is the i-th of sum, when
+// given).
+func (r *Reconciler) sameRules(old, c *Chain, sum *FragmentSummary, i int, digest uint64, digested bool) bool {
 	if !digested {
 		return slices.EqualFunc(old.Rules, c.Rules, func(a, b Rule) bool { return a.Equal(&b) })
 	}
@@ -143,17 +160,9 @@ func (r *Reconciler) sameRules(old, c *Chain, sum *FragmentSummary, i int) bool 
 		return false // the digests of base chains are not comparable
 	}
 	if sum != nil && i < len(sum.Chains) && sum.chainNamed(i, c.Name) {
-		return sum.Chains[i].Digest() == ld.digest
+		return sum.Chains[i].Digest() == digest
 	}
-	return r.digests.applied.digest(c) == ld.digest
-}
-
-// endpointMaps returns the endpoint maps the live chain c's rules read.
-func (r *Reconciler) endpointMaps(c *Chain) []string {
-	if ld, ok := r.digests.lookup(c.Name); ok {
-		return ld.maps
-	}
-	return c.EndpointMaps()
+	return r.applied.digest(c) == digest
 }
 
 // Transaction returns the transaction that makes the live table hold
@@ -177,6 +186,12 @@ func (r *Reconciler) Transaction() *Transaction {
 			stray = append(stray, c.Name)
 		}
 	}
+	for _, name := range r.digests.chains(true) {
+		if _, listed := r.liveChains[name]; !listed { // a base chain is listed and digested
+			stray = append(stray, name)
+		}
+	}
+	slices.Sort(stray)
 
 	delElems, addElems, wantMap, ok := r.mapOps(add)
 	if !ok {
@@ -283,8 +298,17 @@ func (r *Reconciler) unreadEndpointMaps(flushed map[string]bool) []string {
 	kept := map[string]bool{}
 	for _, c := range r.live.Chains {
 		if !flushed[c.Name] {
-			for _, m := range r.endpointMaps(c) {
+			for _, m := range c.EndpointMaps() {
 				kept[m] = true
+			}
+		}
+	}
+	if r.digests != nil {
+		for chain, maps := range r.digests.maps {
+			if !flushed[chain] {
+				for _, m := range maps {
+					kept[m] = true
+				}
 			}
 		}
 	}

@@ -92,15 +92,14 @@ func (s *TableState) Set(name string) (SetSpec, bool) {
 	return SetSpec{}, false
 }
 
-// Inventory names what the table holds, as Dataplane.Inventory does.
+// Inventory names what the table holds, as Dataplane.Inventory does: the
+// chains it lists (those a compact read omitted are named by
+// LiveDigests.Inventory).
 func (s *TableState) Inventory() *Inventory {
 	if s == nil {
 		return nil
 	}
-	inv := &Inventory{Sets: s.SetNames}
-	for _, c := range s.Chains {
-		inv.Chains = append(inv.Chains, c.Name)
-	}
+	inv := &Inventory{Sets: s.SetNames, Chains: s.chainNames()}
 	for _, sh := range s.Shards {
 		if inv.Shards == nil {
 			inv.Shards = map[string]*Inventory{}
@@ -108,6 +107,24 @@ func (s *TableState) Inventory() *Inventory {
 		inv.Shards[sh.Name] = sh.Inventory()
 	}
 	return inv
+}
+
+// chainNames returns the names of the chains s lists.
+func (s *TableState) chainNames() []string {
+	out := make([]string, len(s.Chains))
+	for i, c := range s.Chains {
+		out[i] = c.Name
+	}
+	return out
+}
+
+// TableName returns the name of the table s is the state of: Name, or
+// TableName for the main table's.
+func (s *TableState) TableName() string {
+	if s.Name == "" {
+		return TableName
+	}
+	return s.Name
 }
 
 // State returns the table that applying r would produce.

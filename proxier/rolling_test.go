@@ -129,7 +129,7 @@ func TestShardedPeriodicSyncsLeaveTheElementsToTheWatch(t *testing.T) {
 		f.sync(t, runner.Requested)
 		var del *nftgen.Transaction
 		for i := 1; i <= 3 && del == nil; i++ {
-			st, err := f.fake.ReadTable(context.Background(), nftgen.FamilyIPv4, i, func(_ string, r []nftgen.Rule) []nftgen.Rule { return r })
+			st, err := f.fake.ReadTable(context.Background(), nftgen.FamilyIPv4, i, nftgen.KeepRules)
 			if err != nil || st == nil {
 				t.Fatalf("shard %d: %v", i, err)
 			}

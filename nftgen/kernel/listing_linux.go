@@ -220,12 +220,13 @@ type chainWalk[R any] struct {
 
 // listing is what discoverChains found: found are the layout's chains
 // that exist, as the kernel describes them, names every chain read, those
-// first, with rules[i] those of names[i]; unread are the leaf chains found
-// and not read.
+// first, with rules[i] those of names[i] and omit[i] set when the walk's
+// finish omitted names[i]; unread are the leaf chains found and not read.
 type listing[R any] struct {
 	found  []*nftables.Chain
 	names  []string
 	rules  [][]R
+	omit   []bool
 	unread []string
 	// complete is false when the table holds a chain the listing did not
 	// find (see discoverChains).
@@ -282,6 +283,7 @@ func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []
 		frontier = nil
 		start := len(l.rules)
 		l.rules = append(l.rules, make([][]R, len(level))...)
+		l.omit = append(l.omit, make([]bool, len(level))...)
 		jumps := make([][]string, len(level))
 		err := n.chainRules(table, level, nil, func(i int, r *parsedRule) error {
 			for _, x := range r.exprs {
@@ -291,7 +293,7 @@ func discoverChains[R any](n *Netlink, table *nftables.Table, layout, targets []
 			}
 			l.rules[start+i] = append(l.rules[start+i], walk.decode(r))
 			return nil
-		}, walk.finish.end(level, l.rules[start:]))
+		}, walk.finish.end(level, l.rules[start:], l.omit[start:]))
 		if err != nil {
 			return nil, err
 		}
@@ -321,33 +323,35 @@ func listAll[R any](n *Netlink, table *nftables.Table, walk chainWalk[R]) (*list
 			l.names = append(l.names, ch.Name)
 		}
 	}
-	l.rules, err = allRules(n, table, l.names, walk.decode, walk.finish)
+	l.rules, l.omit, err = allRules(n, table, l.names, walk.decode, walk.finish)
 	return l, err
 }
 
 // allRules dumps the rules of every chain of table named in names,
 // decoded by decode; rules[i] are those of names[i], or what finish (if
-// not nil) returned for them.
-func allRules[R any](n *Netlink, table *nftables.Table, names []string, decode func(*parsedRule) R, finish chainFinisher[R]) ([][]R, error) {
-	rules := make([][]R, len(names))
-	err := n.chainRules(table, names, nil, func(i int, r *parsedRule) error {
+// not nil) returned for them, and omit[i] whether it omitted names[i].
+func allRules[R any](n *Netlink, table *nftables.Table, names []string, decode func(*parsedRule) R, finish chainFinisher[R]) (rules [][]R, omit []bool, err error) {
+	rules, omit = make([][]R, len(names)), make([]bool, len(names))
+	err = n.chainRules(table, names, nil, func(i int, r *parsedRule) error {
 		rules[i] = append(rules[i], decode(r))
 		return nil
-	}, finish.end(names, rules))
-	return rules, err
+	}, finish.end(names, rules, omit))
+	return rules, omit, err
 }
 
 // chainFinisher is given the rules of a chain once they are all read and
-// returns what the listing keeps of them (a full sync keeps only their
-// digest, see nftgen.LiveDigests), so that the decoded rules of a large
-// table are garbage as soon as each chain is read.
-type chainFinisher[R any] func(chain string, rules []R) []R
+// returns what the listing keeps of them, and whether it omits the chain
+// (a full sync keeps only a digest of the chains outside the top level,
+// see nftgen.LiveDigests), so that the decoded rules of a large table are
+// garbage as soon as each chain is read.
+type chainFinisher[R any] func(chain string, rules []R) ([]R, bool)
 
 // end returns the end callback of chainRules that replaces rules[i], those
-// of chains[i], by what f returns for them; nil when f is.
-func (f chainFinisher[R]) end(chains []string, rules [][]R) func(i int) {
+// of chains[i], by what f returns for them and sets omit[i] when f omits
+// chains[i]; nil when f is.
+func (f chainFinisher[R]) end(chains []string, rules [][]R, omit []bool) func(i int) {
 	if f == nil {
 		return nil
 	}
-	return func(i int) { rules[i] = f(chains[i], rules[i]) }
+	return func(i int) { rules[i], omit[i] = f(chains[i], rules[i]) }
 }

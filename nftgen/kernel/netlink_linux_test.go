@@ -649,8 +649,8 @@ func TestReadCompactKeepsDigests(t *testing.T) {
 			top = rs.Top.Chains[i]
 		}
 		switch {
-		case top == nil && c.Rules != nil:
-			t.Errorf("chain %s was read with its rules, not a digest", c.Name)
+		case top == nil:
+			t.Errorf("chain %s was listed; the read keeps it as a digest only", c.Name)
 		case top != nil && len(c.Rules) != len(top.Rules):
 			t.Errorf("top-level chain %s was read with %d rules, want %d", c.Name, len(c.Rules), len(top.Rules))
 		}

@@ -71,7 +71,7 @@ func (n *Netlink) Read(ctx context.Context, f nftgen.Family) (*nftgen.TableState
 // chain given to finish (if not nil) as soon as the chain is read, and the
 // shard tables of a sharded layout read each on its own into the main
 // table's state's Shards.
-func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {
+func (n *Netlink) ReadCompact(ctx context.Context, f nftgen.Family, finish nftgen.ChainFinish) (*nftgen.TableState, error) {
 	st, _, err := n.readAll(ctx, f, readOptions{finish: finish})
 	return st, err
 }
@@ -147,7 +147,7 @@ func (n *Netlink) unreadRules(f nftgen.Family, decoders map[string]ruleDecoder) 
 }
 
 // ReadTable implements nftgen.Dataplane: ReadCompact of table alone.
-func (n *Netlink) ReadTable(ctx context.Context, f nftgen.Family, table int, finish func(chain string, rules []nftgen.Rule) []nftgen.Rule) (*nftgen.TableState, error) {
+func (n *Netlink) ReadTable(ctx context.Context, f nftgen.Family, table int, finish nftgen.ChainFinish) (*nftgen.TableState, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -159,20 +159,25 @@ func (n *Netlink) ReadTable(ctx context.Context, f nftgen.Family, table int, fin
 // chainWalk; unread, when not nil, makes the read leave the Services'
 // chains unread and collects them (ReadLeaving).
 type readOptions struct {
-	finish func(chain string, rules []nftgen.Rule) []nftgen.Rule
+	finish nftgen.ChainFinish
 	unread *[]nftgen.ChainRef
 }
 
-// walk returns the chain walk of a read of these options with decode.
-func (o readOptions) walk(decode ruleDecoder) chainWalk[nftgen.Rule] {
+// walk returns the chain walk of a read of these options of table with
+// decode.
+func (o readOptions) walk(table string, decode ruleDecoder) chainWalk[nftgen.Rule] {
 	if o.unread == nil {
-		return chainWalk[nftgen.Rule]{decode: decode, finish: o.finish}
-	}
-	drop := func(chain string, rules []nftgen.Rule) []nftgen.Rule {
-		if nftgen.IsServiceChain(chain) {
-			return nil
+		var finish chainFinisher[nftgen.Rule]
+		if o.finish != nil {
+			finish = func(chain string, rules []nftgen.Rule) ([]nftgen.Rule, bool) { return o.finish(table, chain, rules) }
 		}
-		return rules
+		return chainWalk[nftgen.Rule]{decode: decode, finish: finish}
+	}
+	drop := func(chain string, rules []nftgen.Rule) ([]nftgen.Rule, bool) {
+		if nftgen.IsServiceChain(chain) {
+			return nil, false
+		}
+		return rules, false
 	}
 	return chainWalk[nftgen.Rule]{decode: decode, finish: drop, leaf: nftgen.IsLeafChain}
 }
@@ -265,7 +270,7 @@ func (n *Netlink) readTable(f nftgen.Family, name string, roots []string, opts r
 	if err != nil {
 		return nil, nil, fmt.Errorf("list objects of %s %s: %w", f, name, err)
 	}
-	walk := opts.walk(decode)
+	walk := opts.walk(name, decode)
 	l, err := discoverChains(n, table, roots, targets, len(sets)+len(objs), walk)
 	if err != nil {
 		return nil, nil, fmt.Errorf("list chains of %s %s: %w", f, name, err)
@@ -281,7 +286,7 @@ func (n *Netlink) readTable(f nftgen.Family, name string, roots []string, opts r
 			return nil, nil, fmt.Errorf("list table %s %s: %w", f, name, err)
 		}
 	}
-	st.Chains = chainStates(l.found, l.names, l.rules)
+	st.Chains = chainStates(l.found, l.names, l.rules, l.omit)
 	if opts.unread != nil {
 		// The Service chains read only for their jumps, then the leaves
 		// not read at all.
@@ -298,8 +303,9 @@ func (n *Netlink) readTable(f nftgen.Family, name string, roots []string, opts r
 type ruleDecoder func(*parsedRule) nftgen.Rule
 
 // chainStates returns the chains called names with their rules, base
-// chains with their hook as found says.
-func chainStates(found []*nftables.Chain, names []string, rules [][]nftgen.Rule) []*nftgen.Chain {
+// chains with their hook as found says, but the regular chains that omit
+// marks (see nftgen.ChainFinish).
+func chainStates(found []*nftables.Chain, names []string, rules [][]nftgen.Rule, omit []bool) []*nftgen.Chain {
 	base := make(map[string]*nftgen.BaseChain, len(found))
 	for _, ch := range found {
 		if ch.Hooknum != nil && ch.Priority != nil {
@@ -307,9 +313,17 @@ func chainStates(found []*nftables.Chain, names []string, rules [][]nftgen.Rule)
 				Drop: ch.Policy != nil && *ch.Policy == nftables.ChainPolicyDrop}
 		}
 	}
-	chains := make([]*nftgen.Chain, len(names))
+	listed := len(names)
 	for i, name := range names {
-		chains[i] = &nftgen.Chain{Name: name, Base: base[name], Rules: rules[i]}
+		if omit[i] && base[name] == nil {
+			listed--
+		}
+	}
+	chains := make([]*nftgen.Chain, 0, listed)
+	for i, name := range names {
+		if b := base[name]; !omit[i] || b != nil {
+			chains = append(chains, &nftgen.Chain{Name: name, Base: b, Rules: rules[i]})
+		}
 	}
 	return chains
 }

@@ -112,6 +112,9 @@ func (s *Pipeline) planFull(ctx context.Context, fs *familyState, snap *snapshot
 		if rs, keys, owners, err = s.desired(ctx, fs, snap); err != nil {
 			return nil, false, nil, err
 		}
+		// A rewrite deletes what it does not program: the chains the
+		// read omitted too.
+		inv = digests.Inventory(live)
 	}
 	txs = slices.Values([]*nftgen.Transaction{planRewrite(fs.gen, rs, layout, inv)})
 	r := fullSyncOf(rs, layout, fs.ruleCounter(), keys, owners)
@@ -163,8 +166,9 @@ func (fs *familyState) liveDigests(a *nftgen.Applied) *nftgen.LiveDigests {
 }
 
 // observed is what a full sync read of a family's tables: the tables as
-// they are (live, nil when they could not be read) and their inventory;
-// when they could not be read, the desired ruleset is already computed
+// they are (live, nil when they could not be read) and their inventory
+// (of a read, only the chains live lists: digests.Inventory adds those the
+// read omitted); when they could not be read, the desired ruleset is already computed
 // (rs, keys, owners), as listing them by name needed it. applied is the
 // empty record the full sync fills, and digests what the read kept of the
 // chains outside the top levels, keyed like applied's.

@@ -69,6 +69,15 @@ func cpuTimes() (user, system float64) {
 	return sec(ru.Utime), sec(ru.Stime)
 }
 
+// peakRSSMiB returns the process's peak RSS so far (0 if unknown).
+func peakRSSMiB() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return float64(ru.Maxrss) / 1024
+}
+
 // Report is what scaleprobe prints.
 type Report struct {
 	Services  int  `json:"services"`
@@ -94,6 +103,10 @@ type Report struct {
 	TableShards int `json:"table_shards"`
 	// Check is the periodic check of the loaded tables (-check).
 	Check *harness.CheckReport `json:"check,omitempty"`
+	// Adopted is set with -adopt: the first sync (Cold) read the tables
+	// an earlier probe of the same size left and patched what differed,
+	// as a restarted daemon does, and the probe stopped there.
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 // profiles names the files of the profiles taken during the probe (none
@@ -165,6 +178,7 @@ func main() {
 	chunk := flag.Int("chunk", 0, "operations per transaction of the streamed cold sync (nftproxy's default if 0)")
 	objects := flag.String("objects", "", "only write the N Services and their slices to this file as kubectl's List (YAML, or JSON for a .json name) and exit")
 	tableShards := flag.Int("table-shards", 0, "nftproxy's --table-shards: 0 chooses by the number of Services, 1 is the single table")
+	adopt := flag.Bool("adopt", false, "the namespace holds what an earlier probe of the same -n and -endpoints programmed: only measure the first sync, which adopts it as a restarted daemon does (-peakprofile then profiles it)")
 	extra := flag.Int("extra-tables", 0, "leave this many tables of the shard shape in front of nftproxy's, each with both nat base chains and a dispatch map the probe's traffic misses (the data path of a sharded layout)")
 	var shards shardList
 	flag.Var(&shards, "shards", "also measure small commits to an empty table beside nftproxy's and to a table of nftproxy's shape of N/k Services for each k of this comma-separated list (e.g. 16,32; 0: the empty table only)")
@@ -191,7 +205,7 @@ func main() {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	rep, err := probe(*n, *endpoints, *chunk, *tableShards, *nsPath, *nftOut, *iptOut, *watch, *check, shards, *extra, profiles{inuse: *inuse, peak: *peak, change: *changeProf})
+	rep, err := probe(*n, *endpoints, *chunk, *tableShards, *nsPath, *nftOut, *iptOut, *watch, *check, *adopt, shards, *extra, profiles{inuse: *inuse, peak: *peak, change: *changeProf})
 	if err == nil && *memProfile != "" {
 		err = writeProfile(*memProfile, "allocs")
 	}
@@ -219,7 +233,7 @@ func writeProfile(path, profile string) error {
 	return f.Close()
 }
 
-func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, watch, check bool, shards []int, extraTables int, prof profiles) (*Report, error) {
+func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, watch, check, adopt bool, shards []int, extraTables int, prof profiles) (*Report, error) {
 	dp, f, err := kernel.NewNetlinkInNamespace(nsPath)
 	if err != nil {
 		return nil, err
@@ -296,6 +310,11 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 	if err != nil {
 		return nil, err
 	}
+	if adopt {
+		rep.Adopted = true
+		rep.PeakRSSMiB = peakRSSMiB()
+		return rep, nil
+	}
 	if prof.inuse != "" {
 		runtime.GC()
 		if err := writeProfile(prof.inuse, "heap"); err != nil {
@@ -355,11 +374,7 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 	if rep.FloorAdd, rep.FloorDelete, err = kernelFloor(ctx, dp); err != nil {
 		return nil, err
 	}
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return nil, fmt.Errorf("getrusage: %w", err)
-	}
-	rep.PeakRSSMiB = float64(ru.Maxrss) / 1024
+	rep.PeakRSSMiB = peakRSSMiB()
 	// After the RSS is taken: the full sync it compares with holds the
 	// live tables' digests beside the model.
 	if check {
