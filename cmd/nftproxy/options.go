@@ -138,7 +138,7 @@ func (o *options) newSetup(objs *objfile.Objects, local []netip.Addr) (*setup, e
 	if on, set := o.kp.featureGates["AllowServiceExternalIPs"]; set && !on {
 		store.NoExternalIPs = true
 	}
-	spec, err := o.ruleSpec(hasIPv6Service(objs))
+	spec, err := o.ruleSpec(objs != nil && objs.IPv6Service)
 	if err != nil {
 		return nil, err
 	}
@@ -204,41 +204,30 @@ func (o *options) nodeName() string {
 	return strings.ToLower(strings.TrimSpace(name))
 }
 
-func hasIPv6Service(objs *objfile.Objects) bool {
-	if objs == nil {
-		return false
-	}
-	for _, svc := range objs.Services {
-		for _, ip := range append([]string{svc.Spec.ClusterIP}, svc.Spec.ClusterIPs...) {
-			if a, err := netip.ParseAddr(ip); err == nil && a.Is6() && !a.Is4In6() {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // loadObjects reads the objects file.
 func loadObjects(path string) (*objfile.Objects, error) {
 	if path == "" {
 		return nil, usageError{fmt.Errorf("--objects is required")}
 	}
-	objs, err := objfile.Load(path)
+	objs, err := source.LoadObjects(path)
 	if err != nil {
 		return nil, usageError{err}
 	}
 	return objs, nil
 }
 
-// fill puts objs into store, leaving out what kube-proxy's informers would
-// not see (Services another proxy handles, headless Services' slices).
+// fill puts the Services and EndpointSlices objs keeps in the model's form
+// (what kube-proxy's informers would see, see source.LoadObjects) into
+// store.
 func fill(store *model.Store, objs *objfile.Objects) {
-	services, slices := source.SelectedObjects(objs)
-	for _, svc := range services {
-		store.SetService(svc)
+	if objs == nil || objs.Parsed == nil {
+		return
 	}
-	for _, sl := range slices {
-		if _, p := store.SetEndpointSlice(sl); p != nil {
+	for _, svc := range objs.Parsed.Services {
+		store.SetParsedService(svc)
+	}
+	for _, sl := range objs.Parsed.Slices {
+		if _, p := store.SetSlice(sl); p != nil {
 			proxier.LogProblem(*p)
 		}
 	}

@@ -170,11 +170,11 @@ func (o *Objects) addObject(obj *object, where string) error {
 	case serviceKind:
 		svc := &v1.Service{TypeMeta: tm, ObjectMeta: obj.Metadata.objectMeta(true), Spec: obj.Spec.ServiceSpec,
 			Status: v1.ServiceStatus{LoadBalancer: obj.Status.LoadBalancer}}
-		o.Services = append(o.Services, o.trim.Service(svc))
+		o.keepService(svc)
 	case sliceKind:
 		sl := &discovery.EndpointSlice{TypeMeta: tm, ObjectMeta: obj.Metadata.objectMeta(true),
 			AddressType: obj.AddressType, Endpoints: obj.Endpoints, Ports: obj.Ports}
-		o.EndpointSlices = append(o.EndpointSlices, o.trim.EndpointSlice(sl))
+		o.keepSlice(sl)
 	case nodeKind:
 		// What nftproxy reads of its Node: labels, pod CIDRs, taints,
 		// addresses.
@@ -222,7 +222,7 @@ func (o *Objects) addTyped(doc json.RawMessage, where string) error {
 		if svc.Namespace == "" {
 			svc.Namespace = "default"
 		}
-		o.Services = append(o.Services, o.trim.Service(&svc))
+		o.keepService(&svc)
 	case sliceKind:
 		var slice discovery.EndpointSlice
 		if err := decodeStrictTypes(doc, &slice); err != nil {
@@ -231,7 +231,7 @@ func (o *Objects) addTyped(doc json.RawMessage, where string) error {
 		if slice.Namespace == "" {
 			slice.Namespace = "default"
 		}
-		o.EndpointSlices = append(o.EndpointSlices, o.trim.EndpointSlice(&slice))
+		o.keepSlice(&slice)
 	case nodeKind:
 		var node v1.Node
 		if err := decodeStrictTypes(doc, &node); err != nil {

@@ -174,18 +174,29 @@ func (o *Objects) addDocument(iter *jsoniter.Iterator, where string, add bool) e
 // mark is how many objects of each kind were kept, to let go of what a
 // document kept when it turns out not to be a List.
 type mark struct {
-	services, slices, nodes int
-	ignored                 map[string]int
+	services, slices, nodes      int
+	parsedServices, parsedSlices int
+	ipv6                         bool
+	ignored                      map[string]int
 }
 
 // mark returns what o keeps now.
 func (o *Objects) mark() mark {
-	return mark{services: len(o.Services), slices: len(o.EndpointSlices), nodes: len(o.Nodes), ignored: maps.Clone(o.Ignored)}
+	m := mark{services: len(o.Services), slices: len(o.EndpointSlices), nodes: len(o.Nodes), ipv6: o.IPv6Service, ignored: maps.Clone(o.Ignored)}
+	if o.Parsed != nil {
+		m.parsedServices, m.parsedSlices = len(o.Parsed.Services), len(o.Parsed.Slices)
+	}
+	return m
 }
 
 // rollback lets go of what was kept after m.
 func (o *Objects) rollback(m mark) {
 	o.Services, o.EndpointSlices, o.Nodes = truncate(o.Services, m.services), truncate(o.EndpointSlices, m.slices), truncate(o.Nodes, m.nodes)
+	if o.Parsed != nil {
+		o.Parsed.Services = truncate(o.Parsed.Services, m.parsedServices)
+		o.Parsed.Slices = truncate(o.Parsed.Slices, m.parsedSlices)
+	}
+	o.IPv6Service = m.ipv6
 	o.Ignored = maps.Clone(m.ignored)
 }
 
@@ -202,5 +213,9 @@ func truncate[T any](s []*T, n int) []*T {
 // reset lets go of everything kept.
 func (o *Objects) reset() {
 	o.Services, o.EndpointSlices, o.Nodes = nil, nil, nil
+	if o.Parsed != nil {
+		o.Parsed.Services, o.Parsed.Slices = nil, nil
+	}
+	o.IPv6Service = false
 	o.Ignored = map[string]int{}
 }

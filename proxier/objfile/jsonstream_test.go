@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	jsoniter "github.com/json-iterator/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // countingReader hands out its text a few bytes at a time and, at each
@@ -87,16 +88,24 @@ func TestStreamedDocumentsDecodeAsWhole(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			slow := newObjects()
 			slowErr := eachDocument([]byte(text), slow.add)
-			got, err := load(strings.NewReader(text))
+			got, err := load(strings.NewReader(text), newObjects)
 			if (err == nil) != (slowErr == nil) || (err != nil && err.Error() != slowErr.Error()) {
 				t.Fatalf("streamed: %v, document by document: %v", err, slowErr)
 			}
 			if err != nil {
 				return
 			}
-			slow.applyDefaults()
 			if !reflect.DeepEqual(got.Services, slow.Services) || !reflect.DeepEqual(got.EndpointSlices, slow.EndpointSlices) || !reflect.DeepEqual(got.Ignored, slow.Ignored) {
 				t.Errorf("streamed %d Services %v, document by document %d Services %v", len(got.Services), got.Ignored, len(slow.Services), slow.Ignored)
+			}
+			// Parsed as they are read, the same objects are kept.
+			parsed, err := load(strings.NewReader(text), func() *Objects {
+				o := newObjects()
+				o.Parsed = &Parsed{selected: func(metav1.Object) bool { return true }}
+				return o
+			})
+			if err != nil || len(parsed.Parsed.Services) != len(slow.Services) || len(parsed.Parsed.Slices) != len(slow.EndpointSlices) {
+				t.Errorf("streamed and parsed: %v, %d Services and %d slices kept; want %d and %d", err, len(parsed.Parsed.Services), len(parsed.Parsed.Slices), len(slow.Services), len(slow.EndpointSlices))
 			}
 		})
 	}

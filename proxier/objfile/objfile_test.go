@@ -2,8 +2,15 @@ package objfile
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nftproxy/nftproxy/proxier/model"
 )
 
 const svcYAML = `apiVersion: v1
@@ -200,5 +207,57 @@ metadata:
 	_, err = Decode([]byte(strings.Replace(kubectl, "port: 8080", "port: eighty", 1)))
 	if err == nil || !strings.Contains(err.Error(), "document 1, items[1]") {
 		t.Errorf("error %v, want one naming document 1, items[1]", err)
+	}
+}
+
+// TestLoadParsedKeepsWhatLoadKeeps: LoadParsed keeps, in the model's
+// form, exactly the Services and EndpointSlices that Load reads and the
+// selector accepts, with the same defaults, through the one-pass JSON
+// decode and the document-by-document way (YAML) alike.
+func TestLoadParsedKeepsWhatLoadKeeps(t *testing.T) {
+	ignored := "apiVersion: v1\nkind: Service\nmetadata: {name: b, namespace: ns, labels: {service.kubernetes.io/service-proxy-name: other}}\nspec: {clusterIP: 'fd00::1', clusterIPs: ['fd00::1'], ports: [{port: 81}]}\n"
+	yaml := svcYAML + "---\n" + sliceYAML + "---\n" + ignored
+	json := `{"kind":"List","apiVersion":"v1","items":[` +
+		`{"apiVersion":"v1","kind":"Service","metadata":{"name":"a","namespace":"ns"},"spec":{"clusterIP":"10.96.0.1","clusterIPs":["10.96.0.1"],"ports":[{"name":"http","port":80}]}},` +
+		`{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice","metadata":{"name":"a-1","namespace":"ns","labels":{"kubernetes.io/service-name":"a"}},"addressType":"IPv4","ports":[{"port":8080}],"endpoints":[{"addresses":["10.0.0.1"]}]},` +
+		`{"apiVersion":"v1","kind":"Service","metadata":{"name":"b","namespace":"ns","labels":{"service.kubernetes.io/service-proxy-name":"other"}},"spec":{"clusterIP":"fd00::1","clusterIPs":["fd00::1"],"ports":[{"port":81}]}}]}`
+	selected := func(obj metav1.Object) bool {
+		_, other := obj.GetLabels()["service.kubernetes.io/service-proxy-name"]
+		return !other
+	}
+	for name, text := range map[string]string{"YAML": yaml, "JSON": json} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "objects")
+			if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			whole, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			parsed, err := LoadParsed(path, selected)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if parsed.Services != nil || parsed.EndpointSlices != nil {
+				t.Errorf("LoadParsed kept API objects: %d Services, %d EndpointSlices", len(parsed.Services), len(parsed.EndpointSlices))
+			}
+			if !whole.IPv6Service || !parsed.IPv6Service {
+				t.Errorf("IPv6Service = %v (Load), %v (LoadParsed); the ignored Service has an IPv6 cluster IP", whole.IPv6Service, parsed.IPv6Service)
+			}
+			var want []*model.Service
+			for _, svc := range whole.Services {
+				if selected(svc) {
+					want = append(want, model.ParseService(svc))
+				}
+			}
+			if len(want) != 1 || !reflect.DeepEqual(parsed.Parsed.Services, want) {
+				t.Errorf("LoadParsed kept Services %+v, want %+v", parsed.Parsed.Services, want)
+			}
+			wantSlices := []*model.Slice{model.ParseSlice(whole.EndpointSlices[0])}
+			if len(whole.EndpointSlices) != 1 || !reflect.DeepEqual(parsed.Parsed.Slices, wantSlices) {
+				t.Errorf("LoadParsed kept EndpointSlices %+v, want %+v", parsed.Parsed.Slices, wantSlices)
+			}
+		})
 	}
 }

@@ -6,16 +6,15 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	discovery "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/nftproxy/nftproxy/proxier/model"
 	"github.com/nftproxy/nftproxy/proxier/objfile"
 )
 
 // WatchObjectsFile re-reads the objects file at path when it changed,
 // checking every interval, and hands what kube-proxy would select
-// (SelectedObjects) to sink, until ctx ends.
+// (LoadObjects) to sink, until ctx ends.
 func WatchObjectsFile(ctx context.Context, path string, every time.Duration, sink Replacer) {
 	w := fileWatch{path: path, last: statFile(path)}
 	tick := time.NewTicker(every)
@@ -29,13 +28,12 @@ func WatchObjectsFile(ctx context.Context, path string, every time.Duration, sin
 		if !w.changedAndSettled(time.Now()) {
 			continue
 		}
-		objs, err := objfile.Load(path)
+		objs, err := LoadObjects(path)
 		if err != nil {
 			klog.ErrorS(err, "Cannot use the objects file; keeping the current rules (write it elsewhere and rename it over the old one to replace it atomically)")
 			continue
 		}
-		services, slices := SelectedObjects(objs)
-		sink.Replace(model.ParseServices(services), model.ParseSlices(slices))
+		sink.Replace(objs.Parsed.Services, objs.Parsed.Slices)
 	}
 }
 
@@ -85,22 +83,21 @@ func (w *fileWatch) changedAndSettled(now time.Time) bool {
 	return true
 }
 
-// SelectedObjects returns the Services and EndpointSlices of objs that
-// kube-proxy would program (its label selector, see Selected).
-func SelectedObjects(objs *objfile.Objects) ([]*v1.Service, []*discovery.EndpointSlice) {
-	var services []*v1.Service
-	for _, svc := range objs.Services {
-		if !Selected(svc.Labels) {
-			klog.V(2).InfoS("Ignoring Service by its labels, as kube-proxy does", "service", klog.KObj(svc))
-			continue
-		}
-		services = append(services, svc)
+// LoadObjects reads the objects file at path, keeping in the model's form
+// (Objects.Parsed) the Services and EndpointSlices kube-proxy would program
+// (its label selector, see Selected).
+func LoadObjects(path string) (*objfile.Objects, error) {
+	return objfile.LoadParsed(path, selectedObject)
+}
+
+// selectedObject reports whether kube-proxy would program obj, a Service
+// or an EndpointSlice, and says at V(2) when it ignores a Service.
+func selectedObject(obj metav1.Object) bool {
+	if Selected(obj.GetLabels()) {
+		return true
 	}
-	var slices []*discovery.EndpointSlice
-	for _, sl := range objs.EndpointSlices {
-		if Selected(sl.Labels) {
-			slices = append(slices, sl)
-		}
+	if _, ok := obj.(*v1.Service); ok {
+		klog.V(2).InfoS("Ignoring Service by its labels, as kube-proxy does", "service", klog.KObj(obj))
 	}
-	return services, slices
+	return false
 }
