@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/nftproxy/nftproxy/nftgen"
 )
@@ -76,8 +80,9 @@ func TestStreamedColdSyncStopsCleanlyAndRecovers(t *testing.T) {
 
 // TestHeldElementsComeBackAsGenerated: the elements a candidate holds
 // while the other Services are read come back map by map in the order the
-// generator made them, with the health check rule count, and nothing else
-// of the fragment is held.
+// generator made them, with the health check rule count and the claim,
+// Service, family and load balancer IPs a lost destination's report reads;
+// nothing else of the fragment is held.
 func TestHeldElementsComeBackAsGenerated(t *testing.T) {
 	key := func(port uint16) nftgen.MapKey { return nftgen.MapKey{Proto: 6, Port: port} }
 	frag := &nftgen.Fragment{
@@ -89,12 +94,18 @@ func TestHeldElementsComeBackAsGenerated(t *testing.T) {
 		HealthCheckRules: 2,
 	}
 	want := &nftgen.Fragment{Elements: frag.Elements, HealthCheckRules: 2}
-	c := &candidate{claim: claim{frag: "ns/x:http"}, frag: frag}
+	fam := &familyState{domains: claimDomains{nftgen.MapServiceIPs: "dispatch"}}
+	lb := []netip.Addr{netip.MustParseAddr("192.0.2.1")}
+	c := &candidate{claim: claim{frag: "ns/x:http", since: 7}, svc: types.NamespacedName{Namespace: "ns", Name: "x"}, frag: frag, domains: fam.domains, lbIPs: lb, fam: fam}
 	h := holdElements(c)
 	if c.frag != nil || len(h.elements) != 3 {
 		t.Fatalf("held: fragment %v, %d elements; want none and 3", c.frag, len(h.elements))
 	}
-	if got := h.candidate(); got != c || !got.frag.Equal(want) || got.frag.HealthCheckRules != 2 || len(got.frag.Chains) != 0 {
+	got := h.candidate()
+	if !got.frag.Equal(want) || got.frag.HealthCheckRules != 2 || len(got.frag.Chains) != 0 {
 		t.Errorf("back: %+v, want the elements %+v", got.frag, want)
+	}
+	if got.claim != c.claim || got.svc != c.svc || got.fam != fam || !slices.Equal(got.lbIPs, lb) || got.domains[nftgen.MapServiceIPs] != "dispatch" {
+		t.Errorf("back: claim %+v of %v in family %p with %v, want %+v of %v in %p with %v", got.claim, got.svc, got.fam, got.lbIPs, c.claim, c.svc, fam, lb)
 	}
 }
