@@ -107,6 +107,9 @@ type Report struct {
 	// an earlier probe of the same size left and patched what differed,
 	// as a restarted daemon does, and the probe stopped there.
 	Adopted bool `json:"adopted,omitempty"`
+	// MemoryAtPeak is what the runtime held, by class, when it held most
+	// during the first sync (the cold one, or the adoption).
+	MemoryAtPeak memoryClasses `json:"memory_at_peak"`
 }
 
 // profiles names the files of the profiles taken during the probe (none
@@ -302,8 +305,9 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 		return Step{Seconds: res.Duration.Seconds(), Ops: res.Ops, Messages: msgs - msgs0, Bytes: bytes - bytes0, Full: res.Full,
 			UserSeconds: user - user0, SystemSeconds: sys - sys0}, nil
 	}
-	peakProf := watchPeak(prof.peak)
+	peakProf, classes := watchPeak(prof.peak), watchClasses()
 	rep.Cold, err = sync("cold full sync", n*endpoints)
+	rep.MemoryAtPeak = classes.Stop()
 	if perr := peakProf.Stop(); err == nil {
 		err = perr
 	}
