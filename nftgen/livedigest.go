@@ -105,11 +105,13 @@ func (d *LiveDigests) Finish(table, chain string, rules []Rule) ([]Rule, bool) {
 	default:
 		t.odd[chain] = &slot
 	}
-	if maps != nil {
-		if t.maps == nil {
-			t.maps = map[string][]string{}
-		}
+	switch {
+	case maps != nil && t.maps == nil:
+		t.maps = map[string][]string{chain: maps}
+	case maps != nil:
 		t.maps[chain] = maps
+	default:
+		delete(t.maps, chain) // read again, it reads none now
 	}
 	return nil, true
 }
@@ -124,10 +126,26 @@ func (d *LiveDigests) table(name string) *tableDigests {
 	defer d.mu.Unlock()
 	t := d.tables[name]
 	if t != nil && !t.sorted {
-		slices.SortFunc(t.packed, func(a, b packedDigest) int { return a.name.compare(b.name) })
-		t.sorted = true
+		t.sortLatest()
 	}
 	return t
+}
+
+// sortLatest sorts t's packed digests by name and keeps, of a chain
+// recorded more than once (a read that found the table incomplete lists
+// it whole and reads its chains again), the one recorded last.
+func (t *tableDigests) sortLatest() {
+	slices.SortStableFunc(t.packed, func(a, b packedDigest) int { return a.name.compare(b.name) })
+	out := t.packed[:0]
+	for i, e := range t.packed {
+		if i+1 < len(t.packed) && t.packed[i+1].name == e.name {
+			continue // a later one follows
+		}
+		out = append(out, e)
+	}
+	clear(t.packed[len(out):])
+	t.packed = out
+	t.sorted = true
 }
 
 // slot returns the slot of chain, nil if t recorded none.

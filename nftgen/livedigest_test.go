@@ -118,3 +118,32 @@ func TestDigestsAreKeptPerTable(t *testing.T) {
 		t.Errorf("after the reconcile the tables differ from a fresh full sync's:\n%s\nwant:\n%s", fake.Dump(FamilyIPv4), fresh.Dump(FamilyIPv4))
 	}
 }
+
+// TestDigestsOfAChainReadTwiceAreTheLast: a read that finds a table
+// incomplete lists it whole and reads its chains a second time; what the
+// reconcile sees of a chain is then its second reading, once: it is not
+// also a stray, and the endpoint maps its first reading read are gone.
+func TestDigestsOfAChainReadTwiceAreTheLast(t *testing.T) {
+	a := NewApplied(FamilyIPv4, nil, &Fragment{})
+	d := a.LiveDigests(nil)
+	name := "KUBE-SVC-ABCDEFGHIJKLMNOP"
+	first := []Rule{NewRule("", NumgenVmap{Map: EndpointMapName(name), Targets: []string{"KUBE-SEP-ABCDEFGHIJKLMNOP", "KUBE-SEP-BBCDEFGHIJKLMNOP"}})}
+	second := []Rule{NewRule("", Verdict{Kind: VerdictGoto, Chain: "KUBE-SEP-ABCDEFGHIJKLMNOP"})}
+	d.Finish(TableName, "KUBE-SEP-ABCDEFGHIJKLMNOP", nil)
+	d.Finish(TableName, name, first)
+	d.Finish(TableName, "KUBE-SEP-BBCDEFGHIJKLMNOP", nil)
+	d.Finish(TableName, name, second)
+	tab := d.table(TableName)
+	if got := tab.chains(false); !slices.Equal(got, []string{"KUBE-SEP-ABCDEFGHIJKLMNOP", "KUBE-SEP-BBCDEFGHIJKLMNOP", name}) {
+		t.Errorf("chains recorded: %q, want each once", got)
+	}
+	if digest, ok := tab.want(name); !ok || digest != a.digest(&Chain{Name: name, Rules: second}) {
+		t.Errorf("digest of the chain read twice: %x (found %v), want the second reading's", digest, ok)
+	}
+	if slices.Contains(tab.chains(true), name) {
+		t.Errorf("the chain read twice is unwanted after it was wanted: %q", tab.chains(true))
+	}
+	if maps := tab.maps[name]; maps != nil {
+		t.Errorf("endpoint maps of the chain's second reading: %q, want none", maps)
+	}
+}
