@@ -60,12 +60,14 @@ func run(args []string) int {
 		fmt.Print(commandsUsage)
 		return 0
 	}
+	var softLimit, cgroupLimit int64
 	if cmd == "" || cmd == "sync" || cmd == "save" {
 		// The commands that program the kernel, and save, which streams
 		// a table of any size chain by chain (at 100,000 Services: 235
 		// instead of 275-310 MiB, 3-5% slower). diff, render and explain
 		// hold what they read whole, and are faster with Go's default.
 		proxier.SetGCPercent()
+		softLimit, cgroupLimit = proxier.SetMemoryLimit()
 	}
 	if cmd == "save" || cmd == "diff" {
 		return runReader(cmd, args)
@@ -82,6 +84,9 @@ func run(args []string) int {
 	}
 	if cmd != "render" && cmd != "explain" {
 		opts.logStartup(commandName(cmd, opts))
+	}
+	if softLimit > 0 {
+		klog.InfoS("Collecting garbage harder near the container's memory limit", "softLimitBytes", softLimit, "cgroupLimitBytes", cgroupLimit)
 	}
 	cliflag.PrintFlags(fs) // "FLAG: --name=value" at V(1), as kube-proxy
 	warnNoEffect(fs)
