@@ -92,8 +92,9 @@ var classNames = []string{
 	"/memory/classes/other:bytes",
 }
 
-// classWatcher samples the memory classes every few milliseconds and
-// keeps those of the sample whose sum was largest.
+// classWatcher samples the memory classes every 20 ms (as often as the
+// peak profiler looks) and keeps those of the sample whose sum was
+// largest.
 type classWatcher struct {
 	stop chan struct{}
 	done chan memoryClasses
@@ -113,7 +114,7 @@ func (w *classWatcher) run() {
 	}
 	var best memoryClasses
 	var bestSum uint64
-	tick := time.NewTicker(5 * time.Millisecond)
+	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
