@@ -305,10 +305,10 @@ func probe(n, endpoints, chunk, tableShards int, nsPath, nftOut, iptOut string, 
 		return Step{Seconds: res.Duration.Seconds(), Ops: res.Ops, Messages: msgs - msgs0, Bytes: bytes - bytes0, Full: res.Full,
 			UserSeconds: user - user0, SystemSeconds: sys - sys0}, nil
 	}
-	peakProf, classes := watchPeak(prof.peak), watchClasses()
+	peak := watchPeak(prof.peak)
 	rep.Cold, err = sync("cold full sync", n*endpoints)
-	rep.MemoryAtPeak = classes.Stop()
-	if perr := peakProf.Stop(); err == nil {
+	var perr error
+	if rep.MemoryAtPeak, perr = peak.Stop(); err == nil {
 		err = perr
 	}
 	if err != nil {

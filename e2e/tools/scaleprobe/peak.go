@@ -6,62 +6,6 @@ import (
 	"time"
 )
 
-// peakProfiler writes the heap profile whenever the live heap, as the
-// last garbage collection found it, reaches a new high (by 5%), so that
-// the file ends up holding what was live at the peak of a step.
-type peakProfiler struct {
-	path string
-	stop chan struct{}
-	done chan error
-}
-
-// watchPeak starts a peakProfiler for path, or returns nil if path is "".
-func watchPeak(path string) *peakProfiler {
-	if path == "" {
-		return nil
-	}
-	p := &peakProfiler{path: path, stop: make(chan struct{}), done: make(chan error, 1)}
-	go p.run()
-	return p
-}
-
-func (p *peakProfiler) run() {
-	sample := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
-	var highest uint64
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		select {
-		case <-p.stop:
-			p.done <- nil
-			return
-		case <-tick.C:
-		}
-		metrics.Read(sample)
-		live := sample[0].Value.Uint64()
-		if live < highest+highest/20 {
-			continue
-		}
-		highest = live
-		if err := writeProfile(p.path, "heap"); err != nil {
-			p.done <- err
-			return
-		}
-	}
-}
-
-// Stop stops p and returns the first error it met writing the profile.
-func (p *peakProfiler) Stop() error {
-	if p == nil {
-		return nil
-	}
-	close(p.stop)
-	if err := <-p.done; err != nil {
-		return fmt.Errorf("peak heap profile: %w", err)
-	}
-	return nil
-}
-
 // memoryClasses are the runtime's memory classes (runtime/metrics,
 // /memory/classes/...) that make up the process's resident memory, as
 // MiB, at the moment their sum was largest during a step: what the peak
@@ -81,66 +25,84 @@ type memoryClasses struct {
 	Other    float64 `json:"other_mib"`
 }
 
-// classNames are the runtime/metrics names memoryClasses sums, in the
-// order of its fields.
-var classNames = []string{
-	"/memory/classes/heap/objects:bytes",
-	"/memory/classes/heap/unused:bytes",
-	"/memory/classes/heap/free:bytes",
-	"/memory/classes/heap/stacks:bytes",
-	"/memory/classes/metadata/other:bytes",
-	"/memory/classes/other:bytes",
-}
-
-// classWatcher samples the memory classes every 20 ms (as often as the
-// peak profiler looks) and keeps those of the sample whose sum was
-// largest.
-type classWatcher struct {
+// peakWatcher looks at the runtime every 20 ms during a step. It keeps
+// the memory classes of the look whose sum was largest and, given a path,
+// writes the heap profile there whenever the live heap, as the last
+// garbage collection found it, reaches a new high (by 5%), so that the
+// file ends up holding what was live at the step's peak.
+type peakWatcher struct {
+	path string
 	stop chan struct{}
-	done chan memoryClasses
+	done chan peakResult
 }
 
-// watchClasses starts a classWatcher.
-func watchClasses() *classWatcher {
-	w := &classWatcher{stop: make(chan struct{}), done: make(chan memoryClasses, 1)}
+// peakResult is what a peakWatcher found.
+type peakResult struct {
+	classes memoryClasses
+	err     error
+}
+
+// watchPeak starts a peakWatcher; profile is where it writes the heap
+// profile ("" for nowhere).
+func watchPeak(profile string) *peakWatcher {
+	w := &peakWatcher{path: profile, stop: make(chan struct{}), done: make(chan peakResult, 1)}
 	go w.run()
 	return w
 }
 
-func (w *classWatcher) run() {
-	samples := make([]metrics.Sample, len(classNames))
-	for i, name := range classNames {
+func (w *peakWatcher) run() {
+	// The classes memoryClasses holds, in the order of its fields, then
+	// the live heap.
+	names := []string{
+		"/memory/classes/heap/objects:bytes",
+		"/memory/classes/heap/unused:bytes",
+		"/memory/classes/heap/free:bytes",
+		"/memory/classes/heap/stacks:bytes",
+		"/memory/classes/metadata/other:bytes",
+		"/memory/classes/other:bytes",
+		"/gc/heap/live:bytes",
+	}
+	samples := make([]metrics.Sample, len(names))
+	for i, name := range names {
 		samples[i].Name = name
 	}
-	var best memoryClasses
-	var bestSum uint64
+	var res peakResult
+	var largest, highestLive uint64
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
 		select {
 		case <-w.stop:
-			w.done <- best
+			w.done <- res
 			return
 		case <-tick.C:
 		}
 		metrics.Read(samples)
 		var sum uint64
-		v := make([]float64, len(samples))
-		for i, s := range samples {
-			if s.Value.Kind() == metrics.KindUint64 {
-				sum += s.Value.Uint64()
-				v[i] = float64(s.Value.Uint64()) / (1 << 20)
-			}
+		mib := make([]float64, len(names)-1)
+		for i := range mib {
+			sum += samples[i].Value.Uint64()
+			mib[i] = float64(samples[i].Value.Uint64()) / (1 << 20)
 		}
-		if sum > bestSum {
-			bestSum = sum
-			best = memoryClasses{Objects: v[0], Unused: v[1], Free: v[2], Stacks: v[3], Metadata: v[4], Other: v[5]}
+		if sum > largest {
+			largest = sum
+			res.classes = memoryClasses{Objects: mib[0], Unused: mib[1], Free: mib[2], Stacks: mib[3], Metadata: mib[4], Other: mib[5]}
+		}
+		live := samples[len(names)-1].Value.Uint64()
+		if w.path == "" || res.err != nil || live < highestLive+highestLive/20 {
+			continue
+		}
+		highestLive = live
+		if err := writeProfile(w.path, "heap"); err != nil {
+			res.err = fmt.Errorf("peak heap profile: %w", err)
 		}
 	}
 }
 
-// Stop stops w and returns the classes at the largest sum it saw.
-func (w *classWatcher) Stop() memoryClasses {
+// Stop stops w and returns the memory classes at their largest sum, and
+// the first error it met writing the profile.
+func (w *peakWatcher) Stop() (memoryClasses, error) {
 	close(w.stop)
-	return <-w.done
+	res := <-w.done
+	return res.classes, res.err
 }
