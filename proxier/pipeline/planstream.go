@@ -66,7 +66,7 @@ func (s *Pipeline) streamFull(ctx context.Context, fs *familyState, snap *snapsh
 		start()
 	}
 	for i := range pending {
-		c := pending[i].candidate()
+		c := pending[i].candidate(fs)
 		pending[i] = heldElements{} // let it go as the elements go out
 		f, key := s.settle(c, r.owners), c.claim.frag
 		if !elements(key, f) {
@@ -90,7 +90,6 @@ func (s *Pipeline) streamFull(ctx context.Context, fs *familyState, snap *snapsh
 type heldElements struct {
 	claim    claim
 	lbIPs    []netip.Addr
-	fam      *familyState
 	elements []nftgen.NamedElement
 	hcRules  int
 	place    nftgen.Place
@@ -99,7 +98,7 @@ type heldElements struct {
 // holdElements keeps what the second pass needs of c, and lets go of the
 // rest of its fragment.
 func holdElements(c *candidate) heldElements {
-	h := heldElements{claim: c.claim, lbIPs: c.lbIPs, fam: c.fam, hcRules: c.frag.HealthCheckRules, place: c.frag.Place}
+	h := heldElements{claim: c.claim, lbIPs: c.lbIPs, hcRules: c.frag.HealthCheckRules, place: c.frag.Place}
 	n := 0
 	for _, els := range c.frag.Elements {
 		n += len(els)
@@ -114,14 +113,14 @@ func holdElements(c *candidate) heldElements {
 	return h
 }
 
-// candidate returns the held candidate with a fragment of its elements:
-// what settling its claims reads.
-func (h heldElements) candidate() *candidate {
+// candidate returns the held candidate, made for family fs, with a
+// fragment of its elements: what settling its claims reads.
+func (h heldElements) candidate(fs *familyState) *candidate {
 	f := &nftgen.Fragment{Elements: map[string][]nftgen.MapElement{}, HealthCheckRules: h.hcRules, Place: h.place}
 	for _, e := range h.elements {
 		f.Elements[e.Map] = append(f.Elements[e.Map], e.MapElement)
 	}
-	return &candidate{claim: h.claim, svc: h.claim.service(), frag: f, domains: h.fam.domains, lbIPs: h.lbIPs, fam: h.fam}
+	return &candidate{claim: h.claim, svc: h.claim.service(), frag: f, domains: fs.domains, lbIPs: h.lbIPs, fam: fs}
 }
 
 // planLive returns the transaction that patches the live table of fs's

@@ -101,7 +101,7 @@ func TestHeldElementsComeBackAsGenerated(t *testing.T) {
 	if c.frag != nil || len(h.elements) != 3 {
 		t.Fatalf("held: fragment %v, %d elements; want none and 3", c.frag, len(h.elements))
 	}
-	got := h.candidate()
+	got := h.candidate(fam)
 	if !got.frag.Equal(want) || got.frag.HealthCheckRules != 2 || len(got.frag.Chains) != 0 {
 		t.Errorf("back: %+v, want the elements %+v", got.frag, want)
 	}
