@@ -56,15 +56,6 @@ func (s *Service) open(ipv6 bool) bool {
 	return false
 }
 
-// ParseServices returns the Services of list.
-func ParseServices(list []*v1.Service) []*Service {
-	out := make([]*Service, len(list))
-	for i, svc := range list {
-		out[i] = ParseService(svc)
-	}
-	return out
-}
-
 // DeepCopyObject implements runtime.Object. A Service is never changed,
 // so the copy shares its ports.
 func (s *Service) DeepCopyObject() runtime.Object {

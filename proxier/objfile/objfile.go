@@ -137,10 +137,10 @@ func newObjects() *Objects {
 var ErrEmpty = errors.New("the file is empty; an empty cluster is written as a List with no items")
 
 // Decode decodes the objects in data, keeps of each Service and
-// EndpointSlice what the model reads (see model.Trimmer) and applies the API
-// server's defaults that kube-proxy relies on (see applyDefaults). An object that does not
-// decode is an error that names the object (kind, namespace/name,
-// position) and the field.
+// EndpointSlice what the model reads (see model.Trimmer) and applies the
+// API server's defaults that kube-proxy relies on (see keepService,
+// keepSlice). An object that does not decode is an error that names the
+// object (kind, namespace/name, position) and the field.
 func Decode(data []byte) (*Objects, error) { return decode(data, newObjects()) }
 
 // decode is Decode into objs.
